@@ -5,7 +5,7 @@ The library defines no flags; each command line defines its own and calls `run_m
 import os
 import sys
 
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, flag_error
 
 # TensorFlow's C++ start-up chatter (oneDNN, CUDA stubs) hides our own progress lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -35,9 +35,7 @@ def expand_globs(patterns, flag_name):
 
     Raises InputError naming the flag when a pattern matches nothing.
     """
-    import tensorflow as tf
-
-    from bert_tf.errors import flag_error
+    import tensorflow as tf  # imported here: command lines that never glob start without it
 
     files = []
     for pattern in split_comma_list(patterns) if isinstance(patterns, str) else patterns:

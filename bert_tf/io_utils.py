@@ -2,12 +2,16 @@
 
 A job killed half-way leaves no truncated file under the final name (at most a `*.tmp-*` file
 beside it), so a rerun or a downstream reader never mistakes a partial file for a finished one.
+Local paths use `os` (no TensorFlow import, so data tools start fast); URLs such as gs://... go
+through tf.io.gfile.
 """
 import contextlib
 import os
 import uuid
 
-import tensorflow as tf
+
+def is_url(path):
+    return "://" in str(path)
 
 
 def temporary_path(path):
@@ -17,25 +21,38 @@ def temporary_path(path):
 
 @contextlib.contextmanager
 def atomic_output(path):
-    """Yields a temporary path to write; renames it to `path` only if the block succeeds.
-
-    Works for local paths and any tf.io.gfile file system (gs:// etc.).
-    """
+    """Yields a temporary path to write; renames it to `path` only if the block succeeds."""
+    path = str(path)
+    tmp = temporary_path(path)
+    if is_url(path):
+        import tensorflow as tf
+        gfile = tf.io.gfile
+        makedirs, exists, remove = gfile.makedirs, gfile.exists, gfile.remove
+        rename = lambda src, dst: gfile.rename(src, dst, overwrite=True)  # noqa: E731
+    else:
+        makedirs = lambda d: os.makedirs(d, exist_ok=True)  # noqa: E731
+        exists, remove, rename = os.path.exists, os.remove, os.replace
     parent = os.path.dirname(path)
     if parent:
-        tf.io.gfile.makedirs(parent)
-    tmp = temporary_path(path)
+        makedirs(parent)
     try:
         yield tmp
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        rename(tmp, path)
     finally:
-        if tf.io.gfile.exists(tmp):
-            tf.io.gfile.remove(tmp)
+        if exists(tmp):
+            remove(tmp)
 
 
 @contextlib.contextmanager
-def atomic_open(path, mode="w"):
+def atomic_open(path, mode="w", encoding=None):
     """Opens a temporary file for writing; it becomes `path` only when the block succeeds."""
     with atomic_output(path) as tmp:
-        with tf.io.gfile.GFile(tmp, mode) as f:
-            yield f
+        if is_url(path):
+            import tensorflow as tf
+            with tf.io.gfile.GFile(tmp, mode) as f:
+                yield f
+        else:
+            if "b" not in mode and encoding is None:
+                encoding = "utf-8"
+            with open(tmp, mode, encoding=encoding) as f:
+                yield f

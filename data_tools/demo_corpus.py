@@ -1,0 +1,110 @@
+"""Generates the demo corpus: small, deterministic, learnable, in the pretraining input format.
+
+The demo must run on a fresh machine with no data, so it writes its own corpus instead of
+shipping one. Each document describes one invented person with a few consistent facts (home
+town, trade, pet, favourite colour and food) in sentences drawn from templates. The facts repeat
+inside a document and differ between documents, so a masked-LM can learn both the grammar (easy
+tokens) and to copy facts from context (harder ones), and next-sentence prediction has a real
+signal: a sentence from another document usually talks about another person.
+
+Invented names are built from syllables, so WordPiece has to split them into `##` pieces.
+
+Format (as the original's create_pretraining_data expects): one sentence per line, a blank line
+between documents.
+
+    python -m data_tools.demo_corpus --output_file=corpus.txt --num_documents=2000
+"""
+import random
+
+from absl import flags
+
+from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+from bert_tf.io_utils import atomic_open
+
+_SYLLABLES = ["ka", "lo", "mi", "ren", "tas", "vo", "bel", "dor", "fin", "gu", "ha", "jor",
+              "ne", "pi", "qua", "ro", "sil", "tu", "wen", "zar"]
+_CITIES = ["Lisbon", "Oslo", "Nairobi", "Lima", "Kyoto", "Dublin", "Quebec", "Tunis", "Perth",
+           "Bergen", "Cusco", "Porto", "Hanoi", "Zagreb", "Accra", "Tromso"]
+_TRADES = ["baker", "sailor", "painter", "teacher", "farmer", "doctor", "carpenter", "singer",
+           "pilot", "tailor", "miner", "gardener"]
+_PETS = ["cat", "dog", "parrot", "goat", "horse", "rabbit", "turtle", "owl"]
+_COLOURS = ["red", "blue", "green", "yellow", "purple", "orange", "black", "white"]
+_FOODS = ["bread", "rice", "soup", "cheese", "apples", "fish", "beans", "honey", "noodles"]
+_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+# Sentence templates; {name}, {city}, ... are the document's facts.
+_TEMPLATES = [
+    "{name} lives in {city} and works as a {trade}.",
+    "Every {day}, {name} walks the {pet} through the old streets of {city}.",
+    "The {pet} of {name} likes to sleep near the window.",
+    "As a {trade}, {name} starts work early in the morning.",
+    "{name} paints the door of the house {colour} every spring.",
+    "People in {city} know {name} as the {trade} with the {colour} coat.",
+    "For dinner, {name} usually eats {food} with friends.",
+    "On {day} evenings the {trade} from {city} cooks {food}.",
+    "{name} says that {food} tastes best when it is fresh.",
+    "The {colour} hat of {name} is famous in {city}.",
+    "Many years ago, {name} moved to {city} to become a {trade}.",
+    "When it rains, {name} stays home with the {pet}.",
+    "The neighbours of {name} often borrow {food} on {day}.",
+    "{name} has never left {city}, not even for a day.",
+    "Some say the {pet} is smarter than {name}, but {name} disagrees.",
+]
+
+
+def _person(rng):
+    name = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(2, 3))).capitalize()
+    return {"name": name, "city": rng.choice(_CITIES), "trade": rng.choice(_TRADES),
+            "pet": rng.choice(_PETS), "colour": rng.choice(_COLOURS),
+            "food": rng.choice(_FOODS)}
+
+
+def generate_documents(num_documents, seed=0, min_sentences=4, max_sentences=12):
+    """Yields documents, each a list of sentences (strings), deterministically from `seed`."""
+    rng = random.Random(seed)
+    for _ in range(num_documents):
+        facts = _person(rng)
+        sentences = []
+        for _ in range(rng.randint(min_sentences, max_sentences)):
+            template = rng.choice(_TEMPLATES)
+            sentences.append(template.format(day=rng.choice(_DAYS), **facts))
+        yield sentences
+
+
+def write_corpus(path, num_documents, seed=0):
+    """Writes the corpus to `path` (atomically); returns (documents, sentences, bytes)."""
+    num_sentences = 0
+    num_bytes = 0
+    with atomic_open(path, "w") as f:
+        for document in generate_documents(num_documents, seed):
+            text = "\n".join(document) + "\n\n"
+            f.write(text)
+            num_sentences += len(document)
+            num_bytes += len(text.encode("utf-8"))
+    return num_documents, num_sentences, num_bytes
+
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_file", None, "Where to write the corpus (one sentence per line, "
+                    "blank line between documents).")
+flags.DEFINE_integer("num_documents", 2000, "How many documents (invented people) to write.")
+flags.DEFINE_integer("seed", 0, "Random seed; the same seed gives the same corpus.")
+
+
+def main(argv):
+    del argv
+    if not FLAGS.output_file:
+        raise flag_error("output_file", "is required")
+    if FLAGS.num_documents < 1:
+        raise flag_error("num_documents", f"must be >= 1, got {FLAGS.num_documents}")
+    documents, sentences, size = write_corpus(FLAGS.output_file, FLAGS.num_documents, FLAGS.seed)
+    print(f"wrote {FLAGS.output_file}: {documents} documents, {sentences} sentences, {size} bytes")
+
+
+def console_main():
+    run_main(main)
+
+
+if __name__ == "__main__":
+    console_main()

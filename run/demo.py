@@ -1,0 +1,168 @@
+"""End-to-end demo on a small corpus that it generates: every stage a real command line.
+
+    python -m run.demo [--output_dir=demo_output]
+
+Stages (each prints the command it runs and that command's own progress):
+  1. corpus      data_tools.demo_corpus        invented people, one sentence per line
+  2. vocabulary  data_tools.build_vocab         WordPiece vocabulary learned from the corpus
+  3. tokenize    FullTokenizer vs FastTokenizer  tokens, [UNK] rate, identical output, speed
+  4. records     data_tools.create_pretraining_data   masked-LM / next-sentence TFRecords
+  5. pretrain    run.run_pretraining            a small BERT, trained then evaluated
+  6. features    run.extract_features           contextual vectors from the trained model
+A summary table closes the run. Nothing is downloaded.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from absl import flags
+
+from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("output_dir", "demo_output", "Where every demo artifact goes; emptied first.")
+flags.DEFINE_integer("num_documents", 3000, "Documents in the generated corpus.")
+flags.DEFINE_integer("vocab_size", 2000, "Size of the learned WordPiece vocabulary.")
+flags.DEFINE_integer("num_train_steps", 1500, "Pretraining steps for the small model.")
+flags.DEFINE_integer("max_seq_length", 64, "Sequence length of the pretraining records.")
+
+# A small BERT that learns the demo corpus in a few minutes on 2 CPU cores.
+SMALL_BERT_CONFIG = {
+    "hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "intermediate_size": 512, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+    "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 128,
+    "type_vocab_size": 2, "initializer_range": 0.02,
+}
+
+
+def run_stage(title, module, **stage_flags):
+    """Runs `python -m module --flag=value ...`, streaming its output; fails the demo on error."""
+    command = [sys.executable, "-m", module] + [f"--{k}={v}" for k, v in stage_flags.items()]
+    print(f"\n=== {title}\n$ {' '.join(command[1:])}", flush=True)
+    start = time.monotonic()
+    result = subprocess.run(command)
+    if result.returncode != 0:
+        print(f"demo: stage '{title}' failed with exit status {result.returncode}", file=sys.stderr)
+        sys.exit(result.returncode)
+    return time.monotonic() - start
+
+
+def tokenization_report(corpus, vocab_file):
+    """Tokenizes the corpus with the exact and the fast tokenizer; returns a summary dict."""
+    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.tokenization import FullTokenizer
+
+    with open(corpus, encoding="utf-8") as f:
+        lines = [line.strip() for line in f if line.strip()]
+    exact = FullTokenizer(vocab_file, do_lower_case=True)
+    fast = FastTokenizer(vocab_file, do_lower_case=True)
+    start = time.monotonic()
+    exact_tokens = [exact.tokenize(line) for line in lines]
+    exact_seconds = time.monotonic() - start
+    start = time.monotonic()
+    fast_tokens = fast.tokenize_batch(lines)
+    fast_seconds = time.monotonic() - start
+    num_tokens = sum(len(t) for t in exact_tokens)
+    num_unk = sum(t.count("[UNK]") for t in exact_tokens)
+    identical = sum(a == b for a, b in zip(exact_tokens, fast_tokens))
+    report = {"lines": len(lines), "tokens": num_tokens, "unk_rate": num_unk / max(num_tokens, 1),
+              "identical_lines": f"{identical}/{len(lines)}",
+              "exact_tokens_per_s": num_tokens / exact_seconds,
+              "fast_tokens_per_s": num_tokens / fast_seconds}
+    print(f"\n=== tokenize\n{lines[0]!r}\n  -> {exact_tokens[0]}")
+    for key, value in report.items():
+        print(f"  {key}: {value:.4g}" if isinstance(value, float) else f"  {key}: {value}")
+    if identical != len(lines):
+        print("demo: the fast tokenizer differs from FullTokenizer", file=sys.stderr)
+        sys.exit(1)
+    return report
+
+
+def read_key_values(path):
+    """Parses the original's `key = value` result files (eval_results.txt)."""
+    results = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if " = " in line:
+                key, value = line.strip().split(" = ", 1)
+                results[key] = float(value)
+    return results
+
+
+def main(argv):
+    del argv
+    if FLAGS.num_documents < 100:
+        raise flag_error("num_documents", "the demo needs at least 100 documents")
+    out = os.path.abspath(FLAGS.output_dir)
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    corpus = os.path.join(out, "corpus.txt")
+    vocab = os.path.join(out, "vocab.txt")
+    records = os.path.join(out, "pretrain.tfrecord")
+    config_file = os.path.join(out, "bert_config.json")
+    model_dir = os.path.join(out, "pretrained")
+    timings = {}
+
+    timings["corpus"] = run_stage("corpus", "data_tools.demo_corpus", output_file=corpus,
+                                  num_documents=FLAGS.num_documents)
+    timings["vocabulary"] = run_stage("vocabulary", "data_tools.build_vocab", input_file=corpus,
+                                      output_file=vocab, vocab_size=FLAGS.vocab_size,
+                                      do_lower_case=True)
+    start = time.monotonic()
+    tokens = tokenization_report(corpus, vocab)
+    timings["tokenize"] = time.monotonic() - start
+
+    timings["records"] = run_stage(
+        "records", "data_tools.create_pretraining_data", input_file=corpus, output_file=records,
+        vocab_file=vocab, do_lower_case=True, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=10, dupe_factor=5, masked_lm_prob=0.15, random_seed=12345)
+
+    with open(vocab, encoding="utf-8") as f:
+        vocab_size = sum(1 for _ in f)
+    with open(config_file, "w", encoding="utf-8") as f:
+        json.dump(dict(SMALL_BERT_CONFIG, vocab_size=vocab_size), f, indent=2)
+    timings["pretrain"] = run_stage(
+        "pretrain", "run.run_pretraining", bert_config_file=config_file, input_file=records,
+        output_dir=model_dir, do_train=True, do_eval=True, train_batch_size=32,
+        eval_batch_size=32, max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=10,
+        num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_train_steps // 10,
+        learning_rate=1e-3, save_checkpoints_steps=500, iterations_per_loop=100,
+        max_eval_steps=20, log_steps=100)
+    evaluation = read_key_values(os.path.join(model_dir, "eval_results.txt"))
+
+    sentences = os.path.join(out, "sentences.txt")
+    with open(sentences, "w", encoding="utf-8") as f:
+        f.write("Kalomi lives in Oslo and works as a baker. ||| The baker likes bread.\n")
+    features = os.path.join(out, "features.jsonl")
+    timings["features"] = run_stage(
+        "features", "run.extract_features", input_file=sentences, output_file=features,
+        vocab_file=vocab, bert_config_file=config_file, init_checkpoint=model_dir,
+        do_lower_case=True, layers="-1", max_seq_length=FLAGS.max_seq_length, batch_size=8)
+
+    chance = 1.0 / vocab_size
+    print("\n=== summary")
+    print(f"  corpus: {FLAGS.num_documents} documents; vocabulary: {vocab_size} pieces; "
+          f"[UNK] rate {tokens['unk_rate']:.4%}; fast tokenizer identical on "
+          f"{tokens['identical_lines']} lines")
+    print(f"  pretraining eval: masked_lm_accuracy={evaluation['masked_lm_accuracy']:.3f} "
+          f"(chance {chance:.4f}), next_sentence_accuracy="
+          f"{evaluation['next_sentence_accuracy']:.3f} (chance 0.5), loss={evaluation['loss']:.3f}")
+    for stage, seconds in timings.items():
+        print(f"  {stage:<11} {seconds:7.1f} s")
+    print(f"  artifacts in {out}")
+    if evaluation["masked_lm_accuracy"] < 10 * chance:
+        print("demo: masked-LM accuracy is not clearly above chance", file=sys.stderr)
+        sys.exit(1)
+
+
+def console_main():
+    run_main(main)
+
+
+if __name__ == "__main__":
+    console_main()
