@@ -1,0 +1,148 @@
+"""Tokenization throughput: the reference FullTokenizer vs ours vs Hugging Face vs keras-hub.
+
+Corpus: every line of ../shared/data/wikitext-2/{valid,test}.txt and every distinct SQuAD dev
+context (v1.1 and v2.0), uncased vocabulary, do_lower_case=True (what tests/corpora.py yields).
+Peers, each given the whole corpus as a list of strings and returning each line's word pieces
+(strings), run interleaved --rounds times in one process; each round builds every tokenizer anew
+(outside the timing), so word caches start empty in every round:
+
+  reference         bert-tensorflow 1.0.4 FullTokenizer.tokenize, one line at a time
+  bert_tf Full      bert_tf.tokenization.FullTokenizer.tokenize, one line at a time
+  bert_tf Fast      bert_tf.fast_tokenization.FastTokenizer.tokenize_batch
+  bert_tf Fast+off  FastTokenizer.encode_batch (tokens, ids and character offsets)
+  HF tokenizers     tokenizers.BertWordPieceTokenizer.encode_batch(add_special_tokens=False),
+                    .tokens of each Encoding (offsets are computed by it too)
+  keras-hub         keras_hub.tokenizers.BertTokenizer on tf.string batches, ids -> tokens
+
+Batch peers get --batch_size lines per call. Printed: a markdown table of medians over rounds
+(MB/s of UTF-8 input, tokens/s of the peer's own output, speed-up vs the reference and vs HF) and
+each peer's share of lines whose tokens equal the reference's.
+
+    python bench/bench_tokenization.py                 # 3 rounds, all peers
+    python bench/bench_tokenization.py --rounds=5 --batch_size=10000
+"""
+import argparse
+import gc
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT_ROOT))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from bert_tf import fast_tokenization, tokenization  # noqa: E402
+from bert_tf.progress import Progress  # noqa: E402
+from tests import corpora  # noqa: E402
+
+SHARED = pathlib.Path(os.environ.get("BERT_TF_SHARED", PROJECT_ROOT.parent / "shared"))
+DATA = SHARED / "data"
+VOCAB = DATA / "vocab" / "bert-base-uncased-vocab.txt"
+
+
+def load_corpus():
+    texts = list(corpora.wikitext2_texts(DATA))
+    texts += list(dict.fromkeys(corpora.squad_contexts(DATA)))
+    return texts
+
+
+def batches(texts, size):
+    return [texts[i:i + size] for i in range(0, len(texts), size)]
+
+
+def make_peers(batch_size):
+    """name -> factory returning a function texts -> list of token lists (built per round)."""
+    sys.path.insert(0, str(SHARED / "reference"))
+    from refbert import tokenization as reference
+
+    def per_line(tokenizer):
+        return lambda texts: [tokenizer.tokenize(t) for t in texts]
+
+    def batched(function):
+        return lambda texts: [tokens for chunk in batches(texts, batch_size) for tokens in function(chunk)]
+
+    def fast():
+        return batched(fast_tokenization.FastTokenizer(str(VOCAB), True).tokenize_batch)
+
+    def fast_offsets():
+        tokenizer = fast_tokenization.FastTokenizer(str(VOCAB), True)
+        return batched(lambda chunk: [e.tokens for e in tokenizer.encode_batch(chunk)])
+
+    def hugging_face():
+        from tokenizers import BertWordPieceTokenizer
+        tokenizer = BertWordPieceTokenizer(str(VOCAB), lowercase=True)
+        return batched(lambda chunk: [e.tokens for e in
+                                      tokenizer.encode_batch(chunk, add_special_tokens=False)])
+
+    def keras_hub_peer():
+        import keras_hub
+        import tensorflow as tf
+        tokenizer = keras_hub.tokenizers.BertTokenizer(vocabulary=str(VOCAB), lowercase=True)
+        vocabulary = tokenizer.get_vocabulary()
+
+        def run(chunk):
+            ids = tokenizer(tf.constant(chunk))
+            ids = ids.to_list() if hasattr(ids, "to_list") else ids  # eager: already lists
+            return [[vocabulary[i] for i in row] for row in ids]
+        return batched(run)
+
+    return {
+        "reference FullTokenizer": lambda: per_line(reference.FullTokenizer(str(VOCAB), True)),
+        "bert_tf FullTokenizer": lambda: per_line(tokenization.FullTokenizer(str(VOCAB), True)),
+        "bert_tf FastTokenizer.tokenize_batch": fast,
+        "bert_tf FastTokenizer.encode_batch (+offsets)": fast_offsets,
+        "HF tokenizers BertWordPieceTokenizer": hugging_face,
+        "keras-hub BertTokenizer": keras_hub_peer,
+    }
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median quoted)")
+    parser.add_argument("--batch_size", type=int, default=1000, help="lines per batch call")
+    args = parser.parse_args()
+
+    texts = load_corpus()
+    megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    print(f"corpus: {len(texts)} lines, {megabytes:.2f} MB (WikiText-2 valid+test, SQuAD dev "
+          f"contexts); batch_size={args.batch_size}; {args.rounds} rounds; "
+          f"{os.cpu_count()} CPUs", file=sys.stderr)
+    peers = make_peers(args.batch_size)
+    for factory in peers.values():  # warm-up: imports, TensorFlow start-up
+        factory()(texts[:50])
+
+    seconds = {name: [] for name in peers}
+    outputs = {}
+    progress = Progress("bench_tokenization", total=args.rounds * len(peers), unit="runs",
+                        interval=0)
+    for round_index in range(args.rounds):
+        order = list(peers) if round_index % 2 == 0 else list(reversed(peers))
+        for name in order:
+            tokenize = peers[name]()
+            gc.collect()
+            start = time.perf_counter()
+            result = tokenize(texts)
+            seconds[name].append(time.perf_counter() - start)
+            outputs[name] = result
+            progress.update(1, peer=name, seconds=round(seconds[name][-1], 2))
+    progress.summary()
+
+    reference = outputs["reference FullTokenizer"]
+    median = {name: statistics.median(values) for name, values in seconds.items()}
+    hf = median["HF tokenizers BertWordPieceTokenizer"]
+    ref = median["reference FullTokenizer"]
+    print(f"\n{len(texts)} lines, {megabytes:.2f} MB, median of {args.rounds} interleaved rounds, "
+          f"batch_size={args.batch_size}\n")
+    print("| tokenizer | MB/s | tokens/s | vs reference | vs HF tokenizers | lines identical to reference |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name in peers:
+        tokens = sum(map(len, outputs[name]))
+        same = sum(a == b for a, b in zip(outputs[name], reference)) / len(texts)
+        print(f"| {name} | {megabytes / median[name]:.2f} | {tokens / median[name]:,.0f} | "
+              f"{ref / median[name]:.1f}x | {hf / median[name]:.2f}x | {100 * same:.2f}% |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,461 @@
+"""Loading and writing checkpoints: the original's TF1 names, our TF2 checkpoints, Hugging Face.
+
+`load_checkpoint(model, path)` (the semantics of every `--init_checkpoint` flag) accepts
+- a TF1 checkpoint in the original naming (bert/embeddings/..., bert/encoder/layer_N/...,
+  bert/pooler/..., cls/predictions/..., cls/seq_relationship/..., run_classifier's
+  output_weights/output_bias, run_squad's cls/squad/...), with or without Adam slots
+  (`*/adam_m`, `*/adam_v`) and `global_step`, which are skipped;
+- our own TF2 object checkpoint (tf.train.Checkpoint holding the model under any name, e.g.
+  `tf.train.Checkpoint(model=pretrainer, optimizer=...)`, as run_pretraining writes); the encoder
+  of one task model loads into another;
+- a Hugging Face BERT directory (config.json + model.safetensors), read with safetensors' numpy
+  API (no torch, no pickle);
+- a directory holding a `checkpoint` state file (its latest checkpoint is used).
+It returns a LoadReport: which of the model's variables were loaded and which are new (e.g. a
+fresh task head), and which checkpoint variables were unused. A shape mismatch raises InputError
+naming the variable.
+
+`write_tf1_checkpoint(model, path)` writes the model's weights in the original naming (the fused
+query/key/value projection split back into query, key and value) so that the original release
+and tools built on it restore them.
+
+Every model variable has one original name: `original_variable_map(model)` is the single table
+that loading and writing both use.
+"""
+import collections
+import dataclasses
+import json
+import os
+import re
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf.errors import InputError, file_error
+
+OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
+SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
+                 "_CHECKPOINTABLE_OBJECT_GRAPH")
+HF_WEIGHT_FILES = ("model.safetensors",)
+
+
+@dataclasses.dataclass
+class Part:
+    """One original variable stored in (a slice of) one of our variables.
+
+    `index`/`count` select an equal slice of the last axis (the fused QKV projection holds
+    query, key, value as parts 0, 1, 2 of 3); None means the whole variable.
+    """
+    name: str
+    variable: object
+    index: int = None
+    count: int = 1
+
+
+def _dense_parts(prefix, layer):
+    return [Part(prefix + "/kernel", layer.kernel), Part(prefix + "/bias", layer.bias)]
+
+
+def _layer_norm_parts(prefix, layer):
+    return [Part(prefix + "/beta", layer.beta), Part(prefix + "/gamma", layer.gamma)]
+
+
+def _encoder_parts(encoder, scope="bert"):
+    emb = encoder.embeddings
+    parts = [
+        Part(f"{scope}/embeddings/word_embeddings", emb.word_embeddings),
+        Part(f"{scope}/embeddings/token_type_embeddings", emb.token_type_embeddings),
+        Part(f"{scope}/embeddings/position_embeddings", emb.position_embeddings),
+        *_layer_norm_parts(f"{scope}/embeddings/LayerNorm", emb.layer_norm),
+    ]
+    for i, layer in enumerate(encoder.transformer_layers):
+        p = f"{scope}/encoder/layer_{i}"
+        for j, qkv in enumerate(("query", "key", "value")):
+            parts.append(Part(f"{p}/attention/self/{qkv}/kernel", layer.attention.qkv_kernel, j, 3))
+            parts.append(Part(f"{p}/attention/self/{qkv}/bias", layer.attention.qkv_bias, j, 3))
+        parts += _dense_parts(f"{p}/attention/output/dense", layer.attention_output)
+        parts += _layer_norm_parts(f"{p}/attention/output/LayerNorm", layer.attention_layer_norm)
+        parts += _dense_parts(f"{p}/intermediate/dense", layer.intermediate)
+        parts += _dense_parts(f"{p}/output/dense", layer.output_dense)
+        parts += _layer_norm_parts(f"{p}/output/LayerNorm", layer.output_layer_norm)
+    parts += _dense_parts(f"{scope}/pooler/dense", encoder.pooler.dense)
+    return parts
+
+
+def _projection_parts(prefix, projection):
+    return [Part(prefix + "output_weights", projection.output_weights),
+            Part(prefix + "output_bias", projection.output_bias)]
+
+
+def original_variable_map(model):
+    """The model's variables under their original (TF1) names, as a list of Part.
+
+    Handles BertEncoder and the task models of bert_tf.models.
+    """
+    from bert_tf import models
+    from bert_tf.encoder import BertEncoder
+
+    if isinstance(model, BertEncoder):
+        return _encoder_parts(model)
+    parts = _encoder_parts(model.encoder)
+    if isinstance(model, models.BertPretrainer):
+        mlm = model.masked_lm
+        parts += _dense_parts("cls/predictions/transform/dense", mlm.transform.dense)
+        parts += _layer_norm_parts("cls/predictions/transform/LayerNorm", mlm.transform.layer_norm)
+        parts.append(Part("cls/predictions/output_bias", mlm.output_bias))
+        parts += _projection_parts("cls/seq_relationship/", model.next_sentence.projection)
+    elif isinstance(model, models.BertSpanLabeler):
+        parts += _projection_parts("cls/squad/", model.span.projection)
+    elif isinstance(model, (models.BertClassifier, models.BertTokenClassifier)):
+        parts += _projection_parts("", model.classifier.projection)
+    else:
+        raise TypeError(f"no original variable names known for {type(model).__name__}")
+    return parts
+
+
+@dataclasses.dataclass
+class LoadReport:
+    """What `load_checkpoint` did. Names are the original (TF1) names of our variables, and the
+    checkpoint's own names for `unused`; `skipped` counts optimizer slots and step counters."""
+    path: str
+    format: str
+    loaded: list
+    new: list
+    unused: list
+    skipped: int = 0
+
+    def __str__(self):
+        lines = [f"checkpoint {self.path} ({self.format}): {len(self.loaded)} variables loaded, "
+                 f"{len(self.new)} new, {len(self.unused)} unused, {self.skipped} optimizer/step "
+                 f"entries skipped"]
+        if self.new:
+            lines.append("  new (initialised, not in the checkpoint): " + ", ".join(self.new))
+        if self.unused:
+            lines.append("  unused (in the checkpoint, not in the model): " + ", ".join(self.unused))
+        return "\n".join(lines)
+
+
+def load_checkpoint(model, path):
+    """Loads weights into `model` (BertEncoder or a task model) from `path`; returns LoadReport.
+
+    See the module docstring for the accepted formats. Raises InputError when the path holds no
+    checkpoint or a variable's shape differs.
+    """
+    kind, location = resolve_checkpoint(path)
+    if kind == "hf":
+        return _load_named(model, _read_hf_weights(location), location, "hugging face")
+    reader = tf.train.load_checkpoint(location)
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
+        return _load_object_checkpoint(model, reader, location)
+    return _load_named(model, _ReaderValues(reader), location, "tf1")
+
+
+def resolve_checkpoint(path):
+    """("hf", directory) or ("tf", checkpoint prefix) for a user-given path; InputError if none."""
+    path = os.fspath(path)
+    if tf.io.gfile.isdir(path):
+        if tf.io.gfile.exists(os.path.join(path, "config.json")) and any(
+                tf.io.gfile.exists(os.path.join(path, f)) for f in HF_WEIGHT_FILES):
+            return "hf", path
+        latest = tf.train.latest_checkpoint(path)
+        if latest is None:
+            raise file_error(path, "directory holds neither a checkpoint (no 'checkpoint' state "
+                                   "file) nor a Hugging Face model (config.json + model.safetensors)")
+        return "tf", latest
+    if not tf.io.gfile.exists(path + ".index"):
+        raise file_error(path, "no checkpoint found (expected PATH.index, or a directory)")
+    return "tf", path
+
+
+def hf_directory_files(path):
+    """For a Hugging Face directory: (BertConfig, vocab.txt path or None, do_lower_case or None).
+
+    Command lines use these unless flags say otherwise; returns None for other checkpoints.
+    """
+    from bert_tf.config import BertConfig
+
+    kind, location = resolve_checkpoint(path)
+    if kind != "hf":
+        return None
+    config_path = os.path.join(location, "config.json")
+    with tf.io.gfile.GFile(config_path) as f:
+        config = BertConfig.from_hf_dict(json.load(f), source=config_path)
+    vocab = os.path.join(location, "vocab.txt")
+    do_lower_case = None
+    tokenizer_config = os.path.join(location, "tokenizer_config.json")
+    if tf.io.gfile.exists(tokenizer_config):
+        with tf.io.gfile.GFile(tokenizer_config) as f:
+            do_lower_case = json.load(f).get("do_lower_case")
+    return config, (vocab if tf.io.gfile.exists(vocab) else None), do_lower_case
+
+
+def _is_skipped(name):
+    return name in SKIPPED_NAMES or name.endswith(OPTIMIZER_SLOT_SUFFIXES)
+
+
+class _ReaderValues:
+    """A name -> numpy mapping over a checkpoint reader (reads lazily)."""
+
+    def __init__(self, reader):
+        self.reader = reader
+        self.shapes = reader.get_variable_to_shape_map()
+
+    def __contains__(self, name):
+        return name in self.shapes
+
+    def __iter__(self):
+        return iter(self.shapes)
+
+    def shape(self, name):
+        return tuple(self.shapes[name])
+
+    def __getitem__(self, name):
+        return self.reader.get_tensor(name)
+
+
+class _DictValues(dict):
+    def shape(self, name):
+        return tuple(self[name].shape)
+
+
+def _part_shape(part):
+    shape = tuple(part.variable.shape)
+    if part.index is None:
+        return shape
+    return shape[:-1] + (shape[-1] // part.count,)
+
+
+def _load_named(model, values, path, fmt):
+    """Loads from a name -> array mapping in the original naming."""
+    parts = original_variable_map(model)
+    by_variable = collections.OrderedDict()
+    for part in parts:
+        by_variable.setdefault(id(part.variable), []).append(part)
+    loaded, new, used = [], [], set()
+    assignments = []
+    for variable_parts in by_variable.values():
+        present = [p for p in variable_parts if p.name in values]
+        if not present:
+            new.extend(p.name for p in variable_parts)
+            continue
+        if len(present) != len(variable_parts):
+            missing = [p.name for p in variable_parts if p.name not in values]
+            raise file_error(path, f"checkpoint has {present[0].name} but not {missing[0]}")
+        for p in variable_parts:
+            if values.shape(p.name) != _part_shape(p):
+                raise file_error(path, f"variable {p.name} has shape {list(values.shape(p.name))} "
+                                       f"in the checkpoint but {list(_part_shape(p))} in the model")
+        arrays = [np.asarray(values[p.name]) for p in variable_parts]
+        value = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
+        assignments.append((variable_parts[0].variable, value))
+        loaded.extend(p.name for p in variable_parts)
+        used.update(p.name for p in variable_parts)
+    for variable, value in assignments:
+        variable.assign(value.astype(variable.dtype))
+    skipped = [n for n in values if _is_skipped(n)]
+    unused = sorted(n for n in values if n not in used and not _is_skipped(n))
+    return LoadReport(path, fmt, loaded, new, unused, len(skipped))
+
+
+def _object_paths(root):
+    """Variable id -> attribute path below `root` ("encoder/layer_0/attention/qkv_kernel")."""
+    view = tf.train.TrackableView(root)
+    paths = {}
+    seen = {id(root)}
+    queue = collections.deque([(root, "")])
+    while queue:
+        obj, prefix = queue.popleft()
+        for name, child in view.children(obj).items():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            paths[id(child)] = prefix + name
+            queue.append((child, prefix + name + "/"))
+    return paths
+
+
+def _checkpoint_paths(reader):
+    """Every attribute path in a TF2 checkpoint's object graph -> its variable's key.
+
+    A variable can be reachable along several paths (e.g. model/encoder/... and, through a Keras
+    optimizer, optimizer/_trainable_variables/N), and the checkpoint key names only the shortest
+    one, so matching by key alone would miss it; the object graph has them all.
+    """
+    from tensorflow.core.protobuf import trackable_object_graph_pb2
+
+    graph = trackable_object_graph_pb2.TrackableObjectGraph()
+    graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
+    paths = {}
+    expanded = set()
+    queue = collections.deque([(0, "")])
+    while queue:
+        node_id, prefix = queue.popleft()
+        node = graph.nodes[node_id]
+        for attribute in node.attributes:
+            if attribute.name == "VARIABLE_VALUE":
+                paths[prefix.rstrip("/")] = attribute.checkpoint_key
+        if node_id in expanded:
+            continue
+        expanded.add(node_id)
+        for child in node.children:
+            queue.append((child.node_id, prefix + child.local_name + "/"))
+    return paths
+
+
+def _load_object_checkpoint(model, reader, path):
+    """Loads our TF2 checkpoint: matches our variables' attribute paths under any root name.
+
+    The model may sit under any attribute (model=, encoder=...), and a checkpoint of one task
+    model feeds another through the shared encoder paths.
+    """
+    shapes = reader.get_variable_to_shape_map()
+    checkpoint_paths = _checkpoint_paths(reader)
+    parts = original_variable_map(model)
+    candidates = []
+    for root in (model, getattr(model, "encoder", None)):
+        if root is None:
+            continue
+        paths = _object_paths(root)
+        ours = {id(p.variable): paths[id(p.variable)] for p in parts if id(p.variable) in paths}
+        prefixes = collections.Counter()
+        for checkpoint_path in checkpoint_paths:
+            for rel in ours.values():
+                if checkpoint_path == rel or checkpoint_path.endswith("/" + rel):
+                    prefixes[checkpoint_path[:len(checkpoint_path) - len(rel)]] += 1
+        if prefixes:
+            prefix, count = prefixes.most_common(1)[0]
+            candidates.append((count, prefix, ours))
+    if not candidates:
+        raise file_error(path, "TF2 checkpoint holds no variable of this model")
+    _, prefix, ours = max(candidates, key=lambda c: c[0])
+    names = {}
+    for p in parts:
+        names.setdefault(id(p.variable), []).append(p.name)
+    loaded, new, used = [], [], set()
+    for p in parts:
+        if p.index not in (None, 0):
+            continue
+        variable, label = p.variable, names[id(p.variable)]
+        key = checkpoint_paths.get(prefix + ours.get(id(variable), "\0"))
+        if key is None:
+            new.extend(label)
+            continue
+        if tuple(shapes[key]) != tuple(variable.shape):
+            raise file_error(path, f"variable {label[0]} ({key}) has shape {list(shapes[key])} in "
+                                   f"the checkpoint but {list(variable.shape)} in the model")
+        variable.assign(reader.get_tensor(key))
+        loaded.extend(label)
+        used.add(key)
+    unused = sorted(cp for cp, key in checkpoint_paths.items()
+                    if cp.startswith(prefix) and key not in used and not _is_skipped(key)
+                    and not cp.startswith("optimizer/"))
+    skipped = len(shapes) - len(used) - len(unused)
+    return LoadReport(path, "tf2", loaded, new, unused, skipped)
+
+
+# Hugging Face BERT parameter names -> original names. Dense weights are [out, in] (transposed).
+_HF_RULES = [
+    (r"embeddings\.word_embeddings\.weight", "bert/embeddings/word_embeddings", False),
+    (r"embeddings\.position_embeddings\.weight", "bert/embeddings/position_embeddings", False),
+    (r"embeddings\.token_type_embeddings\.weight", "bert/embeddings/token_type_embeddings", False),
+    (r"embeddings\.LayerNorm\.(weight|gamma)", "bert/embeddings/LayerNorm/gamma", False),
+    (r"embeddings\.LayerNorm\.(bias|beta)", "bert/embeddings/LayerNorm/beta", False),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.weight",
+     r"bert/encoder/layer_\1/attention/self/\2/kernel", True),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.bias",
+     r"bert/encoder/layer_\1/attention/self/\2/bias", False),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.weight",
+     r"bert/encoder/layer_\1/\2/dense/kernel", True),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.bias",
+     r"bert/encoder/layer_\1/\2/dense/bias", False),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(weight|gamma)",
+     r"bert/encoder/layer_\1/\2/LayerNorm/gamma", False),
+    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(bias|beta)",
+     r"bert/encoder/layer_\1/\2/LayerNorm/beta", False),
+    (r"pooler\.dense\.weight", "bert/pooler/dense/kernel", True),
+    (r"pooler\.dense\.bias", "bert/pooler/dense/bias", False),
+    (r"cls\.predictions\.transform\.dense\.weight", "cls/predictions/transform/dense/kernel", True),
+    (r"cls\.predictions\.transform\.dense\.bias", "cls/predictions/transform/dense/bias", False),
+    (r"cls\.predictions\.transform\.LayerNorm\.(weight|gamma)",
+     "cls/predictions/transform/LayerNorm/gamma", False),
+    (r"cls\.predictions\.transform\.LayerNorm\.(bias|beta)",
+     "cls/predictions/transform/LayerNorm/beta", False),
+    (r"cls\.predictions\.bias", "cls/predictions/output_bias", False),
+    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights", False),
+    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias", False),
+    (r"classifier\.weight", "output_weights", False),
+    (r"classifier\.bias", "output_bias", False),
+    (r"qa_outputs\.weight", "cls/squad/output_weights", False),
+    (r"qa_outputs\.bias", "cls/squad/output_bias", False),
+]
+# Buffers and tied copies that carry no weights of their own.
+_HF_IGNORED = re.compile(r"(embeddings\.position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+
+
+def hf_to_original_name(hf_name):
+    """(original name, transpose?) for a Hugging Face BERT parameter, or None if not a weight."""
+    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
+    for pattern, replacement, transpose in _HF_RULES:
+        if re.fullmatch(pattern, name):
+            original = re.sub(pattern, replacement, name).replace("attention.output",
+                                                                   "attention/output")
+            return original, transpose
+    return None
+
+
+def _read_hf_weights(directory):
+    """A Hugging Face directory's weights renamed to the original naming (numpy, no torch)."""
+    from safetensors.numpy import load_file
+
+    weights_path = os.path.join(directory, "model.safetensors")
+    try:
+        tensors = load_file(weights_path)
+    except Exception as e:  # safetensors raises its own error types on a corrupt file
+        raise file_error(weights_path, f"cannot read safetensors file: {e}") from None
+    values = _DictValues()
+    for hf_name, array in tensors.items():
+        mapped = hf_to_original_name(hf_name)
+        if mapped is None:
+            if not _HF_IGNORED.search(hf_name):
+                values[hf_name] = array  # reported as unused
+            continue
+        original, transpose = mapped
+        values[original] = np.ascontiguousarray(array.T) if transpose else array
+    return values
+
+
+def original_weights(model):
+    """{original name: numpy array} of the model's weights (QKV split), for writing/exporting."""
+    out = collections.OrderedDict()
+    for part in original_variable_map(model):
+        value = np.asarray(part.variable.numpy() if hasattr(part.variable, "numpy")
+                           else part.variable.value)
+        if part.index is not None:
+            value = np.split(value, part.count, axis=-1)[part.index]
+        out[part.name] = value
+    return out
+
+
+def write_tf1_checkpoint(model, path, global_step=None):
+    """Writes the model's weights as a TF1 checkpoint in the original naming at prefix `path`.
+
+    Also writes the `checkpoint` state file in its directory, so the directory works as an
+    --init_checkpoint for the original release (tf.train.latest_checkpoint). The files appear
+    only when complete (written under a temporary prefix, then renamed).
+    """
+    from bert_tf.io_utils import temporary_path
+
+    path = os.fspath(path)
+    weights = original_weights(model)
+    if global_step is not None:
+        weights["global_step"] = np.asarray(global_step, np.int64)
+    directory = os.path.dirname(path) or "."
+    tf.io.gfile.makedirs(directory)
+    tmp = temporary_path(path)
+    names = list(weights)
+    tf.raw_ops.SaveV2(prefix=tmp, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[tf.constant(weights[n]) for n in names])
+    for suffix in (".index", ".data-00000-of-00001"):
+        tf.io.gfile.rename(tmp + suffix, path + suffix, overwrite=True)
+    tf.compat.v1.train.update_checkpoint_state(directory, path)
+    return path

@@ -1,0 +1,482 @@
+"""A fast batch tokenizer with exactly `FullTokenizer`'s output, plus character offsets.
+
+`FastTokenizer(vocab_file, do_lower_case)` returns, for every input, the same word pieces as the
+original release's `FullTokenizer` (tests compare every distinct text of ../shared/data and
+generated adversarial text with the reference), and for each piece its `(start, end)` character
+span in the input text (for SQuAD answers and token classification labels).
+
+How it is fast without a second definition of "a token":
+  * The original's output is a concatenation over whitespace words: cleaning (drop controls,
+    U+0000, U+FFFD) and CJK spacing act on single characters, lower-casing, accent stripping,
+    punctuation splitting and WordPiece act on one whitespace word at a time. So each distinct
+    raw word (a maximal run of non-whitespace characters of the *input*) is tokenized once and
+    cached with its pieces, ids and offsets relative to the word; a text is then `str.split()`
+    plus dictionary look-ups, all in C. (The whitespace set is exactly the original's: Unicode
+    Zs, \\t \\n \\r and U+2028/U+2029; the other `str.isspace()` characters - \\x0b \\x0c
+    \\x1c-\\x1f \\x85 - are controls the original deletes, so texts containing them are split
+    with a regular expression instead.)
+  * A word seen for the first time is normalized by the character rules of
+    `bert_tf.tokenization` (one implementation of the original's definitions): ASCII words by
+    `str.lower()` and a regular expression; other words by an exact, offset-tracking port of
+    `lower()` (with its context-dependent final sigma), NFD with canonical reordering, removal of
+    Mn, CJK and punctuation splitting. All new pieces of a batch then go through one call of
+    tensorflow-text's `FastWordpieceTokenizer` (C++, linear-time MaxMatch; the same greedy
+    longest-match-first result), with the 200-character `[UNK]` rule applied here, since the
+    library counts bytes.
+
+Why not a library's normalizer: both compiled candidates differ from the original. Measured on
+every code point (see tests/test_fast_tokenization.py): Hugging Face `tokenizers`'
+BertNormalizer + BertPreTokenizer deletes private-use (Co) and unassigned (Cn) characters, which
+the original keeps (they make their word `[UNK]`), classifies ~600 characters differently
+(Unicode version: new punctuation, Cf, Mn, CJK Extension ranges), lower-cases without the final
+sigma rule ("ΟΔΟΣ" -> "οδοσ" instead of "οδος"), and `BertWordPieceTokenizer` matches literal
+"[MASK]"/"[CLS]" text as special tokens; tensorflow-text's FastBertTokenizer counts the word
+limit in bytes and normalizes with ICU case folding. Those differences would all need fallbacks;
+normalizing here with CPython's own Unicode database (the reference's) avoids them, and costs
+nothing measurable because it runs once per distinct word. The library does what it does
+exactly and fast: WordPiece.
+
+Offsets are character indices into the text as given (after decoding bytes as UTF-8 with errors
+ignored, like `convert_to_unicode`), end exclusive. A piece covers the input characters it came
+from: accents removed by lower-casing stay inside the span of their letter, characters deleted
+by cleaning (controls, U+FFFD) are in no span, and an `[UNK]` covers its whole basic token.
+"""
+import contextlib
+import gc
+import itertools
+import operator
+import re
+import sys
+import typing
+import unicodedata
+
+import numpy
+
+from bert_tf import tokenization
+from bert_tf.errors import file_error
+
+_chain = itertools.chain.from_iterable
+
+
+@contextlib.contextmanager
+def _gc_paused():
+    """Pauses the cyclic garbage collector: a batch allocates millions of small acyclic objects
+    (strings, lists, tuples), each allocation burst would trigger a full-heap scan that finds
+    nothing, tripling the run time."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+class Encoding(typing.NamedTuple):
+    """One text's word pieces, their vocabulary ids, and (start, end) character offsets."""
+    tokens: list
+    ids: list
+    offsets: list
+
+
+def _build_whitespace_classes():
+    """(whitespace the original splits on, other `str.isspace()` characters) as regex classes.
+
+    The original maps space, \\t, \\n, \\r and Zs to " ", deletes controls, then splits with
+    `str.split()`, which also splits on the remaining U+2028/U+2029.
+    """
+    split_on, deleted = [], []
+    for cp in range(sys.maxunicode + 1):
+        char = chr(cp)
+        if char.isspace() or tokenization._is_whitespace(char):
+            (deleted if tokenization._clean_char(char) is None else split_on).append(char)
+    return "".join(map(re.escape, split_on)), "".join(map(re.escape, deleted))
+
+
+_SPLIT_CHARS, _DELETED_SPACES = _build_whitespace_classes()
+# A raw word: a maximal run of characters that are not whitespace for the original.
+_RAW_WORD = re.compile("[^%s]+" % _SPLIT_CHARS)
+# Texts with one of these cannot be split with str.split() (it would split where the original
+# deletes the character and joins its neighbours).
+_HAS_DELETED_SPACE = re.compile("[%s]" % _DELETED_SPACES)
+# ASCII characters the original deletes (\\t \\n \\r are whitespace, never inside a raw word).
+_ASCII_DELETED = re.compile("[%s]" % "".join(
+    re.escape(chr(cp)) for cp in range(128) if tokenization._clean_char(chr(cp)) is None))
+
+
+def _partition(texts):
+    """(indices of plain texts: ASCII without deleted characters, indices of the others)."""
+    plain, other = [], []
+    for i, text in enumerate(texts):
+        if text.isascii() and _ASCII_DELETED.search(text) is None:
+            plain.append(i)
+        else:
+            other.append(i)
+    return plain, other
+
+
+def _raw_words(text):
+    """The raw words of `text` (what the original's cleaning + str.split() keeps apart)."""
+    if _HAS_DELETED_SPACE.search(text) is None:
+        return text.split()
+    return _RAW_WORD.findall(text)
+
+
+def _raw_words_with_starts(text):
+    """(raw words, start index of each word in `text`)."""
+    if _HAS_DELETED_SPACE.search(text) is None:
+        words = text.split()
+        starts = []
+        find = text.find
+        position = 0
+        for word in words:
+            position = find(word, position)
+            starts.append(position)
+            position += len(word)
+        return words, starts
+    matches = list(_RAW_WORD.finditer(text))
+    return [m.group() for m in matches], [m.start() for m in matches]
+
+
+def _canonical_order(decomposed):
+    """Canonical reordering (the last step of NFD) of [(char, origin)]: each run of characters
+    with a non-zero combining class is sorted, stably, by combining class."""
+    combining = unicodedata.combining
+    i, n = 0, len(decomposed)
+    while i < n:
+        if not combining(decomposed[i][0]):
+            i += 1
+            continue
+        j = i
+        while j < n and combining(decomposed[j][0]):
+            j += 1
+        if j - i > 1:
+            decomposed[i:j] = sorted(decomposed[i:j], key=lambda item: combining(item[0]))
+        i = j
+    return decomposed
+
+
+# Lower-cased character -> its NFD without Mn characters, or None when its NFD has a combining
+# character that is not Mn (it survives accent stripping, so canonical order matters).
+_STRIPPED = {}
+
+
+def _stripped(char):
+    kept = _STRIPPED.get(char, False)
+    if kept is False:
+        decomposed = unicodedata.normalize("NFD", char)
+        if any(unicodedata.combining(d) and unicodedata.category(d) != "Mn" for d in decomposed):
+            kept = None
+        else:
+            kept = "".join(d for d in decomposed if unicodedata.category(d) != "Mn")
+        _STRIPPED[char] = kept
+    return kept
+
+
+def _lower_strip_accents(text, origins):
+    """The original's `_run_strip_accents(text.lower())`, with the origin of every character.
+
+    `str.lower()` runs on the whole text for its context-dependent final sigma; every
+    character's lower-case form has the same length in and out of context, so origins follow
+    per character. NFD is per character plus canonical reordering, which only permutes runs of
+    combining characters: when all of those are Mn (removed), per-character NFD is exact.
+    """
+    lowered = text.lower()
+    if len(lowered) != len(text):  # a character with a longer lower-case form (U+0130 -> i̇)
+        origins = [o for char, o in zip(text, origins) for _ in range(len(char.lower()))]
+    chars, kept_origins = [], []
+    for char, origin in zip(lowered, origins):
+        kept = _stripped(char)
+        if kept is None:
+            break
+        chars.append(kept)
+        kept_origins.extend([origin] * len(kept))
+    else:
+        return "".join(chars), kept_origins
+    decomposed = [(d, o) for char, o in zip(lowered, origins)
+                  for d in unicodedata.normalize("NFD", char)]
+    kept = [item for item in _canonical_order(decomposed) if unicodedata.category(item[0]) != "Mn"]
+    return "".join(d for d, _ in kept), [o for _, o in kept]
+
+
+def _normalize_word(word, do_lower_case):
+    """The basic tokens of one raw word, each as (text, [origin index of each character]).
+
+    The original's BasicTokenizer on a text without whitespace: delete controls, U+0000 and
+    U+FFFD; a CJK ideograph is its own token; per remaining run, lower-case + NFD + drop Mn when
+    `do_lower_case`; split every punctuation character out.
+    """
+    if tokenization._clean_and_space_cjk(word) == word:  # nothing deleted, no CJK
+        segments = [(word, range(len(word)))]
+    else:
+        segments, text, origins = [], [], []
+        for index, char in enumerate(word):
+            cleaned = tokenization._clean_char(char)
+            if cleaned is None:
+                continue
+            if cleaned != char:  # a CJK ideograph (" c "); whitespace never occurs in a word
+                segments.append(("".join(text), origins))
+                segments.append((char, [index]))
+                text, origins = [], []
+            else:
+                text.append(char)
+                origins.append(index)
+        segments.append(("".join(text), origins))
+    tokens = []
+    is_punctuation = tokenization._is_punctuation
+    for text, origins in segments:
+        if do_lower_case and text:
+            text, origins = _lower_strip_accents(text, origins)
+        start = 0
+        for i, char in enumerate(text):
+            if is_punctuation(char):
+                if start < i:
+                    tokens.append((text[start:i], origins[start:i]))
+                tokens.append((char, origins[i:i + 1]))
+                start = i + 1
+        if start < len(text):
+            tokens.append((text[start:], origins[start:]))
+    return tokens
+
+
+class FastTokenizer:
+    """Batch WordPiece tokenizer with `FullTokenizer`'s exact output and character offsets.
+
+    Args:
+      vocab_file: one token per line, read by `bert_tf.tokenization.load_vocab` (same ids).
+      do_lower_case: lower-case and strip accents (uncased models).
+      cache_size: how many distinct raw words to remember; the cache is emptied when full.
+    """
+
+    def __init__(self, vocab_file, do_lower_case=True, cache_size=1 << 20,
+                 max_input_chars_per_word=200, unk_token="[UNK]"):
+        self.vocab = tokenization.load_vocab(vocab_file)
+        self.inv_vocab = {v: k for k, v in self.vocab.items()}
+        if unk_token not in self.vocab:
+            raise file_error(vocab_file, f"the vocabulary has no {unk_token} token")
+        self.do_lower_case = do_lower_case
+        self.cache_size = cache_size
+        self.max_input_chars_per_word = max_input_chars_per_word
+        self.unk_token = unk_token
+        self._unk_id = self.vocab[unk_token]
+        self._libraries = None
+        self._library(end_to_end=True)  # imports TensorFlow and builds both models
+        self._token_array = numpy.array(
+            [self.inv_vocab.get(i) for i in range(max(self.inv_vocab) + 1)], dtype=object)
+        # Caches. Raw word -> its pieces; -> (ids, begins, ends) relative to the word (filled by
+        # encode_batch only). Basic token -> its pieces, their ids, their (begin, end) in it.
+        self._tokens, self._ids_offsets = {}, {}
+        self._piece_tokens, self._piece_ids, self._piece_offsets = {}, {}, {}
+
+    # ---- public API -----------------------------------------------------------------------
+
+    def tokenize(self, text):
+        """The word pieces of `text` (str, or UTF-8 bytes), identical to FullTokenizer.tokenize."""
+        return self.tokenize_batch([text])[0]
+
+    def tokenize_batch(self, texts):
+        """`tokenize` for each text of a list."""
+        texts = [tokenization.convert_to_unicode(t) for t in texts]
+        with _gc_paused():
+            plain, other = _partition(texts)
+            results = [None] * len(texts)
+            if plain:
+                for i, tokens in zip(plain, self._plain_tokens([texts[i] for i in plain])):
+                    results[i] = tokens
+            if other:
+                word_lists = [_raw_words(texts[i]) for i in other]
+                self._add_words(word_lists, with_offsets=False)
+                get = self._tokens.__getitem__
+                for i, words in zip(other, word_lists):
+                    results[i] = list(_chain(map(get, words)))
+            return results
+
+    def encode(self, text):
+        """The `Encoding` (tokens, ids, offsets) of one text."""
+        return self.encode_batch([text])[0]
+
+    def encode_batch(self, texts):
+        """For each text, an `Encoding`: tokens, ids and (start, end) character offsets."""
+        texts = [tokenization.convert_to_unicode(t) for t in texts]
+        with _gc_paused():
+            plain, other = _partition(texts)
+            results = [None] * len(texts)
+            if plain:
+                for i, encoding in zip(plain, self._plain_encodings([texts[i] for i in plain])):
+                    results[i] = encoding
+            if other:
+                split = [_raw_words_with_starts(texts[i]) for i in other]
+                self._add_words([words for words, _ in split], with_offsets=True)
+                get_tokens, get_entry = self._tokens.__getitem__, self._ids_offsets.__getitem__
+                add, first = operator.add, operator.itemgetter(0)
+                second, third = operator.itemgetter(1), operator.itemgetter(2)
+                for i, (words, starts) in zip(other, split):
+                    entries = list(map(get_entry, words))
+                    # Absolute offsets: each word's start, repeated once per piece, plus the
+                    # piece's offsets relative to the word.
+                    counts = map(len, map(first, entries))
+                    word_starts = list(_chain(map(itertools.repeat, starts, counts)))
+                    begins = map(add, word_starts, _chain(map(second, entries)))
+                    ends = map(add, word_starts, _chain(map(third, entries)))
+                    results[i] = Encoding(list(_chain(map(get_tokens, words))),
+                                          list(_chain(map(first, entries))),
+                                          list(zip(begins, ends)))
+            return results
+
+    # ---- plain texts: the library end to end -------------------------------------------------
+
+    def _plain_ragged(self, texts, with_offsets):
+        """The library's ids (and byte offsets) for ASCII texts without deleted characters.
+
+        For these texts the original is: lower(), split on whitespace and on every ASCII
+        non-alphanumeric character, WordPiece with words over 200 characters -> [UNK]; and that
+        is exactly what FastWordpieceTokenizer with its own pre-tokenization does (its byte limit
+        is a character limit in ASCII). The tests check it for every ASCII character.
+        """
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+        tokenizer = self._library(end_to_end=True)
+        if with_offsets:
+            return tokenizer.tokenize_with_offsets(texts)
+        return (tokenizer.tokenize(texts),)
+
+    def _plain_tokens(self, texts):
+        ragged, = self._plain_ragged(texts, with_offsets=False)
+        tokens = self._token_array[ragged.flat_values.numpy()].tolist()
+        bounds = ragged.row_splits.numpy().tolist()
+        return [tokens[begin:end] for begin, end in zip(bounds, bounds[1:])]
+
+    def _plain_encodings(self, texts):
+        ragged, begins, ends = self._plain_ragged(texts, with_offsets=True)
+        ids = ragged.flat_values.numpy()
+        tokens = self._token_array[ids].tolist()
+        ids = ids.tolist()
+        offsets = list(zip(begins.flat_values.numpy().tolist(), ends.flat_values.numpy().tolist()))
+        bounds = ragged.row_splits.numpy().tolist()
+        return [Encoding(tokens[begin:end], ids[begin:end], offsets[begin:end])
+                for begin, end in zip(bounds, bounds[1:])]
+
+    def convert_tokens_to_ids(self, tokens):
+        return tokenization.convert_by_vocab(self.vocab, tokens)
+
+    def convert_ids_to_tokens(self, ids):
+        return tokenization.convert_by_vocab(self.inv_vocab, ids)
+
+    # ---- caches -----------------------------------------------------------------------------
+
+    def _add_words(self, word_lists, with_offsets):
+        """Tokenizes and caches every raw word of `word_lists` not cached yet: its pieces, and
+        with `with_offsets` also their ids and offsets relative to the word."""
+        cache = self._ids_offsets if with_offsets else self._tokens
+        missing = set().union(*word_lists).difference(cache)
+        if not missing:
+            return
+        if len(self._tokens) + len(missing) > self.cache_size:
+            for table in (self._tokens, self._ids_offsets, self._piece_tokens,
+                          self._piece_ids, self._piece_offsets):
+                table.clear()
+            missing = set().union(*word_lists)
+        if with_offsets:
+            basic = [(word, self._basic_tokens_with_origins(word)) for word in missing]
+            self._add_pieces({text for _, tokens in basic for text, _ in tokens})
+            self._cache_words_with_offsets(basic)
+        else:
+            basic = [(word, self._basic_tokens(word)) for word in missing]
+            self._add_pieces({text for _, texts in basic for text in texts})
+            get = self._piece_tokens.__getitem__
+            tokens = self._tokens
+            for word, texts in basic:
+                tokens[word] = get(texts[0]) if len(texts) == 1 else tuple(_chain(map(get, texts)))
+
+    def _cache_words_with_offsets(self, basic):
+        piece_ids, piece_offsets = self._piece_ids, self._piece_offsets
+        get_tokens = self._piece_tokens.__getitem__
+        for word, tokens in basic:
+            ids, begins, ends = [], [], []
+            for text, origin in tokens:
+                ids.extend(piece_ids[text])
+                for begin, end in piece_offsets[text]:
+                    begins.append(origin(begin))
+                    ends.append(origin(end - 1) + 1)
+            self._tokens[word] = tuple(_chain(map(get_tokens, [text for text, _ in tokens])))
+            self._ids_offsets[word] = (tuple(ids), tuple(begins), tuple(ends))
+
+    def _basic_tokens(self, word):
+        """The original's basic tokens of one raw word (strings)."""
+        if word.isascii():
+            text = word.lower() if self.do_lower_case else word
+            if text.isalnum():  # letters and digits only: one basic token
+                return [text]
+            if _ASCII_DELETED.search(word) is None:  # lower() kept every position
+                return tokenization._ASCII_PUNC_SPLIT.findall(text)
+        return [text for text, _ in _normalize_word(word, self.do_lower_case)]
+
+    def _basic_tokens_with_origins(self, word):
+        """The basic tokens of one raw word as (text, origin): `origin(i)` is the index in the
+        word of the character that character i of `text` came from."""
+        if word.isascii() and _ASCII_DELETED.search(word) is None:
+            text = word.lower() if self.do_lower_case else word
+            return [(m.group(), m.start().__add__)
+                    for m in tokenization._ASCII_PUNC_SPLIT.finditer(text)]
+        return [(text, origins.__getitem__)
+                for text, origins in _normalize_word(word, self.do_lower_case)]
+
+    def _add_pieces(self, texts):
+        """Caches the word pieces, ids and offsets (within the token) of new basic tokens."""
+        texts = [text for text in texts if text not in self._piece_tokens]
+        if not texts:
+            return
+        vocab, unk_id = self.vocab, self._unk_id
+        piece_ids = {}
+        library = []
+        for text in texts:
+            if len(text) > self.max_input_chars_per_word:
+                piece_ids[text] = (unk_id,)
+            elif text in vocab:  # a whole-token match needs no search
+                piece_ids[text] = (vocab[text],)
+            else:
+                library.append(text)
+        if library:
+            ragged = self._library(end_to_end=False).tokenize(library)
+            flat = ragged.flat_values.numpy().tolist()
+            bounds = ragged.row_splits.numpy().tolist()
+            for text, begin, end in zip(library, bounds, bounds[1:]):
+                piece_ids[text] = tuple(flat[begin:end])
+        inv_vocab = self.inv_vocab
+        for text, ids in piece_ids.items():
+            if len(ids) == 1:
+                tokens, offsets = (inv_vocab[ids[0]],), ((0, len(text)),)  # also [UNK]
+            else:  # consecutive substrings of `text`; "##" adds 2 characters after the first
+                tokens = tuple([inv_vocab[i] for i in ids])
+                offsets, position = [], 0
+                for k, token in enumerate(tokens):
+                    width = len(token) - (2 if k else 0)
+                    offsets.append((position, position + width))
+                    position += width
+                offsets = tuple(offsets)
+            self._piece_tokens[text] = tokens
+            self._piece_ids[text] = ids
+            self._piece_offsets[text] = offsets
+
+    def _library(self, end_to_end):
+        """tensorflow-text's FastWordpieceTokenizer over this vocabulary (ids = our ids): with
+        its pre-tokenization (`end_to_end`, for plain texts) or on single basic tokens."""
+        if self._libraries is None:
+            import tensorflow as tf
+            import tensorflow_text
+
+            # The library's ids are list positions: fill unused ids with strings no word can
+            # contain (they have spaces, and "[" is punctuation).
+            size = max(self.inv_vocab) + 1
+            tokens = [self.inv_vocab.get(i) or f"[bert_tf unused id {i}]" for i in range(size)]
+            self._libraries = {
+                end_to_end: tensorflow_text.FastWordpieceTokenizer(
+                    vocab=tokens, suffix_indicator="##", unknown_token=self.unk_token,
+                    # plain texts are ASCII: bytes are characters; single tokens are
+                    # checked against the limit here, in characters
+                    max_bytes_per_word=(self.max_input_chars_per_word if end_to_end else
+                                        4 * self.max_input_chars_per_word + 4),
+                    token_out_type=tf.int64, no_pretokenization=not end_to_end,
+                    support_detokenization=False)
+                for end_to_end in (True, False)}
+        return self._libraries[end_to_end]

@@ -1,0 +1,112 @@
+"""tf.data input pipelines over TFRecord files of tf.train.Example, for every tf.distribute strategy.
+
+One core, `tfrecord_dataset`, serves every task (pretraining, classifier, SQuAD): it takes the
+files and a feature spec for `tf.io.parse_single_example` and returns per-replica batches of int32 /
+float32 features (int64 cast to int32 as the original does). Pass it to
+`strategy.distribute_datasets_from_function` through `dataset_fn(...)`; the InputContext it gets
+there decides the per-replica batch size and the shard.
+
+Two orders:
+  - shuffled (training, as the original's input_fn): files shuffled and repeated, read in
+    parallel (interleave over `cycle_length` files), records shuffled in a buffer, batched with
+    drop_remainder (static shapes for TPU/XLA), prefetched. With several input pipelines
+    (multi-worker), each reads its own subset of the files, or - with fewer files than pipelines -
+    every pipeline reads all files and keeps its 1/N of the records.
+  - file order (eval, and reproducible training): records in the order of the files as given,
+    repeated (the original's eval input repeats so that max_eval_steps batches always exist), cut
+    into global batches; each replica gets its slice of every global batch. So under any strategy
+    the global batches are the same as on one device: eval reads exactly the first
+    `max_eval_steps * eval_batch_size` records, as the original.
+"""
+import tensorflow as tf
+
+
+def decode_record(record, feature_spec):
+    """Parses one serialized tf.train.Example; int64 -> int32 (the original's `_decode_record`)."""
+    example = tf.io.parse_single_example(record, feature_spec)
+    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
+            for name, t in example.items()}
+
+
+def _sharding(input_context):
+    if input_context is None:
+        return 1, 0, 1
+    return (input_context.num_input_pipelines, input_context.input_pipeline_id,
+            input_context.num_replicas_in_sync)
+
+
+def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, input_context=None,
+                     seed=None, shuffle_buffer_size=100, cycle_length=4):
+    """Per-replica batches of decoded examples from `input_files` (a list of paths).
+
+    Args:
+      feature_spec: dict for tf.io.parse_single_example.
+      global_batch_size: examples per step over all replicas (train_batch_size / eval_batch_size).
+      shuffle: True for the original's training order, False for file order (see module doc).
+      input_context: the tf.distribute.InputContext (None: one replica).
+      seed: makes the shuffled order reproducible (None: different every run, as the original).
+      shuffle_buffer_size: records in the shuffle buffer (the original: 100).
+      cycle_length: files read in parallel (the original: min(4, number of files)).
+    """
+    num_pipelines, pipeline_id, num_replicas = _sharding(input_context)
+    if global_batch_size % num_replicas:
+        raise ValueError(f"batch size {global_batch_size} is not divisible by the "
+                         f"{num_replicas} replicas")
+    per_replica = global_batch_size // num_replicas
+    files = [str(f) for f in input_files]
+    options = tf.data.Options()
+    # We shard ourselves (below); tf.distribute must not shard again.
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+
+    def decode(record):
+        return decode_record(record, feature_spec)
+
+    if shuffle:
+        shard_files = num_pipelines > 1 and len(files) >= num_pipelines
+        d = tf.data.Dataset.from_tensor_slices(tf.constant(files))
+        if shard_files:
+            d = d.shard(num_pipelines, pipeline_id)
+        num_files = len(files[pipeline_id::num_pipelines]) if shard_files else len(files)
+        d = d.shuffle(num_files, seed=seed, reshuffle_each_iteration=True).repeat()
+        d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(cycle_length, num_files),
+                         num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+        if num_pipelines > 1 and not shard_files:
+            d = d.shard(num_pipelines, pipeline_id)
+        d = d.shuffle(shuffle_buffer_size, seed=seed)
+        d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+        d = d.batch(per_replica, drop_remainder=True)
+    else:
+        d = tf.data.TFRecordDataset(files).repeat()
+        d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        d = d.batch(global_batch_size, drop_remainder=True)
+        if num_replicas > 1:
+            replicas_per_pipeline = num_replicas // num_pipelines
+            first = pipeline_id * replicas_per_pipeline
+
+            def replica_slices(batch):
+                split = {k: tf.reshape(v, [num_replicas, per_replica] + v.shape[1:].as_list())
+                         for k, v in batch.items()}
+                mine = {k: v[first:first + replicas_per_pipeline] for k, v in split.items()}
+                return tf.data.Dataset.from_tensor_slices(mine)
+
+            # Consecutive elements go to consecutive local replicas.
+            d = d.flat_map(replica_slices)
+    return d.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def dataset_fn(input_files, feature_spec, global_batch_size, **kwargs):
+    """A function of the InputContext, for strategy.distribute_datasets_from_function."""
+
+    def make(input_context=None):
+        return tfrecord_dataset(input_files, feature_spec, global_batch_size,
+                                input_context=input_context, **kwargs)
+
+    return make
+
+
+def pretraining_dataset_fn(input_files, max_seq_length, max_predictions_per_seq,
+                           global_batch_size, **kwargs):
+    """dataset_fn over create_pretraining_data's records (the original's 7 features)."""
+    from bert_tf.pretraining_data import pretraining_feature_spec
+    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
+    return dataset_fn(input_files, spec, global_batch_size, **kwargs)

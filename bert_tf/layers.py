@@ -1,0 +1,332 @@
+"""Keras 3 layers of the original BERT, each small, composable and serialisable (get_config).
+
+The math is the original `modeling.py`'s: embeddings (word + token type + position) then
+LayerNorm (epsilon 1e-12) and dropout; post-LayerNorm transformer layers; the attention mask adds
+-10000 to the logits of padding positions; the pooler is dense + tanh on the first token.
+
+Speed choices (measured in bench/bench_encoder.py), none of which changes the outputs beyond float
+rounding:
+- Hidden states stay flat, [batch * seq, hidden], between layers, as the original does, so every
+  dense layer is a plain 2-D matmul (no tensordot reshapes).
+- Query, key and value are one fused [hidden, 3 * hidden] projection (one matmul instead of three);
+  `bert_tf.checkpoints` splits/concatenates it to the original's separate query/key/value.
+- One transpose brings Q, K and V to [batch, heads, seq, head_size] together (then unstack,
+  whose gradient is cheap).
+- Under mixed precision, embedding lookups gather from the float32 table and cast only the gathered
+  rows; LayerNorm and the log-softmax of the heads run in float32.
+"""
+import math
+
+import keras
+import tensorflow as tf
+
+LAYER_NORM_EPSILON = 1e-12
+ATTENTION_MASK_ADDER = -10000.0
+
+
+def truncated_normal(stddev):
+    """The original's `create_initializer`: truncated normal with the initializer range."""
+    return keras.initializers.TruncatedNormal(stddev=stddev)
+
+
+def gelu(x):
+    """The original's GELU: the tanh approximation (its `modeling.gelu`)."""
+    return tf.nn.gelu(x, approximate=True)
+
+
+def gelu_exact(x):
+    """Exact GELU, x * Phi(x) with erf (Hugging Face's "gelu")."""
+    return tf.nn.gelu(x, approximate=False)
+
+
+_ACTIVATIONS = {
+    "gelu": gelu,
+    "gelu_exact": gelu_exact,
+    "relu": tf.nn.relu,
+    "tanh": tf.tanh,
+    "linear": None,
+    "swish": tf.nn.silu,
+}
+
+
+def get_activation(name):
+    """Maps a config's `hidden_act` to a function (None for linear), as the original."""
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"unsupported activation {name!r} (supported: {', '.join(_ACTIVATIONS)})")
+    return _ACTIVATIONS[name]
+
+
+def dense(units, initializer_range, name, activation=None, dtype=None):
+    """A keras Dense with the original's truncated-normal kernel init and zero bias."""
+    return keras.layers.Dense(units, activation=activation,
+                              kernel_initializer=truncated_normal(initializer_range), name=name,
+                              dtype=dtype)
+
+
+def layer_norm(name):
+    """The original's LayerNorm: last axis, epsilon 1e-12, computed in float32."""
+    return keras.layers.LayerNormalization(axis=-1, epsilon=LAYER_NORM_EPSILON, name=name,
+                                           dtype="float32")
+
+
+def attention_bias_from_mask(input_mask, dtype):
+    """[B, T] 0/1 mask -> [B, 1, 1, T] additive bias: 0 for real tokens, -10000 for padding."""
+    mask = tf.cast(input_mask, dtype)
+    return (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * tf.cast(ATTENTION_MASK_ADDER, dtype)
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Word + token type + position embeddings, LayerNorm, dropout.
+
+    Call on (input_ids [B, T], segment_ids [B, T]); returns [B * T, H] (flat) in the compute dtype.
+    Weights (original names under bert/embeddings/): word_embeddings [V, H],
+    token_type_embeddings [type_vocab_size, H], position_embeddings [max_position, H], LayerNorm.
+    """
+
+    def __init__(self, vocab_size, hidden_size, max_position_embeddings, type_vocab_size,
+                 initializer_range=0.02, dropout_rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.max_position_embeddings = max_position_embeddings
+        self.type_vocab_size = type_vocab_size
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.layer_norm = layer_norm("LayerNorm")
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        init = truncated_normal(self.initializer_range)
+        # autocast=False: gather float32 rows, cast only those (not the whole table) under
+        # mixed precision.
+        self.word_embeddings = self.add_weight(
+            name="word_embeddings", shape=(self.vocab_size, self.hidden_size), initializer=init,
+            autocast=False)
+        self.token_type_embeddings = self.add_weight(
+            name="token_type_embeddings", shape=(self.type_vocab_size, self.hidden_size),
+            initializer=init, autocast=False)
+        self.position_embeddings = self.add_weight(
+            name="position_embeddings", shape=(self.max_position_embeddings, self.hidden_size),
+            initializer=init, autocast=False)
+        self.layer_norm.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, input_ids, segment_ids, training=False):
+        seq_length = input_ids.shape[1] or tf.shape(input_ids)[1]
+        flat_ids = tf.reshape(input_ids, [-1])
+        flat_types = tf.reshape(segment_ids, [-1])
+        x = tf.gather(self.word_embeddings, flat_ids) + tf.gather(self.token_type_embeddings,
+                                                                  flat_types)
+        x = tf.reshape(x, [-1, seq_length, self.hidden_size])
+        x = x + self.position_embeddings[tf.newaxis, :seq_length, :]
+        x = self.layer_norm(tf.reshape(x, [-1, self.hidden_size]))
+        x = tf.cast(x, self.compute_dtype)
+        return self.dropout(x, training=training)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_size=self.vocab_size, hidden_size=self.hidden_size,
+                      max_position_embeddings=self.max_position_embeddings,
+                      type_vocab_size=self.type_vocab_size,
+                      initializer_range=self.initializer_range, dropout_rate=self.dropout_rate)
+        return config
+
+
+class BertSelfAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product self-attention with a fused QKV projection.
+
+    Call on (x [B * T, H] flat, attention_bias [B, 1, 1, T], seq_length); returns the context
+    [B * T, H] (before the output projection, as the original's `attention_layer`).
+    Weights: qkv_kernel [H, 3H] = concat(query, key, value kernels), qkv_bias [3H].
+    """
+
+    def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
+                 dropout_rate=0.1, **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_attention_heads:
+            raise ValueError(f"hidden_size {hidden_size} is not a multiple of "
+                             f"num_attention_heads {num_attention_heads}")
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.head_size = hidden_size // num_attention_heads
+        self.initializer_range = initializer_range
+        self.dropout_rate = dropout_rate
+        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        self.qkv_kernel = self.add_weight(
+            name="qkv_kernel", shape=(self.hidden_size, 3 * self.hidden_size),
+            initializer=truncated_normal(self.initializer_range))
+        self.qkv_bias = self.add_weight(name="qkv_bias", shape=(3 * self.hidden_size,),
+                                        initializer="zeros")
+        self.built = True
+
+    def call(self, x, attention_bias, seq_length, training=False):
+        n, d = self.num_attention_heads, self.head_size
+        qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
+        # [B*T, 3H] -> [3, B, N, T, D]: one transpose for all three. unstack (not qkv[i]) so
+        # that the gradient is a cheap stack, not three scatters into zeros (1.4x faster
+        # backward, bench/bench_encoder.py).
+        qkv = tf.transpose(tf.reshape(qkv, [-1, seq_length, 3, n, d]), [2, 0, 3, 1, 4])
+        query, key, value = tf.unstack(qkv, 3)
+        scores = tf.matmul(query, key, transpose_b=True) * tf.cast(1.0 / math.sqrt(d), x.dtype)
+        scores = scores + tf.cast(attention_bias, scores.dtype)
+        if scores.dtype == tf.float16:
+            # float16 has too little range for a stable softmax; bfloat16 has float32's range.
+            probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32)), scores.dtype)
+        else:
+            probs = tf.nn.softmax(scores)
+        probs = self.dropout(probs, training=training)
+        context = tf.matmul(probs, value)  # [B, N, T, D]
+        context = tf.transpose(context, [0, 2, 1, 3])
+        return tf.reshape(context, [-1, self.hidden_size])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                      initializer_range=self.initializer_range, dropout_rate=self.dropout_rate)
+        return config
+
+
+class TransformerLayer(keras.layers.Layer):
+    """One post-LayerNorm transformer layer, as the original's `transformer_model` body.
+
+    attention -> dense -> dropout -> LayerNorm(+ input) -> intermediate dense + activation ->
+    dense -> dropout -> LayerNorm(+ attention output). Works on flat [B * T, H] hidden states.
+    Sub-layer names follow the original: attention/self, attention/output/dense,
+    attention/output/LayerNorm, intermediate/dense, output/dense, output/LayerNorm.
+    """
+
+    def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
+                 hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                 initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_attention_heads = num_attention_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout_prob = hidden_dropout_prob
+        self.attention_probs_dropout_prob = attention_probs_dropout_prob
+        self.initializer_range = initializer_range
+        self.attention = BertSelfAttention(hidden_size, num_attention_heads, initializer_range,
+                                           attention_probs_dropout_prob, name="self",
+                                           dtype=self.dtype_policy)
+        self.attention_output = dense(hidden_size, initializer_range, "attention_output_dense",
+                                      dtype=self.dtype_policy)
+        self.attention_layer_norm = layer_norm("attention_output_LayerNorm")
+        self.intermediate = dense(intermediate_size, initializer_range, "intermediate_dense",
+                                  activation=get_activation(hidden_act), dtype=self.dtype_policy)
+        self.output_dense = dense(hidden_size, initializer_range, "output_dense",
+                                  dtype=self.dtype_policy)
+        self.output_layer_norm = layer_norm("output_LayerNorm")
+        self.dropout = keras.layers.Dropout(hidden_dropout_prob, dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        h = self.hidden_size
+        self.attention.build(None)
+        self.attention_output.build((None, h))
+        self.attention_layer_norm.build((None, h))
+        self.intermediate.build((None, h))
+        self.output_dense.build((None, self.intermediate_size))
+        self.output_layer_norm.build((None, h))
+        self.built = True
+
+    def call(self, x, attention_bias, seq_length, training=False):
+        context = self.attention(x, attention_bias, seq_length=seq_length, training=training)
+        attention_output = self.dropout(self.attention_output(context), training=training)
+        attention_output = tf.cast(self.attention_layer_norm(attention_output + x), x.dtype)
+        hidden = self.output_dense(self.intermediate(attention_output))
+        hidden = self.dropout(hidden, training=training)
+        return tf.cast(self.output_layer_norm(hidden + attention_output), x.dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+                      intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
+                      hidden_dropout_prob=self.hidden_dropout_prob,
+                      attention_probs_dropout_prob=self.attention_probs_dropout_prob,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+class BertPooler(keras.layers.Layer):
+    """Dense + tanh on the first token's hidden state (original: bert/pooler/dense)."""
+
+    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dense = dense(hidden_size, initializer_range, "dense", activation=tf.tanh,
+                           dtype=self.dtype_policy)
+
+    def build(self, input_shape=None):
+        self.dense.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, sequence_output):
+        return self.dense(sequence_output[:, 0, :])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
+        return config
+
+
+class HeadTransform(keras.layers.Layer):
+    """Dense + activation + LayerNorm before the masked-LM output (cls/predictions/transform)."""
+
+    def __init__(self, hidden_size, hidden_act="gelu", initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.hidden_act = hidden_act
+        self.initializer_range = initializer_range
+        self.dense = dense(hidden_size, initializer_range, "dense",
+                           activation=get_activation(hidden_act), dtype=self.dtype_policy)
+        self.layer_norm = layer_norm("LayerNorm")
+
+    def build(self, input_shape=None):
+        self.dense.build((None, self.hidden_size))
+        self.layer_norm.build((None, self.hidden_size))
+        self.built = True
+
+    def call(self, x):
+        return tf.cast(self.layer_norm(self.dense(x)), self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(hidden_size=self.hidden_size, hidden_act=self.hidden_act,
+                      initializer_range=self.initializer_range)
+        return config
+
+
+class OutputProjection(keras.layers.Layer):
+    """logits = x @ output_weights^T + output_bias, in float32.
+
+    The original's head layout: `output_weights` is [units, hidden] (transposed w.r.t. a Dense
+    kernel) and `output_bias` is [units]; used by next-sentence, classification, SQuAD and
+    token-classification heads.
+    """
+
+    def __init__(self, units, hidden_size, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+
+    def build(self, input_shape=None):
+        self.output_weights = self.add_weight(
+            name="output_weights", shape=(self.units, self.hidden_size),
+            initializer=truncated_normal(self.initializer_range))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.units,),
+                                           initializer="zeros", autocast=False)
+        self.built = True
+
+    def call(self, x):
+        logits = tf.matmul(x, self.output_weights, transpose_b=True)
+        return tf.nn.bias_add(tf.cast(logits, tf.float32), self.output_bias)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(units=self.units, hidden_size=self.hidden_size,
+                      initializer_range=self.initializer_range)
+        return config

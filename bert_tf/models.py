@@ -1,0 +1,131 @@
+"""Task models: BertEncoder + heads, each a keras.Model called on a dict of int32 [B, T] tensors.
+
+Every model has `.encoder` (a BertEncoder named "bert"), so weights move between task models
+(pretrainer -> classifier) through `bert_tf.checkpoints.load_checkpoint`, and returns a dict
+holding its head outputs (float32) plus the encoder outputs.
+
+    BertPretrainer(config)                 + "masked_lm_positions" [B, P]
+        -> masked_lm_log_probs [B, P, V], next_sentence_log_probs [B, 2]
+    BertClassifier(config, num_labels)     -> logits [B, num_labels] (num_labels=1: regression)
+    BertSpanLabeler(config)                -> start_logits [B, T], end_logits [B, T]
+    BertTokenClassifier(config, num_labels) -> logits [B, T, num_labels]
+"""
+import keras
+
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
+                           TokenClassificationHead)
+
+
+class _TaskModel(keras.Model):
+    """Shared plumbing: config handling, the encoder, get_config/from_config."""
+
+    def __init__(self, config, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        self.config = config
+        self.encoder = BertEncoder(config, name="bert", dtype=self.dtype_policy)
+
+    def _finish_build(self, *heads):
+        for head in heads:
+            head.build(None)
+        self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(config=self.config.to_dict())
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")), **config)
+
+
+class BertPretrainer(_TaskModel):
+    """Encoder + masked-LM head (cls/predictions) + next-sentence head (cls/seq_relationship)."""
+
+    def __init__(self, config, name="bert_pretrainer", **kwargs):
+        super().__init__(config, name=name, **kwargs)
+        c = self.config
+        self.masked_lm = MaskedLMHead(c.vocab_size, c.hidden_size, c.hidden_act,
+                                      c.initializer_range,
+                                      embedding_table=lambda: self.encoder.word_embeddings,
+                                      name="predictions", dtype=self.dtype_policy)
+        self.next_sentence = NextSentenceHead(c.hidden_size, c.initializer_range,
+                                              name="seq_relationship", dtype=self.dtype_policy)
+        self._finish_build(self.masked_lm, self.next_sentence)
+
+    def call(self, inputs, training=False):
+        outputs = dict(self.encoder(inputs, training=training))
+        outputs["masked_lm_log_probs"] = self.masked_lm(outputs["sequence_output"],
+                                                        inputs["masked_lm_positions"])
+        outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
+        return outputs
+
+
+class BertClassifier(_TaskModel):
+    """Encoder + sentence classification/regression head (run_classifier's output_weights/bias).
+
+    Args:
+      num_labels: number of classes (1 for regression).
+      dropout_rate: dropout on the pooled output in training (the original: 0.1).
+    """
+
+    def __init__(self, config, num_labels, dropout_rate=0.1, name="bert_classifier", **kwargs):
+        super().__init__(config, name=name, **kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        self.classifier = ClassificationHead(num_labels, self.config.hidden_size, dropout_rate,
+                                             0.02, name="classifier", dtype=self.dtype_policy)
+        self._finish_build(self.classifier)
+
+    def call(self, inputs, training=False):
+        outputs = dict(self.encoder(inputs, training=training))
+        outputs["logits"] = self.classifier(outputs["pooled_output"], training=training)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate)
+        return config
+
+
+class BertSpanLabeler(_TaskModel):
+    """Encoder + SQuAD span head (cls/squad/output_weights, output_bias)."""
+
+    def __init__(self, config, name="bert_span_labeler", **kwargs):
+        super().__init__(config, name=name, **kwargs)
+        self.span = SpanHead(self.config.hidden_size, 0.02, name="squad", dtype=self.dtype_policy)
+        self._finish_build(self.span)
+
+    def call(self, inputs, training=False):
+        outputs = dict(self.encoder(inputs, training=training))
+        outputs["start_logits"], outputs["end_logits"] = self.span(outputs["sequence_output"])
+        return outputs
+
+
+class BertTokenClassifier(_TaskModel):
+    """Encoder + per-token classification head (output_weights/output_bias), e.g. for NER."""
+
+    def __init__(self, config, num_labels, dropout_rate=0.1, name="bert_token_classifier",
+                 **kwargs):
+        super().__init__(config, name=name, **kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        self.classifier = TokenClassificationHead(num_labels, self.config.hidden_size,
+                                                  dropout_rate, 0.02, name="classifier",
+                                                  dtype=self.dtype_policy)
+        self._finish_build(self.classifier)
+
+    def call(self, inputs, training=False):
+        outputs = dict(self.encoder(inputs, training=training))
+        outputs["logits"] = self.classifier(outputs["sequence_output"], training=training)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate)
+        return config

@@ -1,0 +1,240 @@
+"""Optimizers and learning-rate schedule of the original BERT, as Keras 3 optimizers.
+
+The original (`optimization.py` of google-research/bert) trains with `AdamWeightDecayOptimizer`:
+Adam without bias correction, epsilon 1e-6, and weight decay 0.01 added to the update
+("decoupled", so it does not pass through the m/v moments) except for variables whose name matches
+"LayerNorm", "layer_norm" or "bias"; gradients clipped to global norm 1.0; learning rate warmed up
+linearly from 0 for `num_warmup_steps`, then decayed linearly to 0 at `num_train_steps`.
+
+`AdamWeightDecay` and `Lamb` here are `keras.optimizers.Optimizer` subclasses, so they checkpoint
+through `tf.train.Checkpoint`, work under every tf.distribute strategy and inside
+`keras.optimizers.LossScaleOptimizer` for float16 mixed precision.
+
+Step counting: the original computes the learning rate of an update from `global_step` *before*
+that update increments it, so the very first update under warmup has learning rate 0 (the moments
+still move). Keras evaluates a schedule at `optimizer.iterations` before incrementing it, which is
+the same thing; `optimizer.iterations` is our global_step.
+
+Variable names: the exclusion patterns are matched against each variable's name in the original
+checkpoint naming (`bert/encoder/layer_0/attention/output/LayerNorm/gamma`, `cls/predictions/
+output_bias`, ...). Pass `variable_name_fn` to map a Keras variable to that name; by default the
+Keras variable path is used, which for our models follows the original naming.
+"""
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+# The original's exclusion list (run_pretraining / run_classifier / run_squad all use it).
+ORIGINAL_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """The original's schedule: linear warmup from 0, then linear decay to 0.
+
+    lr(step) = init_lr * step / num_warmup_steps              if step < num_warmup_steps
+             = init_lr * (1 - min(step, num_train_steps) / num_train_steps)   otherwise
+    (the decay counts from step 0, not from the end of warmup, exactly as the original).
+    """
+
+    def __init__(self, init_lr, num_train_steps, num_warmup_steps=0):
+        self.init_lr = float(init_lr)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps or 0)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        decay_steps = float(max(self.num_train_steps, 1))
+        # tf.compat.v1.train.polynomial_decay(power=1, end_learning_rate=0, cycle=False) with the
+        # float32 ops the original's graph really runs: TF's graph optimizer rewrites division by
+        # a constant into multiplication by its reciprocal, and pow(x, 1.0) is not bit-exact x.
+        decayed = self.init_lr * tf.pow(
+            1.0 - tf.minimum(step, decay_steps) * np.float32(1.0 / decay_steps), 1.0)
+        if not self.num_warmup_steps:
+            return decayed
+        warmup = self.init_lr * (step * np.float32(1.0 / self.num_warmup_steps))
+        return tf.where(step < float(self.num_warmup_steps), warmup, decayed)
+
+    def get_config(self):
+        return {"init_lr": self.init_lr, "num_train_steps": self.num_train_steps,
+                "num_warmup_steps": self.num_warmup_steps}
+
+
+def default_variable_name(variable):
+    """The name used for exclusion matching: the Keras variable path (original naming)."""
+    return getattr(variable, "path", None) or variable.name
+
+
+class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
+    """Shared part of AdamWeightDecay and Lamb: per-variable exclusion by original name."""
+
+    def __init__(self, learning_rate, weight_decay_rate, exclude_from_weight_decay,
+                 variable_name_fn, global_clipnorm, name, **kwargs):
+        super().__init__(learning_rate=learning_rate, global_clipnorm=global_clipnorm,
+                         name=name, **kwargs)
+        self.weight_decay_rate = float(weight_decay_rate)
+        self.exclude_patterns = tuple(exclude_from_weight_decay or ())
+        self.variable_name_fn = variable_name_fn or default_variable_name
+        self._decay_flags = []
+
+    def uses_weight_decay(self, variable_name):
+        """The original's `_do_use_weight_decay`: False if any pattern is found in the name."""
+        if not self.weight_decay_rate:
+            return False
+        return not any(re.search(pattern, variable_name) for pattern in self.exclude_patterns)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._decay_flags = [self.uses_weight_decay(self.variable_name_fn(v)) for v in var_list]
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        """Identity: `bert_tf.training` all-reduces gradients before `apply`.
+
+        Keras would sum them across replicas inside `apply`, i.e. *after* the global-norm clipping
+        and the loss-scale finiteness check, which would then see one replica's gradient only.
+        The training loop sums them first (see `expects_reduced_gradients`), so clipping uses the
+        norm of the global gradient, as the original on one device.
+        """
+        return list(grads_and_vars)
+
+    expects_reduced_gradients = True
+
+    def decayed_variable_names(self):
+        """Names (as matched) of the variables that get weight decay; for logs and tests."""
+        return [self.variable_name_fn(v) for v, flag in
+                zip(self._trainable_variables, self._decay_flags) if flag]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"weight_decay_rate": self.weight_decay_rate,
+                       "exclude_from_weight_decay": list(self.exclude_patterns)})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class AdamWeightDecay(_DecoupledWeightDecayOptimizer):
+    """The original's AdamWeightDecayOptimizer (no bias correction), as a Keras optimizer.
+
+        m = beta_1 * m + (1 - beta_1) * g
+        v = beta_2 * v + (1 - beta_2) * g^2
+        update = m / (sqrt(v) + epsilon) + weight_decay_rate * w    (decay only if not excluded)
+        w = w - lr * update
+
+    Slots are named `adam_m` / `adam_v` as in the original checkpoints.
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, exclude_from_weight_decay=ORIGINAL_EXCLUDE_FROM_WEIGHT_DECAY,
+                 variable_name_fn=None, global_clipnorm=1.0, name="AdamWeightDecay", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, exclude_from_weight_decay,
+                         variable_name_fn, global_clipnorm, name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        m, v = self._m[index], self._v[index]
+        lr = tf.cast(learning_rate, variable.dtype)
+        gradient = tf.cast(gradient, variable.dtype)
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+        update = next_m / (tf.sqrt(next_v) + self.epsilon)
+        if self._decay_flags[index]:
+            update += self.weight_decay_rate * variable
+        self.assign_sub(variable, lr * update)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
+class Lamb(_DecoupledWeightDecayOptimizer):
+    """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), for large batches.
+
+        m, v as Adam with bias correction;  r = m_hat / (sqrt(v_hat) + epsilon) + wd * w
+        w = w - lr * trust_ratio * r,  trust_ratio = ||w|| / ||r|| (1 where either norm is 0)
+
+    Variables excluded from weight decay (LayerNorm, bias) are also excluded from the layer-wise
+    adaptation (trust_ratio = 1), as in the LAMB used to pretrain BERT in the paper. With
+    weight_decay_rate=0 and no exclusions this is exactly `keras.optimizers.Lamb`.
+    """
+
+    def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, exclude_from_weight_decay=ORIGINAL_EXCLUDE_FROM_WEIGHT_DECAY,
+                 variable_name_fn=None, global_clipnorm=1.0, name="Lamb", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, exclude_from_weight_decay,
+                         variable_name_fn, global_clipnorm, name, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._m, self._v = self.add_optimizer_variables(var_list, ["lamb_m", "lamb_v"])
+        self._adapt_flags = [not any(re.search(p, self.variable_name_fn(v))
+                                     for p in self.exclude_patterns) for v in var_list]
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        m, v = self._m[index], self._v[index]
+        lr = tf.cast(learning_rate, variable.dtype)
+        gradient = tf.cast(gradient, variable.dtype)
+        local_step = tf.cast(self.iterations + 1, variable.dtype)
+        next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
+        next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
+        m_hat = next_m / (1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), local_step))
+        v_hat = next_v / (1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), local_step))
+        update = m_hat / (tf.sqrt(v_hat) + self.epsilon)
+        if self._decay_flags[index]:
+            update += self.weight_decay_rate * variable
+        if self._adapt_flags[index]:
+            w_norm = tf.norm(variable)
+            u_norm = tf.norm(update)
+            trust_ratio = tf.where(w_norm > 0.0,
+                                   tf.where(u_norm > 0.0, w_norm / u_norm, 1.0), 1.0)
+            update = trust_ratio * update
+        self.assign_sub(variable, lr * update)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
+        return config
+
+
+OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
+
+
+def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw",
+                     variable_name_fn=None, weight_decay_rate=0.01, global_clipnorm=1.0,
+                     exclude_from_weight_decay=ORIGINAL_EXCLUDE_FROM_WEIGHT_DECAY):
+    """The original's `create_optimizer` minus the graph plumbing: schedule + optimizer.
+
+    Returns a Keras optimizer; `optimizer.apply(grads, variables)` does clipping to global norm
+    `global_clipnorm` (1.0 as the original), the update and the step increment.
+    """
+    if optimizer_type not in OPTIMIZERS:
+        raise ValueError(f"optimizer_type must be one of {sorted(OPTIMIZERS)}, got {optimizer_type!r}")
+    schedule = WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+    return OPTIMIZERS[optimizer_type](
+        learning_rate=schedule, weight_decay_rate=weight_decay_rate,
+        variable_name_fn=variable_name_fn, global_clipnorm=global_clipnorm,
+        exclude_from_weight_decay=exclude_from_weight_decay)

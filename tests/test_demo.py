@@ -1,0 +1,40 @@
+"""The README's demo: its generated corpus, and the whole demo run end to end at a tiny size."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from data_tools import demo_corpus
+from conftest import PROJECT_ROOT
+
+
+def test_demo_corpus_is_deterministic_and_in_pretraining_format(tmp_path):
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    documents, sentences, size = demo_corpus.write_corpus(str(first), num_documents=50, seed=3)
+    demo_corpus.write_corpus(str(second), num_documents=50, seed=3)
+    text = first.read_text(encoding="utf-8")
+    assert text == second.read_text(encoding="utf-8")
+    assert size == len(text.encode("utf-8"))
+    blocks = text.strip("\n").split("\n\n")
+    assert len(blocks) == documents == 50
+    assert sum(len(b.split("\n")) for b in blocks) == sentences
+    # One person per document: the name opening the first sentence recurs in the document.
+    assert all(all(line.strip() for line in b.split("\n")) for b in blocks)
+    other = tmp_path / "c.txt"
+    demo_corpus.write_corpus(str(other), num_documents=50, seed=4)
+    assert other.read_text(encoding="utf-8") != text
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end(tmp_path):
+    out = tmp_path / "demo"
+    result = subprocess.run(
+        [sys.executable, "-m", "run.demo", f"--output_dir={out}", "--num_documents=300",
+         "--vocab_size=600", "--num_train_steps=300"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "=== summary" in result.stdout
+    for name in ["corpus.txt", "vocab.txt", "pretrain.tfrecord", "features.jsonl",
+                 os.path.join("pretrained", "eval_results.txt")]:
+        assert (out / name).exists(), name

@@ -1,0 +1,168 @@
+"""bert_tf.optimization against the reference release's optimization.create_optimizer.
+
+The oracle: the same variables (same original names, including LayerNorm / bias ones that are
+excluded from weight decay), the same batches and the same loss, trained N steps by the reference's
+`create_optimizer` in a v1 graph session and by ours eagerly; the weights must agree after every
+step. The loss is scaled so that some steps are clipped (global norm > 1) and some are not, and
+the run covers warmup, decay and the step where the learning rate reaches 0.
+"""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf import optimization
+
+# Variable names as in an original checkpoint: kernels and embeddings decay, the others do not.
+SHAPES = {
+    "bert/embeddings/word_embeddings": (7, 4),
+    "bert/encoder/layer_0/attention/self/query/kernel": (4, 4),
+    "bert/encoder/layer_0/attention/self/query/bias": (4,),
+    "bert/encoder/layer_0/output/LayerNorm/gamma": (4,),
+    "bert/encoder/layer_0/output/LayerNorm/beta": (4,),
+    "cls/predictions/output_bias": (7,),
+}
+STEPS = 9
+
+
+def initial_values(seed=0):
+    rng = np.random.RandomState(seed)
+    return {name: rng.normal(0, 0.5, shape).astype(np.float32) for name, shape in SHAPES.items()}
+
+
+def batches(seed=1):
+    rng = np.random.RandomState(seed)
+    # Alternate big and small scales: big ones get clipped, small ones do not.
+    return [(rng.randint(0, 7, size=(3,)).astype(np.int32),
+             np.float32(5.0 if step % 2 == 0 else 0.02)) for step in range(STEPS)]
+
+
+def loss_fn(ops, w, ids, scale):
+    """A small loss touching every variable; `ops` is tf (both graph and eager)."""
+    x = ops.gather(w["bert/embeddings/word_embeddings"], ids)
+    h = ops.matmul(x, w["bert/encoder/layer_0/attention/self/query/kernel"])
+    h = h + w["bert/encoder/layer_0/attention/self/query/bias"]
+    mean, var = ops.nn.moments(h, [-1], keepdims=True)
+    h = (h - mean) * ops.math.rsqrt(var + 1e-3) * w["bert/encoder/layer_0/output/LayerNorm/gamma"]
+    h = h + w["bert/encoder/layer_0/output/LayerNorm/beta"]
+    logits = ops.matmul(h, w["bert/embeddings/word_embeddings"], transpose_b=True)
+    logits = logits + w["cls/predictions/output_bias"]
+    return scale * ops.reduce_mean(ops.square(logits - 1.0))
+
+
+def run_reference(refbert, lr, num_train_steps, num_warmup_steps):
+    from bert import optimization as ref_optimization
+    v1 = refbert.v1
+    values = initial_values()
+    trajectory = []
+    with v1.Graph().as_default():
+        w = {name: v1.get_variable(name, initializer=value) for name, value in values.items()}
+        ids = v1.placeholder(tf.int32, [None])
+        scale = v1.placeholder(tf.float32, [])
+        loss = loss_fn(tf, w, ids, scale)
+        train_op = ref_optimization.create_optimizer(loss, lr, num_train_steps, num_warmup_steps,
+                                                     use_tpu=False)
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            for batch_ids, batch_scale in batches():
+                sess.run(train_op, {ids: batch_ids, scale: batch_scale})
+                trajectory.append(sess.run(w))
+            global_step = sess.run(v1.train.get_global_step())
+    return trajectory, global_step
+
+
+def run_ours(optimizer_type, lr, num_train_steps, num_warmup_steps, **kwargs):
+    values = initial_values()
+    w = {name: tf.Variable(value, name=name) for name, value in values.items()}
+    names = {id(v): name for name, v in w.items()}
+    optimizer = optimization.create_optimizer(
+        lr, num_train_steps, num_warmup_steps, optimizer_type=optimizer_type,
+        variable_name_fn=lambda v: names[id(v)], **kwargs)
+    variables = list(w.values())
+    trajectory = []
+    for batch_ids, batch_scale in batches():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(tf, w, tf.constant(batch_ids), tf.constant(batch_scale))
+        optimizer.apply(tape.gradient(loss, variables), variables)
+        trajectory.append({name: v.numpy() for name, v in w.items()})
+    return trajectory, optimizer
+
+
+@pytest.mark.parametrize("num_train_steps,num_warmup_steps", [(7, 3), (20, 0)])
+def test_adamw_matches_reference_create_optimizer(refbert, num_train_steps, num_warmup_steps):
+    lr = 0.1
+    reference, ref_global_step = run_reference(refbert, lr, num_train_steps, num_warmup_steps)
+    ours, optimizer = run_ours("adamw", lr, num_train_steps, num_warmup_steps)
+    assert int(optimizer.iterations.numpy()) == ref_global_step == STEPS
+    moved = False
+    for step, (ref_w, our_w) in enumerate(zip(reference, ours)):
+        for name in SHAPES:
+            np.testing.assert_allclose(our_w[name], ref_w[name], rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name} after step {step + 1}")
+            moved |= not np.allclose(ref_w[name], initial_values()[name])
+    assert moved
+    assert sorted(optimizer.decayed_variable_names()) == [
+        "bert/embeddings/word_embeddings", "bert/encoder/layer_0/attention/self/query/kernel"]
+
+
+def test_schedule_matches_reference_formula(refbert):
+    """The schedule alone, against the original's ops (polynomial_decay + warmup blend)."""
+    v1 = refbert.v1
+    init_lr, num_train_steps, num_warmup_steps = 5e-5, 100, 10
+    steps = [0, 1, 5, 9, 10, 11, 50, 99, 100, 150]
+    with v1.Graph().as_default():
+        global_step = v1.placeholder(tf.int64, [])
+        lr = v1.train.polynomial_decay(tf.constant(init_lr), global_step, num_train_steps,
+                                       end_learning_rate=0.0, power=1.0, cycle=False)
+        steps_float = tf.cast(tf.cast(global_step, tf.int32), tf.float32)
+        is_warmup = tf.cast(tf.cast(global_step, tf.int32) < num_warmup_steps, tf.float32)
+        lr = (1.0 - is_warmup) * lr + is_warmup * (init_lr * steps_float / num_warmup_steps)
+        with v1.Session() as sess:
+            expected = [sess.run(lr, {global_step: s}) for s in steps]
+    schedule = optimization.WarmupLinearDecay(init_lr, num_train_steps, num_warmup_steps)
+    np.testing.assert_allclose([float(schedule(s)) for s in steps], expected, rtol=1e-6, atol=1e-12)
+    assert float(schedule(0)) == 0.0  # the first update of a warmup run has learning rate 0
+
+
+def test_lamb_without_decay_is_keras_lamb():
+    import keras
+    ours, _ = run_ours("lamb", 0.01, 1000, 0, weight_decay_rate=0.0, global_clipnorm=None,
+                       exclude_from_weight_decay=())
+    # Our LAMB minus weight decay and exclusions must be Keras' LAMB.
+    values = initial_values()
+    w = {name: tf.Variable(value) for name, value in values.items()}
+    variables = list(w.values())
+    schedule = optimization.WarmupLinearDecay(0.01, 1000, 0)
+    keras_lamb = keras.optimizers.Lamb(learning_rate=schedule, epsilon=1e-6)
+    for step, (batch_ids, batch_scale) in enumerate(batches()):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(tf, w, tf.constant(batch_ids), tf.constant(batch_scale))
+        keras_lamb.apply(tape.gradient(loss, variables), variables)
+        for name, v in w.items():
+            np.testing.assert_allclose(ours[step][name], v.numpy(), rtol=2e-5, atol=1e-6,
+                                       err_msg=f"{name} after step {step + 1}")
+
+
+def test_lamb_one_step_against_numpy():
+    """One step of LAMB with decay and exclusions, against the formula written in numpy."""
+    lr, wd = 0.01, 0.01
+    values = initial_values()
+    ids, scale = batches()[1]
+    w = {name: tf.Variable(value) for name, value in values.items()}
+    with tf.GradientTape() as tape:
+        loss = loss_fn(tf, w, tf.constant(ids), tf.constant(scale))
+    grads = {name: g.numpy() for name, g in zip(w, tape.gradient(loss, list(w.values())))}
+    names = {id(v): n for n, v in w.items()}
+    optimizer = optimization.Lamb(lr, weight_decay_rate=wd, global_clipnorm=None,
+                                  variable_name_fn=lambda v: names[id(v)])
+    optimizer.apply([tf.constant(grads[n]) for n in w], list(w.values()))
+    for name, value in values.items():
+        g = grads[name]
+        m, v = 0.1 * g, 0.001 * g * g
+        update = (m / 0.1) / (np.sqrt(v / 0.001) + 1e-6)
+        excluded = "LayerNorm" in name or "bias" in name
+        if not excluded:
+            update = update + wd * value
+            ratio = np.linalg.norm(value) / np.linalg.norm(update)
+            update = ratio * update
+        np.testing.assert_allclose(w[name].numpy(), value - lr * update, rtol=1e-5, atol=1e-7,
+                                   err_msg=name)

@@ -1,0 +1,159 @@
+"""run.run_pretraining end to end (subprocesses): against the original, across strategies, resume.
+
+- eval_results.txt for a checkpoint written by the original's run_pretraining (Adam slots and
+  global_step included) equals the original's eval on the same records;
+- training from the original's initial checkpoint gives, after N steps, the same eval results as
+  N steps of the original's training (same batches, dropout off);
+- OneDevice, Mirrored on 2 logical CPUs and MultiWorkerMirrored with 2 worker processes on
+  127.0.0.1 give the same loss curve for the same global batch;
+- a run killed with SIGKILL mid-way resumes from its last checkpoint and ends at num_train_steps.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import pretraining_fixtures as fx
+from conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
+
+
+def command(config, inputs, output_dir, **flags):
+    args = {"bert_config_file": config, "input_file": inputs, "output_dir": output_dir,
+            "max_seq_length": fx.SEQ_LENGTH, "max_predictions_per_seq": fx.MAX_PREDICTIONS}
+    args.update(flags)
+    line = [sys.executable, "-m", "run.run_pretraining"]
+    for name, value in args.items():
+        if value is True:
+            line.append(f"--{name}")
+        else:
+            line.append(f"--{name}={value}")
+    return line
+
+
+def start(line, env=None, log=None):
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    return subprocess.Popen(line, cwd=PROJECT_ROOT, env=environment, stdout=log or subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def run(line, env=None, timeout=240):
+    process = start(line, env)
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, output[-3000:]
+    return output
+
+
+def read_eval_results(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert lines == sorted(lines)
+    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+
+
+def assert_same_results(ours, reference):
+    assert sorted(ours) == sorted(reference)
+    assert ours["global_step"] == reference["global_step"]
+    for key in reference:
+        np.testing.assert_allclose(ours[key], float(reference[key]), rtol=2e-5, err_msg=key)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("run_pretraining")
+    paths, _ = fx.write_record_files(root, 2, 10)
+    return {"root": root, "config": fx.write_config(root),
+            "inputs": os.path.join(root, "records-*.tfrecord"), "paths": paths}
+
+
+def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
+    rp = fx.reference_run_pretraining(refbert, monkeypatch)
+    original_dir = str(workspace["root"] / "original")
+    # The original trains 3 steps (batches of 8 in file order, warmup 1, decay to 0 at step 3).
+    checkpoint = fx.reference_train(rp, refbert, workspace["paths"], original_dir, steps=3,
+                                    batch_size=8, save_initial=True, learning_rate=1e-3,
+                                    num_train_steps=3, num_warmup_steps=1)
+    reference = fx.reference_eval(rp, refbert, workspace["paths"], checkpoint,
+                                  eval_batch_size=4, max_eval_steps=6)
+    eval_flags = {"eval_batch_size": 4, "max_eval_steps": 6}
+    ours_dir = str(workspace["root"] / "ours")
+    original_eval = start(command(workspace["config"], workspace["inputs"], original_dir,
+                                  do_eval=True, **eval_flags))
+    ours_train = start(command(workspace["config"], workspace["inputs"], ours_dir, do_train=True,
+                               do_eval=True, init_checkpoint=os.path.join(original_dir, "model.ckpt-0"),
+                               deterministic_input=True, train_batch_size=8, num_train_steps=3,
+                               num_warmup_steps=1, learning_rate=1e-3, **eval_flags))
+    for process in (original_eval, ours_train):
+        output, _ = process.communicate(timeout=240)
+        assert process.returncode == 0, output[-3000:]
+    # Our eval of the original's checkpoint (found as the latest in --output_dir).
+    assert_same_results(read_eval_results(os.path.join(original_dir, "eval_results.txt")), reference)
+    # Our 3 training steps from the original's initial weights = the original's 3 steps.
+    assert_same_results(read_eval_results(os.path.join(ours_dir, "eval_results.txt")), reference)
+
+
+def free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_same_loss_curve_on_one_device_mirrored_and_multi_worker(workspace):
+    root = workspace["root"]
+    flags = dict(do_train=True, deterministic_input=True, train_batch_size=8, num_train_steps=4,
+                 num_warmup_steps=1, learning_rate=1e-3, log_steps=1, seed=5)
+
+    def line(name, **extra):
+        return command(workspace["config"], workspace["inputs"], str(root / name), **flags, **extra)
+
+    ports = free_ports(2)
+    processes = [start(line("one_device")),
+                 start(line("mirrored", distribution_strategy="mirrored", num_cpu_devices=2))]
+    for index in range(2):
+        tf_config = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                     "task": {"type": "worker", "index": index}}
+        processes.append(start(line("multi_worker", distribution_strategy="multi_worker_mirrored"),
+                               env={"TF_CONFIG": json.dumps(tf_config)}))
+    for process in processes:
+        output, _ = process.communicate(timeout=240)
+        assert process.returncode == 0, output[-3000:]
+    assert "2 replica(s)" in output  # the last worker ran with 2 replicas
+    curves = {name: fx.loss_curve(root / name) for name in ("one_device", "mirrored", "multi_worker")}
+    assert len(curves["one_device"]) == 4
+    for name in ("mirrored", "multi_worker"):
+        np.testing.assert_allclose(curves[name], curves["one_device"], rtol=1e-5, err_msg=name)
+    assert not os.path.exists(root / "multi_worker" / ".worker_1")
+
+
+def test_resume_after_kill_9(workspace):
+    output_dir = workspace["root"] / "resumed"
+    line = command(workspace["config"], workspace["inputs"], str(output_dir), do_train=True,
+                   train_batch_size=4, num_train_steps=400, num_warmup_steps=10,
+                   save_checkpoints_steps=20, iterations_per_loop=20, log_steps=20, seed=1)
+    process = start(line, log=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not tf.train.latest_checkpoint(str(output_dir)):
+        assert process.poll() is None, "run ended before its first checkpoint"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = tf.train.latest_checkpoint(str(output_dir))
+    saved_step = int(killed_at.rsplit("-", 1)[1])
+    assert 20 <= saved_step < 400, "the run was not killed mid-way"
+    output = run(line)
+    assert f"resuming from {killed_at} at step {saved_step}" in output
+    assert tf.train.latest_checkpoint(str(output_dir)).endswith("model.ckpt-400")
+    assert f"[train] done: {400 - saved_step} steps" in output

@@ -1,0 +1,117 @@
+"""bert_tf.training and bert_tf.distribution in-process: mixed precision, XLA, gradient
+accumulation, a non-finite loss, and the TPU set-up path (without a TPU)."""
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import pretraining_fixtures as fx
+from bert_tf import distribution, input_pipeline, optimization, training
+from bert_tf.config import BertConfig
+from bert_tf.errors import InputError
+from bert_tf.models import BertPretrainer
+from bert_tf.pretraining import PretrainingTask
+from bert_tf.pretraining_data import pretraining_feature_spec
+
+SPEC = pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    paths, _ = fx.write_record_files(tmp_path_factory.mktemp("records"), 2, 16)
+    return paths
+
+
+def train_tiny(model_dir, paths, steps=20, mixed_precision="off", jit_compile=False,
+               gradient_accumulation_steps=1, learning_rate=2e-3, batch_size=8,
+               save_checkpoints_steps=1000):
+    """Trains the tiny model in file order; returns (per-step loss curve, model, optimizer)."""
+    keras.utils.set_random_seed(0)
+    training.set_mixed_precision(mixed_precision)
+    try:
+        strategy = distribution.create_strategy("one_device")
+        with strategy.scope():
+            model = BertPretrainer(BertConfig.from_dict(fx.TINY_CONFIG))
+            optimizer = training.wrap_optimizer(
+                optimization.create_optimizer(learning_rate, steps, 2), mixed_precision)
+        config = training.TrainConfig(
+            model_dir=str(model_dir), num_train_steps=steps, global_batch_size=batch_size,
+            iterations_per_loop=10, save_checkpoints_steps=save_checkpoints_steps, log_steps=1,
+            gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile)
+        data = input_pipeline.dataset_fn(paths, SPEC, batch_size, shuffle=False)
+        training.train(strategy, model, optimizer, PretrainingTask(), data, config,
+                       log=lambda message: None)
+    finally:
+        training.set_mixed_precision("off")
+    return fx.loss_curve(model_dir), model, optimizer
+
+
+def assert_finite_and_decreasing(curve, steps):
+    assert len(curve) == steps
+    assert np.all(np.isfinite(curve))
+    assert np.mean(curve[-5:]) < np.mean(curve[:5]) - 0.3, curve
+
+
+@pytest.mark.parametrize("mixed_precision,jit_compile", [
+    ("bfloat16", False), ("float16", False), ("off", True)])
+def test_mixed_precision_and_xla_train(tmp_path, records, mixed_precision, jit_compile):
+    curve, model, optimizer = train_tiny(tmp_path, records, mixed_precision=mixed_precision,
+                                         jit_compile=jit_compile)
+    assert_finite_and_decreasing(curve, 20)
+    compute = {"off": "float32", "bfloat16": "bfloat16", "float16": "float16"}[mixed_precision]
+    assert model.encoder.dtype_policy.compute_dtype == compute
+    assert all(v.dtype == "float32" for v in model.trainable_variables)
+    assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer) == (mixed_precision == "float16")
+    assert int(optimizer.iterations.numpy()) == 20
+
+
+def test_gradient_accumulation_gives_the_same_steps(tmp_path, records):
+    """4 micro-batches of 2 = one batch of 8: same loss curve (the loss is of the whole batch)."""
+    whole, _, _ = train_tiny(tmp_path / "whole", records, steps=6)
+    accumulated, _, _ = train_tiny(tmp_path / "accumulated", records, steps=6,
+                                   gradient_accumulation_steps=4)
+    np.testing.assert_allclose(accumulated, whole, rtol=1e-5)
+
+
+def test_non_finite_loss_stops_naming_the_step(tmp_path):
+    examples = fx.make_examples(16, seed=4)
+    examples[9]["masked_lm_weights"][0] = np.nan  # in the 3rd batch of 4
+    path = fx.write_records(tmp_path / "bad.tfrecord", examples)
+    with pytest.raises(training.NonFiniteLossError, match=r"loss is nan at step 3\b.*model\.ckpt-2"):
+        train_tiny(tmp_path / "model", [path], steps=10, batch_size=4, save_checkpoints_steps=1)
+    assert tf.train.latest_checkpoint(str(tmp_path / "model")).endswith("model.ckpt-2")
+
+
+def test_strategy_names_follow_the_original_flags():
+    assert distribution.strategy_name("one_device", use_tpu=True) == "tpu"
+    assert distribution.strategy_name("mirrored") == "mirrored"
+    assert distribution.strategy_name(None) == "one_device"
+    with pytest.raises(InputError, match="--distribution_strategy"):
+        distribution.strategy_name("mirrored", use_tpu=True)
+    with pytest.raises(InputError, match="--distribution_strategy"):
+        distribution.strategy_name("parameter_server")
+
+
+def test_tpu_setup_path_without_a_tpu():
+    """--use_tpu --tpu_name=... builds a real TPUClusterResolver from the original's flags and
+    connects, initialises and builds TPUStrategy on it (those three recorded, not run)."""
+    kwargs = distribution.tpu_resolver_kwargs(tpu_name="grpc://127.0.0.1:8470",
+                                              tpu_zone="us-central1-b", gcp_project="my-project")
+    assert kwargs == {"tpu": "grpc://127.0.0.1:8470", "zone": "us-central1-b",
+                      "project": "my-project"}
+    assert distribution.tpu_resolver_kwargs(master="grpc://10.0.0.2:8470")["tpu"] == \
+        "grpc://10.0.0.2:8470"
+    calls = []
+    strategy = distribution.create_strategy(
+        "tpu", tpu_kwargs=kwargs,
+        _tpu_api=(tf.distribute.cluster_resolver.TPUClusterResolver,
+                  lambda resolver: calls.append(("connect", resolver)),
+                  lambda resolver: calls.append(("initialize", resolver)),
+                  lambda resolver: ("TPUStrategy", resolver)))
+    resolver = calls[0][1]
+    assert [name for name, _ in calls] == ["connect", "initialize"]
+    assert all(r is resolver for _, r in calls) and strategy == ("TPUStrategy", resolver)
+    assert resolver.master() == "grpc://127.0.0.1:8470"
+    assert isinstance(resolver, tf.distribute.cluster_resolver.TPUClusterResolver)
