@@ -56,6 +56,8 @@ from bert_tf import tokenization
 from bert_tf.errors import file_error
 
 _chain = itertools.chain.from_iterable
+_UNK = "[UNK]"
+_MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
 
 
 @contextlib.contextmanager
@@ -99,20 +101,11 @@ _RAW_WORD = re.compile("[^%s]+" % _SPLIT_CHARS)
 # Texts with one of these cannot be split with str.split() (it would split where the original
 # deletes the character and joins its neighbours).
 _HAS_DELETED_SPACE = re.compile("[%s]" % _DELETED_SPACES)
+# A run of more than 200 non-space characters (a possible over-long word).
+_LONG_RUN = re.compile(r"\S{201}")
 # ASCII characters the original deletes (\\t \\n \\r are whitespace, never inside a raw word).
 _ASCII_DELETED = re.compile("[%s]" % "".join(
     re.escape(chr(cp)) for cp in range(128) if tokenization._clean_char(chr(cp)) is None))
-
-
-def _partition(texts):
-    """(indices of plain texts: ASCII without deleted characters, indices of the others)."""
-    plain, other = [], []
-    for i, text in enumerate(texts):
-        if text.isascii() and _ASCII_DELETED.search(text) is None:
-            plain.append(i)
-        else:
-            other.append(i)
-    return plain, other
 
 
 def _raw_words(text):
@@ -245,26 +238,29 @@ class FastTokenizer:
     Args:
       vocab_file: one token per line, read by `bert_tf.tokenization.load_vocab` (same ids).
       do_lower_case: lower-case and strip accents (uncased models).
-      cache_size: how many distinct raw words to remember; the cache is emptied when full.
+      cache_size: how many distinct raw words (and basic tokens) to remember; the caches are
+        emptied when full, which bounds memory on corpora with huge vocabularies.
     """
 
-    def __init__(self, vocab_file, do_lower_case=True, cache_size=1 << 20,
-                 max_input_chars_per_word=200, unk_token="[UNK]"):
+    def __init__(self, vocab_file, do_lower_case=True, cache_size=1 << 20):
         self.vocab = tokenization.load_vocab(vocab_file)
         self.inv_vocab = {v: k for k, v in self.vocab.items()}
-        if unk_token not in self.vocab:
-            raise file_error(vocab_file, f"the vocabulary has no {unk_token} token")
+        if _UNK not in self.vocab:
+            raise file_error(vocab_file, f"the vocabulary has no {_UNK} token")
         self.do_lower_case = do_lower_case
         self.cache_size = cache_size
-        self.max_input_chars_per_word = max_input_chars_per_word
-        self.unk_token = unk_token
-        self._unk_id = self.vocab[unk_token]
-        self._libraries = None
-        self._library(end_to_end=True)  # imports TensorFlow and builds both models
-        self._token_array = numpy.array(
-            [self.inv_vocab.get(i) for i in range(max(self.inv_vocab) + 1)], dtype=object)
-        # Caches. Raw word -> its pieces; -> (ids, begins, ends) relative to the word (filled by
-        # encode_batch only). Basic token -> its pieces, their ids, their (begin, end) in it.
+        self._unk_id = self.vocab[_UNK]
+        size = max(self.inv_vocab) + 1
+        self._token_array = numpy.array([self.inv_vocab.get(i) for i in range(size)], dtype=object)
+        self._libraries = self._build_libraries()
+        # Characters a text may consist of to go to the library end to end (ASCII ones, plus
+        # others once checked by `_check_plain_chars`), and characters found not to.
+        self._plain_chars = {chr(cp) for cp in range(128)
+                             if tokenization._clean_char(chr(cp)) == chr(cp)} | {" ", "\t", "\n", "\r"}
+        self._other_chars = set()
+        self._plain_table = {}  # lower-cased plain character -> its NFD without Mn (one char)
+        # Word caches. Raw word -> its pieces; -> (ids, begins, ends) relative to the word
+        # (filled by encode_batch). Basic token -> its pieces, their ids, their (begin, end).
         self._tokens, self._ids_offsets = {}, {}
         self._piece_tokens, self._piece_ids, self._piece_offsets = {}, {}, {}
 
@@ -276,20 +272,7 @@ class FastTokenizer:
 
     def tokenize_batch(self, texts):
         """`tokenize` for each text of a list."""
-        texts = [tokenization.convert_to_unicode(t) for t in texts]
-        with _gc_paused():
-            plain, other = _partition(texts)
-            results = [None] * len(texts)
-            if plain:
-                for i, tokens in zip(plain, self._plain_tokens([texts[i] for i in plain])):
-                    results[i] = tokens
-            if other:
-                word_lists = [_raw_words(texts[i]) for i in other]
-                self._add_words(word_lists, with_offsets=False)
-                get = self._tokens.__getitem__
-                for i, words in zip(other, word_lists):
-                    results[i] = list(_chain(map(get, words)))
-            return results
+        return self._run(texts, with_offsets=False)
 
     def encode(self, text):
         """The `Encoding` (tokens, ids, offsets) of one text."""
@@ -297,64 +280,7 @@ class FastTokenizer:
 
     def encode_batch(self, texts):
         """For each text, an `Encoding`: tokens, ids and (start, end) character offsets."""
-        texts = [tokenization.convert_to_unicode(t) for t in texts]
-        with _gc_paused():
-            plain, other = _partition(texts)
-            results = [None] * len(texts)
-            if plain:
-                for i, encoding in zip(plain, self._plain_encodings([texts[i] for i in plain])):
-                    results[i] = encoding
-            if other:
-                split = [_raw_words_with_starts(texts[i]) for i in other]
-                self._add_words([words for words, _ in split], with_offsets=True)
-                get_tokens, get_entry = self._tokens.__getitem__, self._ids_offsets.__getitem__
-                add, first = operator.add, operator.itemgetter(0)
-                second, third = operator.itemgetter(1), operator.itemgetter(2)
-                for i, (words, starts) in zip(other, split):
-                    entries = list(map(get_entry, words))
-                    # Absolute offsets: each word's start, repeated once per piece, plus the
-                    # piece's offsets relative to the word.
-                    counts = map(len, map(first, entries))
-                    word_starts = list(_chain(map(itertools.repeat, starts, counts)))
-                    begins = map(add, word_starts, _chain(map(second, entries)))
-                    ends = map(add, word_starts, _chain(map(third, entries)))
-                    results[i] = Encoding(list(_chain(map(get_tokens, words))),
-                                          list(_chain(map(first, entries))),
-                                          list(zip(begins, ends)))
-            return results
-
-    # ---- plain texts: the library end to end -------------------------------------------------
-
-    def _plain_ragged(self, texts, with_offsets):
-        """The library's ids (and byte offsets) for ASCII texts without deleted characters.
-
-        For these texts the original is: lower(), split on whitespace and on every ASCII
-        non-alphanumeric character, WordPiece with words over 200 characters -> [UNK]; and that
-        is exactly what FastWordpieceTokenizer with its own pre-tokenization does (its byte limit
-        is a character limit in ASCII). The tests check it for every ASCII character.
-        """
-        if self.do_lower_case:
-            texts = [t.lower() for t in texts]
-        tokenizer = self._library(end_to_end=True)
-        if with_offsets:
-            return tokenizer.tokenize_with_offsets(texts)
-        return (tokenizer.tokenize(texts),)
-
-    def _plain_tokens(self, texts):
-        ragged, = self._plain_ragged(texts, with_offsets=False)
-        tokens = self._token_array[ragged.flat_values.numpy()].tolist()
-        bounds = ragged.row_splits.numpy().tolist()
-        return [tokens[begin:end] for begin, end in zip(bounds, bounds[1:])]
-
-    def _plain_encodings(self, texts):
-        ragged, begins, ends = self._plain_ragged(texts, with_offsets=True)
-        ids = ragged.flat_values.numpy()
-        tokens = self._token_array[ids].tolist()
-        ids = ids.tolist()
-        offsets = list(zip(begins.flat_values.numpy().tolist(), ends.flat_values.numpy().tolist()))
-        bounds = ragged.row_splits.numpy().tolist()
-        return [Encoding(tokens[begin:end], ids[begin:end], offsets[begin:end])
-                for begin, end in zip(bounds, bounds[1:])]
+        return self._run(texts, with_offsets=True)
 
     def convert_tokens_to_ids(self, tokens):
         return tokenization.convert_by_vocab(self.vocab, tokens)
@@ -362,7 +288,155 @@ class FastTokenizer:
     def convert_ids_to_tokens(self, ids):
         return tokenization.convert_by_vocab(self.inv_vocab, ids)
 
-    # ---- caches -----------------------------------------------------------------------------
+    # ---- routing ----------------------------------------------------------------------------
+
+    def _run(self, texts, with_offsets):
+        texts = [tokenization.convert_to_unicode(t) for t in texts]
+        with _gc_paused():
+            routes = self._route(texts)
+            results = [None] * len(texts)
+            for route, indices in routes.items():
+                if indices:
+                    chunk = [texts[i] for i in indices]
+                    if route == "words":
+                        outputs = self._words_route(chunk, with_offsets)
+                    else:
+                        outputs = self._plain_route(chunk, route, with_offsets)
+                    for i, output in zip(indices, outputs):
+                        results[i] = output
+            return results
+
+    def _route(self, texts):
+        """Indices of texts for each route: "ascii" and "unicode" (the library end to end) or
+        "words" (the word cache)."""
+        routes = {"ascii": [], "unicode": [], "words": []}
+        plain = self._plain_chars
+        for i, text in enumerate(texts):
+            if text.isascii():
+                route = "ascii" if _ASCII_DELETED.search(text) is None else "words"
+            else:
+                if not plain.issuperset(text):
+                    new = set(text).difference(plain, self._other_chars)
+                    if new:
+                        self._check_plain_chars(new)
+                route = ("unicode" if plain.issuperset(text) and _LONG_RUN.search(text) is None
+                         else "words")
+            routes[route].append(i)
+        return routes
+
+    def _check_plain_chars(self, chars):
+        """Decides for new characters whether texts with them can go to the library end to end.
+
+        A character qualifies if the original normalizes it to exactly one character in any
+        context (not deleted, not CJK; with `do_lower_case`, lower() then NFD without Mn give
+        one character, which `_plain_table` maps it to; not the context-dependent "Σ"), and the
+        library splits around that character exactly as the original does: the library's
+        pre-tokenization classifies each character on its own (whitespace, punctuation or word
+        character), so comparing a few probes with the exact word route decides it.
+        """
+        candidates = []
+        for char in chars:
+            cleaned = tokenization._clean_char(char)
+            ok = cleaned is not None and len(cleaned) != 3  # not deleted, not CJK (" c ")
+            if ok and self.do_lower_case:
+                lowered = char.lower()
+                stripped = _stripped(lowered) if len(lowered) == 1 else None
+                ok = char != "\u03a3" and stripped is not None and len(stripped) == 1
+                if ok and stripped != lowered:
+                    self._plain_table[ord(lowered)] = stripped
+            if ok:
+                candidates.append(char)
+            else:
+                self._other_chars.add(char)
+        if not candidates:
+            return
+        probes = [p for c in candidates for p in
+                  ("a%sb" % c, c, "%s%sa" % (c, c), "a %s 1" % c, "1%s" % c)]
+        expected = [e.ids for e in self._words_route(probes, with_offsets=True)]
+        actual = [e.ids for e in self._plain_route(probes, "unicode", with_offsets=True)]
+        for k, char in enumerate(candidates):
+            same = expected[5 * k:5 * k + 5] == actual[5 * k:5 * k + 5]
+            (self._plain_chars if same else self._other_chars).add(char)
+
+    # ---- the library end to end ---------------------------------------------------------------
+
+    def _build_libraries(self):
+        """tensorflow-text FastWordpieceTokenizers over this vocabulary, ids = our ids.
+
+        "ascii": with the library's pre-tokenization; its word limit is in bytes, which in
+        ASCII are characters. "unicode": the same with a limit no word of at most 200
+        characters reaches (texts with longer runs go the word route). "token": on single
+        basic tokens (no pre-tokenization), which the word route checks against the limit.
+        """
+        import tensorflow as tf
+        import tensorflow_text
+
+        # The library's ids are list positions: fill unused ids with strings no word can
+        # contain (they have spaces, and "[" is punctuation).
+        tokens = [t if t else f"[bert_tf unused id {i}]" for i, t in enumerate(self._token_array)]
+        limit = _MAX_CHARS_PER_WORD
+        settings = {"ascii": (limit, False), "unicode": (4 * limit + 4, False),
+                    "token": (4 * limit + 4, True)}
+        return {
+            name: tensorflow_text.FastWordpieceTokenizer(
+                vocab=tokens, suffix_indicator="##", unknown_token=_UNK, max_bytes_per_word=max_bytes,
+                token_out_type=tf.int64, no_pretokenization=no_pretokenization,
+                support_detokenization=False)
+            for name, (max_bytes, no_pretokenization) in settings.items()}
+
+    def _plain_route(self, texts, route, with_offsets):
+        """Texts of plain characters: for them the original is lower() and a one-to-one
+        character map (accent stripping), then what the library does end to end: split on
+        whitespace and punctuation, WordPiece with the 200-character limit. Character positions
+        are unchanged, so the library's offsets are offsets into the text."""
+        if self.do_lower_case:
+            texts = [t.lower() for t in texts]
+            if route == "unicode":
+                texts = [t.translate(self._plain_table) for t in texts]
+        tokenizer = self._libraries[route]
+        if not with_offsets:
+            ragged = tokenizer.tokenize(texts)
+            tokens = self._token_array[ragged.flat_values.numpy()].tolist()
+            bounds = ragged.row_splits.numpy().tolist()
+            return [tokens[begin:end] for begin, end in zip(bounds, bounds[1:])]
+        ragged, begins, ends = tokenizer.tokenize_with_offsets(texts)
+        ids = ragged.flat_values.numpy()
+        tokens = self._token_array[ids].tolist()
+        ids = ids.tolist()
+        begins, ends = begins.flat_values.numpy(), ends.flat_values.numpy()
+        bounds = ragged.row_splits.numpy().tolist()
+        if route == "unicode":  # UTF-8 byte offsets -> character offsets
+            begins, ends = _bytes_to_chars(texts, bounds, begins, ends)
+        offsets = list(zip(begins.tolist(), ends.tolist()))
+        return [Encoding(tokens[begin:end], ids[begin:end], offsets[begin:end])
+                for begin, end in zip(bounds, bounds[1:])]
+
+    # ---- the word route -------------------------------------------------------------------------
+
+    def _words_route(self, texts, with_offsets):
+        """Any text: split into raw words, each tokenized once (exactly) and cached."""
+        if not with_offsets:
+            word_lists = [_raw_words(t) for t in texts]
+            self._add_words(word_lists, with_offsets=False)
+            get = self._tokens.__getitem__
+            return [list(_chain(map(get, words))) for words in word_lists]
+        split = [_raw_words_with_starts(t) for t in texts]
+        self._add_words([words for words, _ in split], with_offsets=True)
+        get_tokens, get_entry = self._tokens.__getitem__, self._ids_offsets.__getitem__
+        add, first = operator.add, operator.itemgetter(0)
+        second, third = operator.itemgetter(1), operator.itemgetter(2)
+        encodings = []
+        for words, starts in split:
+            entries = list(map(get_entry, words))
+            # Absolute offsets: each word's start, repeated once per piece, plus the piece's
+            # offsets relative to the word.
+            counts = map(len, map(first, entries))
+            word_starts = list(_chain(map(itertools.repeat, starts, counts)))
+            begins = map(add, word_starts, _chain(map(second, entries)))
+            ends = map(add, word_starts, _chain(map(third, entries)))
+            encodings.append(Encoding(list(_chain(map(get_tokens, words))),
+                                      list(_chain(map(first, entries))), list(zip(begins, ends))))
+        return encodings
 
     def _add_words(self, word_lists, with_offsets):
         """Tokenizes and caches every raw word of `word_lists` not cached yet: its pieces, and
@@ -379,7 +453,17 @@ class FastTokenizer:
         if with_offsets:
             basic = [(word, self._basic_tokens_with_origins(word)) for word in missing]
             self._add_pieces({text for _, tokens in basic for text, _ in tokens})
-            self._cache_words_with_offsets(basic)
+            piece_ids, piece_offsets = self._piece_ids, self._piece_offsets
+            get_tokens = self._piece_tokens.__getitem__
+            for word, tokens in basic:
+                ids, begins, ends = [], [], []
+                for text, origin in tokens:
+                    ids.extend(piece_ids[text])
+                    for begin, end in piece_offsets[text]:
+                        begins.append(origin(begin))
+                        ends.append(origin(end - 1) + 1)
+                self._tokens[word] = tuple(_chain(map(get_tokens, [text for text, _ in tokens])))
+                self._ids_offsets[word] = (tuple(ids), tuple(begins), tuple(ends))
         else:
             basic = [(word, self._basic_tokens(word)) for word in missing]
             self._add_pieces({text for _, texts in basic for text in texts})
@@ -387,19 +471,6 @@ class FastTokenizer:
             tokens = self._tokens
             for word, texts in basic:
                 tokens[word] = get(texts[0]) if len(texts) == 1 else tuple(_chain(map(get, texts)))
-
-    def _cache_words_with_offsets(self, basic):
-        piece_ids, piece_offsets = self._piece_ids, self._piece_offsets
-        get_tokens = self._piece_tokens.__getitem__
-        for word, tokens in basic:
-            ids, begins, ends = [], [], []
-            for text, origin in tokens:
-                ids.extend(piece_ids[text])
-                for begin, end in piece_offsets[text]:
-                    begins.append(origin(begin))
-                    ends.append(origin(end - 1) + 1)
-            self._tokens[word] = tuple(_chain(map(get_tokens, [text for text, _ in tokens])))
-            self._ids_offsets[word] = (tuple(ids), tuple(begins), tuple(ends))
 
     def _basic_tokens(self, word):
         """The original's basic tokens of one raw word (strings)."""
@@ -430,14 +501,14 @@ class FastTokenizer:
         piece_ids = {}
         library = []
         for text in texts:
-            if len(text) > self.max_input_chars_per_word:
+            if len(text) > _MAX_CHARS_PER_WORD:
                 piece_ids[text] = (unk_id,)
             elif text in vocab:  # a whole-token match needs no search
                 piece_ids[text] = (vocab[text],)
             else:
                 library.append(text)
         if library:
-            ragged = self._library(end_to_end=False).tokenize(library)
+            ragged = self._libraries["token"].tokenize(library)
             flat = ragged.flat_values.numpy().tolist()
             bounds = ragged.row_splits.numpy().tolist()
             for text, begin, end in zip(library, bounds, bounds[1:]):
@@ -458,25 +529,17 @@ class FastTokenizer:
             self._piece_ids[text] = ids
             self._piece_offsets[text] = offsets
 
-    def _library(self, end_to_end):
-        """tensorflow-text's FastWordpieceTokenizer over this vocabulary (ids = our ids): with
-        its pre-tokenization (`end_to_end`, for plain texts) or on single basic tokens."""
-        if self._libraries is None:
-            import tensorflow as tf
-            import tensorflow_text
 
-            # The library's ids are list positions: fill unused ids with strings no word can
-            # contain (they have spaces, and "[" is punctuation).
-            size = max(self.inv_vocab) + 1
-            tokens = [self.inv_vocab.get(i) or f"[bert_tf unused id {i}]" for i in range(size)]
-            self._libraries = {
-                end_to_end: tensorflow_text.FastWordpieceTokenizer(
-                    vocab=tokens, suffix_indicator="##", unknown_token=self.unk_token,
-                    # plain texts are ASCII: bytes are characters; single tokens are
-                    # checked against the limit here, in characters
-                    max_bytes_per_word=(self.max_input_chars_per_word if end_to_end else
-                                        4 * self.max_input_chars_per_word + 4),
-                    token_out_type=tf.int64, no_pretokenization=not end_to_end,
-                    support_detokenization=False)
-                for end_to_end in (True, False)}
-        return self._libraries[end_to_end]
+def _bytes_to_chars(texts, bounds, begins, ends):
+    """UTF-8 byte offsets of each text's pieces (rows given by `bounds`) -> character offsets."""
+    char_begins, char_ends = begins.copy(), ends.copy()
+    for text, begin, end in zip(texts, bounds, bounds[1:]):
+        if begin == end or text.isascii():
+            continue
+        codes = numpy.frombuffer(text.encode("utf-32-le"), dtype=numpy.uint32)
+        widths = 1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)
+        # char_at[b] = index of the character containing byte b; one extra entry for the end.
+        char_at = numpy.append(numpy.repeat(numpy.arange(len(text)), widths), len(text))
+        char_begins[begin:end] = char_at[begins[begin:end]]
+        char_ends[begin:end] = char_at[ends[begin:end] - 1] + 1
+    return char_begins, char_ends

@@ -30,14 +30,14 @@ import collections
 import contextlib
 import dataclasses
 import gzip as gzip_lib
-import math
+import itertools
 import os
 import random
-import time
 
 import numpy as np
 from numba import njit
 
+from bert_tf import io_utils
 from bert_tf.errors import InputError, file_error, flag_error
 
 # The original's features, in the order it builds them (the wire order is sorted by key).
@@ -150,11 +150,6 @@ class Corpus:
     def num_tokens(self):
         return len(self.tokens)
 
-    def document_tokens(self, d):
-        """The segments of document d as lists of ids (for tests and debugging)."""
-        segs = self.seg_bounds[self.doc_bounds[d]:self.doc_bounds[d + 1] + 1]
-        return [self.tokens[a:b].tolist() for a, b in zip(segs[:-1], segs[1:])]
-
 
 class CorpusBuilder:
     """Builds a `Corpus` from tokenized lines fed in order (the original's document rules).
@@ -164,32 +159,20 @@ class CorpusBuilder:
     """
 
     def __init__(self):
-        self._token_chunks = []
-        self._line_counts = []   # tokens per line, per chunk
-        self._line_blank = []    # line is blank after strip(), per chunk
-        self.num_lines = 0
-        self.num_tokens = 0
+        self._token_chunks = [np.zeros(0, np.int32)]
+        self._line_counts = [np.zeros(0, np.int64)]  # tokens per line
+        self._line_blank = [np.zeros(0, np.bool_)]   # line is blank after strip()
 
     def add(self, token_ids, counts, blank):
         """token_ids: int32 ids of the lines' tokens; counts, blank: per-line arrays."""
         self._token_chunks.append(np.asarray(token_ids, dtype=np.int32))
         self._line_counts.append(np.asarray(counts, dtype=np.int64))
         self._line_blank.append(np.asarray(blank, dtype=np.bool_))
-        self.num_lines += len(counts)
-        self.num_tokens += len(token_ids)
-
-    def has_document_boundary(self):
-        """True if the last line added was blank (the next line starts a new document)."""
-        for blank in reversed(self._line_blank):
-            if len(blank):
-                return bool(blank[-1])
-        return True
 
     def build(self):
-        counts = np.concatenate(self._line_counts) if self._line_counts else np.zeros(0, np.int64)
-        blank = np.concatenate(self._line_blank) if self._line_blank else np.zeros(0, np.bool_)
-        tokens = (np.concatenate(self._token_chunks) if self._token_chunks
-                  else np.zeros(0, np.int32))
+        counts = np.concatenate(self._line_counts)
+        blank = np.concatenate(self._line_blank)
+        tokens = np.concatenate(self._token_chunks)
         self._token_chunks = self._line_counts = self._line_blank = None
         # Document number of each line: blank lines open a new document.
         doc_of_line = np.cumsum(blank)
@@ -199,13 +182,9 @@ class CorpusBuilder:
         seg_bounds = np.zeros(len(seg_lengths) + 1, dtype=np.int64)
         np.cumsum(seg_lengths, out=seg_bounds[1:])
         # Segments are grouped by document in order; empty documents have no segment at all.
-        starts = np.flatnonzero(np.diff(seg_doc, prepend=-1)) if len(seg_doc) else np.zeros(0, np.int64)
+        starts = np.flatnonzero(np.diff(seg_doc, prepend=-1))
         doc_bounds = np.append(starts, len(seg_doc)).astype(np.int64)
         return Corpus(tokens, seg_bounds, doc_bounds)
-
-
-def _tokenizer_is_batched(tokenizer):
-    return hasattr(tokenizer, "tokenize_batch")
 
 
 def tokenize_lines(tokenizer, vocab, lines):
@@ -215,12 +194,12 @@ def tokenize_lines(tokenizer, vocab, lines):
     `tokenizer.tokenize` per line; tokens become ids through `vocab` as the original's
     `convert_tokens_to_ids` does.
     """
-    if _tokenizer_is_batched(tokenizer):
+    if hasattr(tokenizer, "tokenize_batch"):
         pieces = tokenizer.tokenize_batch(lines)
     else:
         pieces = [tokenizer.tokenize(line) for line in lines]
     counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-    flat = [token for line_tokens in pieces for token in line_tokens]
+    flat = list(itertools.chain.from_iterable(pieces))
     try:
         ids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int32, count=len(flat))
     except KeyError as e:
@@ -881,15 +860,17 @@ class RecordFileWriter:
     """
 
     def __init__(self, path, gzip=False):
-        from bert_tf import io_utils
-
         self.path = path
         self.tmp_path = io_utils.temporary_path(path)
-        parent = os.path.dirname(path)
-        if parent and "://" not in path:
-            os.makedirs(parent, exist_ok=True)
-        self._raw = (open(self.tmp_path, "wb") if "://" not in path
-                     else _remote_gfile(self.tmp_path))
+        try:
+            if "://" in path:
+                self._raw = _remote_gfile(self.tmp_path)
+            else:
+                if os.path.dirname(path):
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                self._raw = open(self.tmp_path, "wb")
+        except OSError as e:
+            raise file_error(path, f"cannot write the output file ({e.strerror or e})") from None
         # mtime=0 and no file name in the header: reruns give identical bytes.
         self._file = (gzip_lib.GzipFile(filename="", fileobj=self._raw, mode="wb", compresslevel=6,
                                         mtime=0) if gzip else self._raw)

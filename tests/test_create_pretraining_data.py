@@ -14,7 +14,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -178,6 +177,18 @@ def test_wikitext_records_equal_reference(name, refbert, wikitext_files, uncased
         assert len(ours_file) == len(expected_file)
         assert ours_file == expected_file
     assert list(summary.records_per_file.values()) == [len(f) for f in expected]
+
+
+def test_fast_tokenizer_gives_the_same_records(refbert, wikitext_files, uncased_vocab, tmp_path):
+    """--tokenizer=fast (bert_tf.fast_tokenization.FastTokenizer, batched) changes nothing."""
+    from bert_tf.fast_tokenization import FastTokenizer
+
+    options = pretraining_data.InstanceOptions(dupe_factor=1, max_seq_length=64)
+    expected = reference_records(refbert, wikitext_files, [tmp_path / "ref.tfrecord"],
+                                 uncased_vocab, options, 5)
+    ours, _ = our_records(wikitext_files, [tmp_path / "ours.tfrecord"], uncased_vocab, options, 5,
+                          tokenizer=FastTokenizer(str(uncased_vocab)))
+    assert ours == expected
 
 
 def test_records_parse_with_feature_spec(shared_data, uncased_vocab, tmp_path):
