@@ -9,8 +9,9 @@ directory, then runs, interleaved, --rounds times each:
   bert_tf:   python -m data_tools.create_pretraining_data
 
 with the same flags (the original's defaults unless given after "--"), and prints each wall time
-(including start-up), peak RSS (the process tree's summed resident memory, sampled every 20 ms,
-and the largest single process's maximum from getrusage) and the ratios, medians over rounds.
+(including start-up), peak memory (the process tree's summed PSS - resident memory with pages
+shared between forked processes counted once - sampled every 20 ms; and the largest single
+process's peak RSS from getrusage) and the ratios, medians over rounds.
 bert_tf is run once first to fill numba's compilation cache (that cold run is printed too).
 --verify then checks that both wrote the same records (decoded and re-serialized
 deterministically). --streaming instead measures the streaming mode's peak memory on the corpus
@@ -77,32 +78,39 @@ def write_corpus(path, repeat, sources=("valid.txt", "test.txt")):
     return os.path.getsize(path)
 
 
-def _tree_rss_kb(root_pid):
-    """Summed VmRSS (kB) of a process and all its descendants (Linux /proc)."""
+def _tree_memory_kb(root_pid):
+    """Memory of a process and all its descendants (Linux /proc): (summed PSS, summed RSS) kB.
+
+    PSS (proportional set size) splits each shared page between the processes sharing it, so
+    forked workers are not charged again for the pages they share with their parent.
+    """
     children = {}
-    rss = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                status = f.read()
-        except OSError:
-            continue
-        ppid = int(re.search(r"^PPid:\s+(\d+)", status, re.M).group(1))
-        match = re.search(r"^VmRSS:\s+(\d+)", status, re.M)
-        children.setdefault(ppid, []).append(int(entry))
-        rss[int(entry)] = int(match.group(1)) if match else 0
-    total, stack = 0, [root_pid]
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    pss = rss = 0
+    stack = [root_pid]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
         stack.extend(children.get(pid, []))
-    return total
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                rollup = f.read()
+        except OSError:
+            continue
+        pss += int(re.search(r"^Pss:\s+(\d+)", rollup, re.M).group(1))
+        rss += int(re.search(r"^Rss:\s+(\d+)", rollup, re.M).group(1))
+    return pss, rss
 
 
 def measure(command, cwd):
-    """Runs `command`; returns (wall seconds, peak tree RSS MB, max single-process RSS MB)."""
+    """Runs `command`; returns (wall seconds, peak summed PSS MB of its process tree, largest
+    single process's peak RSS MB from getrusage)."""
     wrapper = ("import resource, subprocess, sys; rc = subprocess.call(sys.argv[1:]); "
                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
                "sys.exit(rc)")
@@ -114,7 +122,7 @@ def measure(command, cwd):
 
     def sample():
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss_kb(process.pid))
+            peak[0] = max(peak[0], _tree_memory_kb(process.pid)[0])
             done.wait(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -141,7 +149,7 @@ def ours_command(corpus, output, flags):
 
 def verify(reference_output, our_output):
     """Both files hold the same records (decoded, re-serialized deterministically)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     import tensorflow as tf
 
     def records(path):
@@ -176,13 +184,13 @@ def bench_speed(args, workdir, flags):
                        else ours_command(corpus, ours_out, flags))
             results[name].append(measure(command, PROJECT_ROOT))
             wall, tree, single = results[name][-1]
-            print(f"  round {round_index + 1} {name:9s}: {wall:7.2f} s  peak RSS {tree:7.0f} MB "
-                  f"(largest process {single:.0f} MB)")
+            print(f"  round {round_index + 1} {name:9s}: {wall:7.2f} s  peak memory {tree:7.0f} MB "
+                  f"(largest process's peak RSS {single:.0f} MB)")
     print()
     for name in ("reference", "bert_tf"):
         walls = [r[0] for r in results[name]]
         trees = [r[1] for r in results[name]]
-        print(f"{name:9s}: wall {fmt(walls, 's')}  peak RSS {fmt(trees, 'MB')}")
+        print(f"{name:9s}: wall {fmt(walls, 's')}  peak memory {fmt(trees, 'MB')}")
     ref_wall = statistics.median(r[0] for r in results["reference"])
     our_wall = statistics.median(r[0] for r in results["bert_tf"])
     ref_rss = statistics.median(r[1] for r in results["reference"])
@@ -213,9 +221,10 @@ def bench_streaming(args, workdir, flags):
             shard.unlink()
         corpus.unlink()
     for times, size, walls, trees, singles in rows:
-        print(f"corpus x{times} ({size / 1e6:6.1f} MB): wall {fmt(walls, 's')}  peak RSS (tree) "
-              f"{fmt(trees, 'MB')}  largest process {statistics.median(singles):.0f} MB")
-    print(f"peak RSS ratio (x4 corpus / x1 corpus): "
+        print(f"corpus x{times} ({size / 1e6:6.1f} MB): wall {fmt(walls, 's')}  peak memory "
+              f"{fmt(trees, 'MB')}  largest process's peak RSS "
+              f"{statistics.median(singles):.0f} MB")
+    print(f"peak memory ratio (x4 corpus / x1 corpus): "
           f"{statistics.median(rows[1][3]) / statistics.median(rows[0][3]):.2f}")
 
 

@@ -101,6 +101,7 @@ _RAW_WORD = re.compile("[^%s]+" % _SPLIT_CHARS)
 # Texts with one of these cannot be split with str.split() (it would split where the original
 # deletes the character and joins its neighbours).
 _HAS_DELETED_SPACE = re.compile("[%s]" % _DELETED_SPACES)
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # A run of more than 200 non-space characters (a possible over-long word).
 _LONG_RUN = re.compile(r"\S{201}")
 # ASCII characters the original deletes (\\t \\n \\r are whitespace, never inside a raw word).
@@ -259,6 +260,7 @@ class FastTokenizer:
                              if tokenization._clean_char(chr(cp)) == chr(cp)} | {" ", "\t", "\n", "\r"}
         self._other_chars = set()
         self._plain_table = {}  # lower-cased plain character -> its NFD without Mn (one char)
+        self._plain_mapped, self._plain_mapped_size = None, 0  # regex matching its keys
         # Word caches. Raw word -> its pieces; -> (ids, begins, ends) relative to the word
         # (filled by encode_batch). Basic token -> its pieces, their ids, their (begin, end).
         self._tokens, self._ids_offsets = {}, {}
@@ -337,7 +339,8 @@ class FastTokenizer:
         candidates = []
         for char in chars:
             cleaned = tokenization._clean_char(char)
-            ok = cleaned is not None and len(cleaned) != 3  # not deleted, not CJK (" c ")
+            # not deleted, not CJK (" c "), not a lone surrogate (the library takes UTF-8)
+            ok = cleaned is not None and len(cleaned) != 3 and not _SURROGATE.match(char)
             if ok and self.do_lower_case:
                 lowered = char.lower()
                 stripped = _stripped(lowered) if len(lowered) == 1 else None
@@ -348,6 +351,10 @@ class FastTokenizer:
                 candidates.append(char)
             else:
                 self._other_chars.add(char)
+        if len(self._plain_table) != self._plain_mapped_size:
+            self._plain_mapped = re.compile(
+                "[%s]" % "".join(re.escape(chr(cp)) for cp in self._plain_table))
+            self._plain_mapped_size = len(self._plain_table)
         if not candidates:
             return
         probes = [p for c in candidates for p in
@@ -357,6 +364,9 @@ class FastTokenizer:
         for k, char in enumerate(candidates):
             same = expected[5 * k:5 * k + 5] == actual[5 * k:5 * k + 5]
             (self._plain_chars if same else self._other_chars).add(char)
+
+    def _plain_replacement(self, match):
+        return self._plain_table[ord(match.group())]
 
     # ---- the library end to end ---------------------------------------------------------------
 
@@ -391,8 +401,10 @@ class FastTokenizer:
         are unchanged, so the library's offsets are offsets into the text."""
         if self.do_lower_case:
             texts = [t.lower() for t in texts]
-            if route == "unicode":
-                texts = [t.translate(self._plain_table) for t in texts]
+            if route == "unicode" and self._plain_table:
+                # (re.sub visits only the few mapped characters; str.translate visits all)
+                mapped, replace = self._plain_mapped, self._plain_replacement
+                texts = [mapped.sub(replace, t) for t in texts]
         tokenizer = self._libraries[route]
         if not with_offsets:
             ragged = tokenizer.tokenize(texts)
@@ -505,6 +517,8 @@ class FastTokenizer:
                 piece_ids[text] = (unk_id,)
             elif text in vocab:  # a whole-token match needs no search
                 piece_ids[text] = (vocab[text],)
+            elif _SURROGATE.search(text):  # not UTF-8, so in no vocabulary entry either
+                piece_ids[text] = (unk_id,)
             else:
                 library.append(text)
         if library:

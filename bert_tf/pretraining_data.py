@@ -493,7 +493,6 @@ def _create_instances(mt, tokens, seg_bounds, doc_bounds, doc_order, dupe, doc_i
     group_start = np.empty(max_seq_length + 1, np.int64)
     group_order = np.empty(max_seq_length, np.int64)
     covered = np.empty(max_seq_length, np.bool_)
-    n = 0
     while dupe < end_dupe:
         while doc_index < num_docs:
             doc = doc_order[doc_index]
@@ -1142,30 +1141,30 @@ def load_compiled_functions():
 def iter_windows(input_files, window_bytes, block_bytes=1 << 20):
     """Yields windows: lists of stripped lines holding consecutive whole documents.
 
-    A window is cut at the first document boundary (blank line) after `window_bytes` bytes of
-    text, so it never splits a document; the last window takes what is left.
+    A window ends at the first blank line (document boundary) once it holds `window_bytes` of
+    text (counted as characters, plus one per line), so it never splits a document; the last
+    window takes what is left. Where windows end depends only on the text.
     """
     window = []
     size = 0
     for _, _, lines in iter_line_blocks(input_files, block_bytes):
-        window.extend(lines)
-        size += sum(map(len, lines)) + len(lines)
-        if size < window_bytes:
-            continue
-        cut = len(window) - 1
-        while cut >= 0 and window[cut]:
-            cut -= 1
-        if cut < 0:
-            continue  # one document so far: keep reading until it ends
-        yield window[:cut + 1]
-        window = window[cut + 1:]
-        size = sum(map(len, window)) + len(window)
+        for line in lines:
+            window.append(line)
+            size += len(line) + 1
+            if size >= window_bytes and not line:
+                yield window
+                window = []
+                size = 0
     if window:
         yield window
 
 
 def _process_window(item):
-    """One streaming window: tokenize, create instances with its own seed, serialize them."""
+    """One streaming window: tokenize, create instances with its own seed, serialize them.
+
+    Returns the window's records grouped by k % num_outputs (k: the record's index in the
+    window's output order), as [(framed bytes, record count)], plus statistics.
+    """
     index, lines = item
     state = _WORKER
     tokenizer = state["tokenizer"]
@@ -1175,9 +1174,14 @@ def _process_window(item):
     options, vocab_ids = state["options"], state["vocab_ids"]
     instances = create_instances(corpus, random.Random(state["random_seed"] + index), options,
                                  vocab_ids)
-    data, ends, stats = serialize_instances(instances, corpus, options, vocab_ids,
-                                            instances.order)
-    return len(lines), corpus.num_documents, corpus.num_tokens, data, ends, stats
+    groups = []
+    stats = np.zeros(3, np.int64)
+    for j in range(state["num_outputs"]):
+        indices = instances.order[j::state["num_outputs"]]
+        data, _, group_stats = serialize_instances(instances, corpus, options, vocab_ids, indices)
+        groups.append((data, len(indices)))
+        stats += group_stats
+    return corpus.num_documents, corpus.num_tokens, len(instances), groups, tuple(stats.tolist())
 
 
 def create_pretraining_data_streaming(input_files, output_files, tokenizer, options,
@@ -1207,7 +1211,7 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
         raise flag_error("window_bytes", f"must be positive, got {window_bytes}")
     vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
     state = {"tokenizer": tokenizer, "options": options, "vocab_ids": vocab_ids,
-             "random_seed": random_seed}
+             "random_seed": random_seed, "num_outputs": len(output_files)}
     if num_workers > 1:
         load_compiled_functions()  # once here: forked workers inherit them
     summary = Summary()
@@ -1217,24 +1221,19 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
     with record_writers(output_files, gzip=gzip) as writers:
         windows = enumerate(iter_windows(input_files, window_bytes))
         written = 0
-        for num_lines, num_docs, num_tokens, data, ends, stats in ordered_map(
+        for num_docs, num_tokens, num_instances, groups, stats in ordered_map(
                 _process_window, windows, num_workers, state, max_in_flight=num_workers + 1):
             summary.documents += num_docs
             summary.input_tokens += num_tokens
-            summary.instances += len(ends)
+            summary.instances += num_instances
             summary.add_records(stats)
-            if num_outputs == 1:
-                writers[0].write(data, len(ends))
-            else:
-                view = memoryview(data)
-                starts = np.concatenate([[0], ends[:-1]]).tolist()
-                stops = ends.tolist()
-                for w, writer in enumerate(writers):
-                    ks = range((w - written) % num_outputs, len(stops), num_outputs)
-                    if len(ks):
-                        writer.write(b"".join([view[starts[k]:stops[k]] for k in ks]), len(ks))
-            written += len(ends)
-            progress.update(num_docs, secondary=len(ends), instances=summary.instances)
+            # Record k of the window is record written + k of the stream: file
+            # (written + k) % num_outputs, the same for the whole group k % num_outputs.
+            for j, (data, count) in enumerate(groups):
+                if count:
+                    writers[(written + j) % num_outputs].write(data, count)
+            written += num_instances
+            progress.update(num_docs, secondary=num_instances, instances=summary.instances)
         _check_documents(summary.documents, input_files)
         for writer in writers:
             summary.records_per_file[writer.path] = writer.num_records

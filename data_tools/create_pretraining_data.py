@@ -62,7 +62,7 @@ flags.DEFINE_integer("output_shards", None,
                      "Streaming mode: number of output files. With a single --output_file "
                      "PATH they are PATH-00000-of-0000N, ...; or list N files in --output_file. "
                      "Setting it selects the streaming mode.")
-flags.DEFINE_integer("window_bytes", 2_000_000,
+flags.DEFINE_integer("window_bytes", 1_000_000,
                      "Streaming mode: bytes of text per window (cut at the next document "
                      "boundary). A window is shuffled and masked on its own, and random-next "
                      "sentences come from its documents; memory grows with it.")
@@ -102,6 +102,9 @@ def streaming_output_files(output_files, output_shards):
 
 def main(argv):
     del argv
+    # The first time numba loads compiled code it imports scipy.linalg (a few hundred ms of
+    # start-up) only to look for a BLAS; our compiled code does no linear algebra.
+    sys.modules.setdefault("scipy.linalg.cython_blas", None)
     from bert_tf import pretraining_data
 
     options = pretraining_data.InstanceOptions(
@@ -141,7 +144,10 @@ def main(argv):
     else:
         summary = pretraining_data.create_pretraining_data(
             input_files, output_files, tokenizer, options, random_seed=FLAGS.random_seed,
-            gzip=FLAGS.gzip, processes=pretraining_data.default_processes(input_files),
+            gzip=FLAGS.gzip,
+            # FastTokenizer imports TensorFlow, which must not be forked: one process.
+            processes=(1 if FLAGS.tokenizer == "fast"
+                       else pretraining_data.default_processes(input_files)),
             progress_interval=FLAGS.progress_interval)
     print(summary.format(), file=log)
 

@@ -169,6 +169,9 @@ def main(argv):
     del argv
     import keras
     import tensorflow as tf
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)  # TF's INFO chatter would bury the progress lines
 
     from bert_tf import input_pipeline, optimization, training
     from bert_tf.checkpoints import original_variable_map

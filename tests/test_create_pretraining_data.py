@@ -191,6 +191,23 @@ def test_fast_tokenizer_gives_the_same_records(refbert, wikitext_files, uncased_
     assert ours == expected
 
 
+def test_instance_creation_in_several_calls_is_the_same(wikitext_files, uncased_vocab):
+    """The compiled loop stops and resumes (for progress lines); resuming changes nothing."""
+    tokenizer = FullTokenizer(str(uncased_vocab))
+    corpus = pretraining_data.read_corpus([str(p) for p in wikitext_files], tokenizer)
+    options = pretraining_data.InstanceOptions(dupe_factor=2)
+    vocab_ids = pretraining_data.VocabIds.from_vocab(tokenizer.vocab)
+    rng_whole, rng_parts = random.Random(3), random.Random(3)
+    whole = pretraining_data.create_instances(corpus, rng_whole, options, vocab_ids)
+    parts = pretraining_data.create_instances(corpus, rng_parts, options, vocab_ids,
+                                              instances_per_call=7)
+    assert whole.size == parts.size > 300
+    for a, b in zip(whole.arrays(), parts.arrays()):
+        np.testing.assert_array_equal(a[:whole.size], b[:parts.size])
+    np.testing.assert_array_equal(whole.order, parts.order)
+    assert rng_whole.getstate() == rng_parts.getstate()
+
+
 def test_records_parse_with_feature_spec(shared_data, uncased_vocab, tmp_path):
     tf = _tf()
     options = pretraining_data.InstanceOptions(max_seq_length=32, max_predictions_per_seq=6,
@@ -393,10 +410,10 @@ def test_cli_matches_reference_and_reruns_are_byte_identical(refbert, shared_dat
         ["a.tfrecord", "b.tfrecord", "r1.tfrecord", "r2.tfrecord"])  # no temporary files left
 
 
-def test_streaming_is_deterministic_and_bounded_by_windows(wikitext_files, uncased_vocab,
-                                                          tmp_path):
-    common = [f"--input_file={','.join(map(str, wikitext_files))}", f"--vocab_file={uncased_vocab}",
-              "--dupe_factor=2", "--window_bytes=40000", "--output_shards=3"]
+def test_streaming_shards_are_deterministic_per_window(wikitext_files, uncased_vocab, tmp_path):
+    common = [f"--input_file={','.join(map(str, wikitext_files))}",
+              f"--vocab_file={uncased_vocab}", "--dupe_factor=2", "--window_bytes=40000",
+              "--output_shards=3"]
     run_cli(*common, "--num_workers=1", f"--output_file={tmp_path / 'one'}")
     run_cli(*common, "--num_workers=2", f"--output_file={tmp_path / 'two'}")
     run_cli(*common, "--num_workers=2", "--gzip", f"--output_file={tmp_path / 'gz'}")
@@ -408,14 +425,26 @@ def test_streaming_is_deterministic_and_bounded_by_windows(wikitext_files, uncas
     counts = [len(r) for r in records]
     assert max(counts) - min(counts) <= 1 and sum(counts) > 500  # round-robin
 
-    # Windows are independent: different from the default mode's global shuffle...
-    default = pretraining_data.create_pretraining_data(
-        [str(p) for p in wikitext_files], [str(tmp_path / "default.tfrecord")],
-        FullTokenizer(str(uncased_vocab)), pretraining_data.InstanceOptions(dupe_factor=2),
-        progress_interval=1e9)
-    assert default.instances != sum(counts) or read_records(tmp_path / "default.tfrecord") != [
-        r for group in zip(*records) for r in group]
-    # ... but one window holding everything, one shard: exactly the default mode.
+    # The contract: window w is the default mode run on that window's text alone with seed
+    # random_seed + w, and the records of the stream go round-robin over the shards.
+    tokenizer = FullTokenizer(str(uncased_vocab))
+    stream = []
+    windows = list(pretraining_data.iter_windows([str(p) for p in wikitext_files], 40000))
+    assert len(windows) >= 5
+    for w, lines in enumerate(windows):
+        text_file = tmp_path / f"window{w}.txt"
+        text_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        pretraining_data.create_pretraining_data(
+            [str(text_file)], [str(tmp_path / f"window{w}.tfrecord")], tokenizer,
+            pretraining_data.InstanceOptions(dupe_factor=2), random_seed=12345 + w,
+            progress_interval=1e9)
+        stream.extend(read_records(tmp_path / f"window{w}.tfrecord"))
+    assert records == [stream[s::3] for s in range(3)]
+
+    # One window holding everything, one shard: exactly the default mode.
+    pretraining_data.create_pretraining_data(
+        [str(p) for p in wikitext_files], [str(tmp_path / "default.tfrecord")], tokenizer,
+        pretraining_data.InstanceOptions(dupe_factor=2), progress_interval=1e9)
     run_cli(*common[:-2], "--window_bytes=100000000", "--num_workers=2",
             f"--output_file={tmp_path / 'whole.tfrecord'}")
     assert ((tmp_path / "whole.tfrecord").read_bytes()

@@ -1,4 +1,4 @@
-"""bert_tf.training and bert_tf.distribution in-process: mixed precision, XLA, gradient
+"""bert_tf.training and bert_tf.distribution in-process: mixed precision, XLA, LAMB, gradient
 accumulation, a non-finite loss, and the TPU set-up path (without a TPU)."""
 import os
 
@@ -26,7 +26,7 @@ def records(tmp_path_factory):
 
 def train_tiny(model_dir, paths, steps=20, mixed_precision="off", jit_compile=False,
                gradient_accumulation_steps=1, learning_rate=2e-3, batch_size=8,
-               save_checkpoints_steps=1000):
+               save_checkpoints_steps=1000, optimizer_type="adamw"):
     """Trains the tiny model in file order; returns (per-step loss curve, model, optimizer)."""
     keras.utils.set_random_seed(0)
     training.set_mixed_precision(mixed_precision)
@@ -35,7 +35,8 @@ def train_tiny(model_dir, paths, steps=20, mixed_precision="off", jit_compile=Fa
         with strategy.scope():
             model = BertPretrainer(BertConfig.from_dict(fx.TINY_CONFIG))
             optimizer = training.wrap_optimizer(
-                optimization.create_optimizer(learning_rate, steps, 2), mixed_precision)
+                optimization.create_optimizer(learning_rate, steps, 2, optimizer_type),
+                mixed_precision)
         config = training.TrainConfig(
             model_dir=str(model_dir), num_train_steps=steps, global_batch_size=batch_size,
             iterations_per_loop=10, save_checkpoints_steps=save_checkpoints_steps, log_steps=1,
@@ -54,11 +55,12 @@ def assert_finite_and_decreasing(curve, steps):
     assert np.mean(curve[-5:]) < np.mean(curve[:5]) - 0.3, curve
 
 
-@pytest.mark.parametrize("mixed_precision,jit_compile", [
-    ("bfloat16", False), ("float16", False), ("off", True)])
-def test_mixed_precision_and_xla_train(tmp_path, records, mixed_precision, jit_compile):
+@pytest.mark.parametrize("mixed_precision,jit_compile,optimizer_type", [
+    ("bfloat16", False, "adamw"), ("float16", False, "lamb"), ("off", True, "adamw")])
+def test_mixed_precision_and_xla_train(tmp_path, records, mixed_precision, jit_compile,
+                                       optimizer_type):
     curve, model, optimizer = train_tiny(tmp_path, records, mixed_precision=mixed_precision,
-                                         jit_compile=jit_compile)
+                                         jit_compile=jit_compile, optimizer_type=optimizer_type)
     assert_finite_and_decreasing(curve, 20)
     compute = {"off": "float32", "bfloat16": "bfloat16", "float16": "float16"}[mixed_precision]
     assert model.encoder.dtype_policy.compute_dtype == compute
