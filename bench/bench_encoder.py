@@ -68,13 +68,16 @@ def keras_step(model, feed, output_key, train, jit):
         with tf.GradientTape() as tape:
             out = model(feed, training=True)[output_key]
             loss = tf.reduce_mean(tf.cast(out, tf.float32) ** 2)
-        return tape.gradient(loss, model.trainable_variables)
+        grads = tape.gradient(loss, model.trainable_variables)
+        # One scalar per gradient, so that fetching them waits for all the backward pass.
+        return tf.stack([tf.reduce_sum(tf.cast(
+            g.values if isinstance(g, tf.IndexedSlices) else g, tf.float32))
+            for g in grads if g is not None])  # the pooler gets none
 
     fn = forward_backward if train else forward
 
     def run():
-        out = fn()
-        (out[0] if isinstance(out, list) else out).numpy()
+        fn().numpy()
     return run
 
 
@@ -163,7 +166,7 @@ def start_worker(framework, config_name, args):
     ready = process.stdout.readline().strip()
     if not ready.startswith("ready"):
         process.wait()
-        return None, f"failed (exit {process.returncode}; missing package?)"
+        return None, f"failed (exit {process.returncode}; see its error above)"
     return process, ready[len("ready "):]
 
 

@@ -332,23 +332,24 @@ class FastTokenizer:
         A character qualifies if the original normalizes it to exactly one character in any
         context (not deleted, not CJK; with `do_lower_case`, lower() then NFD without Mn give
         one character, which `_plain_table` maps it to; not the context-dependent "Σ"), and the
-        library splits around that character exactly as the original does: the library's
-        pre-tokenization classifies each character on its own (whitespace, punctuation or word
-        character), so comparing a few probes with the exact word route decides it.
+        library's pre-tokenization puts that character in the original's class: whitespace,
+        punctuation (split out) or word character. The library classifies each character on its
+        own, so one probe "a<char>b" per character decides it.
         """
         candidates = []
         for char in chars:
             cleaned = tokenization._clean_char(char)
             # not deleted, not CJK (" c "), not a lone surrogate (the library takes UTF-8)
             ok = cleaned is not None and len(cleaned) != 3 and not _SURROGATE.match(char)
+            normalized = char
             if ok and self.do_lower_case:
                 lowered = char.lower()
-                stripped = _stripped(lowered) if len(lowered) == 1 else None
-                ok = char != "\u03a3" and stripped is not None and len(stripped) == 1
-                if ok and stripped != lowered:
-                    self._plain_table[ord(lowered)] = stripped
+                normalized = _stripped(lowered) if len(lowered) == 1 else None
+                ok = char != "\u03a3" and normalized is not None and len(normalized) == 1
+                if ok and normalized != lowered:
+                    self._plain_table[ord(lowered)] = normalized
             if ok:
-                candidates.append(char)
+                candidates.append((char, normalized, cleaned == " " or char.isspace()))
             else:
                 self._other_chars.add(char)
         if len(self._plain_table) != self._plain_mapped_size:
@@ -357,13 +358,19 @@ class FastTokenizer:
             self._plain_mapped_size = len(self._plain_table)
         if not candidates:
             return
-        probes = [p for c in candidates for p in
-                  ("a%sb" % c, c, "%s%sa" % (c, c), "a %s 1" % c, "1%s" % c)]
-        expected = [e.ids for e in self._words_route(probes, with_offsets=True)]
-        actual = [e.ids for e in self._plain_route(probes, "unicode", with_offsets=True)]
-        for k, char in enumerate(candidates):
-            same = expected[5 * k:5 * k + 5] == actual[5 * k:5 * k + 5]
-            (self._plain_chars if same else self._other_chars).add(char)
+        probes = ["a%sb" % normalized for _, normalized, _ in candidates]
+        actual = self._libraries["unicode"].tokenize(probes).to_list()
+        as_one_word = self._libraries["token"].tokenize(probes).to_list()
+        vocab, unk_id = self.vocab, self._unk_id
+        a, b = vocab.get("a", unk_id), vocab.get("b", unk_id)
+        for (char, normalized, is_space), ids, word_ids in zip(candidates, actual, as_one_word):
+            if is_space:
+                expected = [a, b]
+            elif tokenization._is_punctuation(normalized):
+                expected = [a, vocab.get(normalized, unk_id), b]
+            else:
+                expected = word_ids
+            (self._plain_chars if ids == expected else self._other_chars).add(char)
 
     def _plain_replacement(self, match):
         return self._plain_table[ord(match.group())]

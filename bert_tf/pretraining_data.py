@@ -982,88 +982,6 @@ class Summary:
 
 
 # ---------------------------------------------------------------------------------------------
-# The original's pipeline (default mode)
-# ---------------------------------------------------------------------------------------------
-
-WRITE_BATCH = 8192  # records serialized per call (bounds the serialization buffer)
-
-
-def write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=None):
-    """The original's write_instance_to_example_files: output order, round-robin over files."""
-    order = instances.order
-    num_writers = len(writers)
-    for start in range(0, len(order), WRITE_BATCH):
-        stop = min(start + WRITE_BATCH, len(order))
-        for w, writer in enumerate(writers):
-            # Record k (in output order) goes to file k % num_writers.
-            first = start + (w - start) % num_writers
-            indices = order[first:stop:num_writers]
-            if len(indices) == 0:
-                continue
-            data, _, stats = serialize_instances(instances, corpus, options, vocab_ids, indices)
-            writer.write(data, len(indices))
-            summary.add_records(stats)
-        if progress is not None:
-            progress.update(stop - start)
-
-
-def create_pretraining_data(input_files, output_files, tokenizer, options, random_seed=12345,
-                            gzip=False, processes=1, progress_interval=10.0):
-    """Default mode: exactly the original's records, order and output files.
-
-    Reads everything, creates every instance (compactly) and shuffles them globally, as the
-    original does; memory grows with the corpus (see the streaming mode for corpora that do not
-    fit). Returns a `Summary`.
-    """
-    from bert_tf.progress import Progress
-
-    options.validate()
-    vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
-    summary = Summary()
-    with record_writers(output_files, gzip=gzip) as writers:
-        reading = Progress("read+tokenize", unit="lines", secondary_unit="tokens",
-                           interval=progress_interval)
-        corpus = read_corpus(input_files, tokenizer, processes, progress=reading)
-        _check_documents(corpus.num_documents, input_files)
-        reading.summary(documents=corpus.num_documents, tokens=corpus.num_tokens)
-        summary.documents = corpus.num_documents
-        summary.input_tokens = corpus.num_tokens
-
-        creating = Progress("create_instances", total=corpus.num_documents * options.dupe_factor,
-                            unit="documents", secondary_unit="instances",
-                            interval=progress_interval)
-        instances = create_instances(corpus, random.Random(random_seed), options, vocab_ids,
-                                     progress=creating)
-        creating.summary(instances=len(instances))
-        summary.instances = len(instances)
-
-        writing = Progress("write", total=len(instances), unit="instances",
-                           interval=progress_interval)
-        write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=writing)
-        writing.summary()
-        for writer in writers:
-            summary.records_per_file[writer.path] = writer.num_records
-    return summary
-
-
-def default_processes(input_files, min_bytes=4_000_000):
-    """Tokenization processes for the default mode: one per CPU for inputs of 4 MB or more."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cpus = os.cpu_count() or 1
-    size = sum(os.path.getsize(p) for p in input_files if "://" not in p and os.path.isfile(p))
-    return cpus if size >= min_bytes else 1
-
-
-def _check_documents(num_documents, input_files):
-    if num_documents == 0:
-        names = ", ".join(input_files)
-        raise InputError(f"--input_file: no text in {names} (every line is empty or has no "
-                         "token)")
-
-
-# ---------------------------------------------------------------------------------------------
 # Parallel processes
 # ---------------------------------------------------------------------------------------------
 
@@ -1121,6 +1039,90 @@ def read_corpus(input_files, tokenizer, processes=1, progress=None, block_bytes=
         if progress is not None:
             progress.update(len(counts), secondary=len(ids))
     return builder.build()
+
+
+# ---------------------------------------------------------------------------------------------
+# The original's pipeline (default mode)
+# ---------------------------------------------------------------------------------------------
+
+WRITE_BATCH = 8192  # records serialized per call (bounds the serialization buffer)
+
+
+def write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=None):
+    """The original's write_instance_to_example_files: output order, round-robin over files."""
+    order = instances.order
+    num_writers = len(writers)
+    for start in range(0, len(order), WRITE_BATCH):
+        stop = min(start + WRITE_BATCH, len(order))
+        for w, writer in enumerate(writers):
+            # Record k (in output order) goes to file k % num_writers.
+            first = start + (w - start) % num_writers
+            indices = order[first:stop:num_writers]
+            if len(indices) == 0:
+                continue
+            data, _, stats = serialize_instances(instances, corpus, options, vocab_ids, indices)
+            writer.write(data, len(indices))
+            summary.add_records(stats)
+        if progress is not None:
+            progress.update(stop - start)
+
+
+def create_pretraining_data(input_files, output_files, tokenizer, options, random_seed=12345,
+                            gzip=False, processes=1, progress_interval=10.0):
+    """Default mode: exactly the original's records, order and output files.
+
+    `tokenizer` is a FullTokenizer or FastTokenizer (same tokens), `options` the original's
+    flags (`InstanceOptions`); tokenization runs in `processes` processes (same result).
+    Reads everything, creates every instance (compactly) and shuffles them globally, as the
+    original does; memory grows with the corpus (see the streaming mode for corpora that do not
+    fit). Returns a `Summary`.
+    """
+    from bert_tf.progress import Progress
+
+    options.validate()
+    vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
+    summary = Summary()
+    with record_writers(output_files, gzip=gzip) as writers:
+        reading = Progress("read+tokenize", unit="lines", secondary_unit="tokens",
+                           interval=progress_interval)
+        corpus = read_corpus(input_files, tokenizer, processes, progress=reading)
+        _check_documents(corpus.num_documents, input_files)
+        reading.summary(documents=corpus.num_documents, tokens=corpus.num_tokens)
+        summary.documents = corpus.num_documents
+        summary.input_tokens = corpus.num_tokens
+
+        creating = Progress("create_instances", total=corpus.num_documents * options.dupe_factor,
+                            unit="documents", secondary_unit="instances",
+                            interval=progress_interval)
+        instances = create_instances(corpus, random.Random(random_seed), options, vocab_ids,
+                                     progress=creating)
+        creating.summary(instances=len(instances))
+        summary.instances = len(instances)
+
+        writing = Progress("write", total=len(instances), unit="instances",
+                           interval=progress_interval)
+        write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=writing)
+        writing.summary()
+        for writer in writers:
+            summary.records_per_file[writer.path] = writer.num_records
+    return summary
+
+
+def default_processes(input_files, min_bytes=4_000_000):
+    """Tokenization processes for the default mode: one per CPU for inputs of 4 MB or more."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = os.cpu_count() or 1
+    size = sum(os.path.getsize(p) for p in input_files if "://" not in p and os.path.isfile(p))
+    return cpus if size >= min_bytes else 1
+
+
+def _check_documents(num_documents, input_files):
+    if num_documents == 0:
+        names = ", ".join(input_files)
+        raise InputError(f"--input_file: no text in {names} (every line is empty or has no "
+                         "token)")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -208,6 +208,29 @@ def test_instance_creation_in_several_calls_is_the_same(wikitext_files, uncased_
     assert rng_whole.getstate() == rng_parts.getstate()
 
 
+def test_parallel_tokenization_reads_the_same_corpus(wikitext_files, uncased_vocab):
+    """read_corpus with 2 processes (forked; run in a subprocess without TensorFlow) gives the
+    same arrays as with one, over many blocks."""
+    script = f"""
+import numpy as np
+from bert_tf import pretraining_data
+from bert_tf.tokenization import FullTokenizer
+files = {[str(p) for p in wikitext_files]!r}
+tokenizer = FullTokenizer({str(uncased_vocab)!r})
+one = pretraining_data.read_corpus(files, tokenizer, processes=1, block_bytes=10000)
+two = pretraining_data.read_corpus(files, tokenizer, processes=2, block_bytes=10000)
+for name in ("tokens", "seg_bounds", "doc_bounds"):
+    np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
+print(one.num_documents, one.num_tokens)
+"""
+    result = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    num_documents, num_tokens = map(int, result.stdout.split())
+    # 25 articles, 24 documents: the first file's last article continues into the second file
+    assert num_documents == 24 and num_tokens > 80000
+
+
 def test_records_parse_with_feature_spec(shared_data, uncased_vocab, tmp_path):
     tf = _tf()
     options = pretraining_data.InstanceOptions(max_seq_length=32, max_predictions_per_seq=6,
