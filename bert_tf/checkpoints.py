@@ -31,7 +31,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import InputError, file_error
+from bert_tf.errors import file_error
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
 SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",

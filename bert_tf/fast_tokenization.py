@@ -5,24 +5,29 @@ original release's `FullTokenizer` (tests compare every distinct text of ../shar
 generated adversarial text with the reference), and for each piece its `(start, end)` character
 span in the input text (for SQuAD answers and token classification labels).
 
-How it is fast without a second definition of "a token":
-  * The original's output is a concatenation over whitespace words: cleaning (drop controls,
-    U+0000, U+FFFD) and CJK spacing act on single characters, lower-casing, accent stripping,
-    punctuation splitting and WordPiece act on one whitespace word at a time. So each distinct
-    raw word (a maximal run of non-whitespace characters of the *input*) is tokenized once and
-    cached with its pieces, ids and offsets relative to the word; a text is then `str.split()`
-    plus dictionary look-ups, all in C. (The whitespace set is exactly the original's: Unicode
-    Zs, \\t \\n \\r and U+2028/U+2029; the other `str.isspace()` characters - \\x0b \\x0c
-    \\x1c-\\x1f \\x85 - are controls the original deletes, so texts containing them are split
-    with a regular expression instead.)
-  * A word seen for the first time is normalized by the character rules of
-    `bert_tf.tokenization` (one implementation of the original's definitions): ASCII words by
-    `str.lower()` and a regular expression; other words by an exact, offset-tracking port of
-    `lower()` (with its context-dependent final sigma), NFD with canonical reordering, removal of
-    Mn, CJK and punctuation splitting. All new pieces of a batch then go through one call of
-    tensorflow-text's `FastWordpieceTokenizer` (C++, linear-time MaxMatch; the same greedy
-    longest-match-first result), with the 200-character `[UNK]` rule applied here, since the
-    library counts bytes.
+Built on tensorflow-text's `FastWordpieceTokenizer` (C++, linear-time MaxMatch: the same result
+as the original's greedy longest-match-first WordPiece). Each text takes one of three routes:
+  * "ascii": ASCII text without control characters. For it the original is `str.lower()`, a
+    split on whitespace and on every non-alphanumeric character, and WordPiece with words over
+    200 characters as `[UNK]`: exactly the library end to end (its own pre-tokenization; its
+    byte limit is a character limit in ASCII). Offsets are the library's.
+  * "unicode": text whose other characters are all "plain": the original normalizes each of
+    them to exactly one character whatever its context (e.g. "é" -> "e", "Ä" -> "a", "–" and
+    NBSP unchanged), and the library's pre-tokenization puts it in the original's class
+    (whitespace, punctuation, word character). Then `lower()` + that one-to-one map + the
+    library end to end is exact, and character positions do not move (UTF-8 byte offsets are
+    converted to characters). Each new character is decided once, by the original's
+    definitions and one probe through the library (`_check_plain_chars`).
+  * "words": anything else (controls, CJK, combining marks, "İ", "Σ", private use, characters
+    the library classifies differently, words over 200 characters). The original's output is a
+    concatenation over whitespace words (cleaning and CJK spacing act on single characters, the
+    rest on one whitespace word at a time), so each distinct raw word of the input is
+    normalized once by an exact, offset-tracking port of the original's rules (`str.lower()` on
+    the whole word for its final sigma, NFD with canonical reordering, Mn removal, CJK and
+    punctuation splitting; character classes from `bert_tf.tokenization`), its new basic tokens
+    go through the library in one call per batch, and the word's pieces, ids and relative
+    offsets are cached. The split uses exactly the original's whitespace (Unicode Zs, \\t \\n \\r,
+    U+2028/U+2029; the other `str.isspace()` characters are controls it deletes).
 
 Why not a library's normalizer: both compiled candidates differ from the original. Measured on
 every code point (see tests/test_fast_tokenization.py): Hugging Face `tokenizers`'
@@ -31,15 +36,15 @@ the original keeps (they make their word `[UNK]`), classifies ~600 characters di
 (Unicode version: new punctuation, Cf, Mn, CJK Extension ranges), lower-cases without the final
 sigma rule ("ΟΔΟΣ" -> "οδοσ" instead of "οδος"), and `BertWordPieceTokenizer` matches literal
 "[MASK]"/"[CLS]" text as special tokens; tensorflow-text's FastBertTokenizer counts the word
-limit in bytes and normalizes with ICU case folding. Those differences would all need fallbacks;
-normalizing here with CPython's own Unicode database (the reference's) avoids them, and costs
-nothing measurable because it runs once per distinct word. The library does what it does
-exactly and fast: WordPiece.
+limit in bytes and lower-cases by ICU case folding. Normalizing with CPython's own Unicode
+database (the reference's) avoids all of them.
 
 Offsets are character indices into the text as given (after decoding bytes as UTF-8 with errors
 ignored, like `convert_to_unicode`), end exclusive. A piece covers the input characters it came
 from: accents removed by lower-casing stay inside the span of their letter, characters deleted
 by cleaning (controls, U+FFFD) are in no span, and an `[UNK]` covers its whole basic token.
+Pieces made from one input character that normalizes to several (a Hangul syllable's jamo under
+NFD, "İ") share that character's span.
 """
 import contextlib
 import gc
@@ -256,8 +261,8 @@ class FastTokenizer:
         self._libraries = self._build_libraries()
         # Characters a text may consist of to go to the library end to end (ASCII ones, plus
         # others once checked by `_check_plain_chars`), and characters found not to.
-        self._plain_chars = {chr(cp) for cp in range(128)
-                             if tokenization._clean_char(chr(cp)) == chr(cp)} | {" ", "\t", "\n", "\r"}
+        ascii_chars = [chr(cp) for cp in range(128)]
+        self._plain_chars = {c for c in ascii_chars if tokenization._clean_char(c) in (c, " ")}
         self._other_chars = set()
         self._plain_table = {}  # lower-cased plain character -> its NFD without Mn (one char)
         self._plain_mapped, self._plain_mapped_size = None, 0  # regex matching its keys
@@ -396,9 +401,9 @@ class FastTokenizer:
                     "token": (4 * limit + 4, True)}
         return {
             name: tensorflow_text.FastWordpieceTokenizer(
-                vocab=tokens, suffix_indicator="##", unknown_token=_UNK, max_bytes_per_word=max_bytes,
-                token_out_type=tf.int64, no_pretokenization=no_pretokenization,
-                support_detokenization=False)
+                vocab=tokens, suffix_indicator="##", unknown_token=_UNK,
+                max_bytes_per_word=max_bytes, token_out_type=tf.int64,
+                no_pretokenization=no_pretokenization, support_detokenization=False)
             for name, (max_bytes, no_pretokenization) in settings.items()}
 
     def _plain_route(self, texts, route, with_offsets):

@@ -160,10 +160,14 @@ class GraphTokenizer(tf.Module):
             ids_b = self.tokenize(text_b)
             budget = max_seq_length - 3
             len_a, len_b = ids_a.row_lengths(), ids_b.row_lengths()
+            # _truncate_seq_pair pops from the longer list (the second on ties) until the sum
+            # fits: the first keeps max(budget - len_b, ceil(budget / 2)) pieces at most.
             keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
             keep_b = tf.minimum(len_b, budget - keep_a)
-            ids_a = tf.ragged.boolean_mask(ids_a, tf.ragged.range(len_a) < tf.expand_dims(keep_a, 1))
-            ids_b = tf.ragged.boolean_mask(ids_b, tf.ragged.range(len_b) < tf.expand_dims(keep_b, 1))
+            ids_a = tf.ragged.boolean_mask(
+                ids_a, tf.ragged.range(len_a) < tf.expand_dims(keep_a, 1))
+            ids_b = tf.ragged.boolean_mask(
+                ids_b, tf.ragged.range(len_b) < tf.expand_dims(keep_b, 1))
             first = tf.concat([cls, ids_a, sep], axis=1)
             second = tf.concat([ids_b, sep], axis=1)
             ids = tf.concat([first, second], axis=1)

@@ -102,19 +102,30 @@ def convert_example(example, seq_length, tokenizer):
                          [1] * len(input_ids) + padding, input_type_ids + padding)
 
 
+def round6(values):
+    """Python's round(float(x), 6) for float32 arrays, vectorised and bit-identical.
+
+    A float32 has 24 significant bits and 1e6 needs 14 more (2**6 * 15625), so x * 1e6 is exact
+    in float64; rint is then the correctly rounded (half-even) integer n, as round() computes,
+    and n / 1e6 is the float64 nearest to n * 10**-6, which is what round() returns.
+    """
+    import numpy as np
+    return np.rint(np.asarray(values, np.float32).astype(np.float64) * 1e6) / 1e6
+
+
 def feature_json(feature, layer_indexes, layer_outputs):
     """One output line, exactly as the original formats it.
 
     layer_outputs: list (one per layer index) of [seq_length, hidden] float32 arrays.
     """
-    rows = [output[:len(feature.tokens)].tolist() for output in layer_outputs]
+    rows = [round6(output[:len(feature.tokens)]).tolist() for output in layer_outputs]
     all_features = []
     for i, token in enumerate(feature.tokens):
         all_layers = []
         for j, layer_index in enumerate(layer_indexes):
             layers = collections.OrderedDict()
             layers["index"] = layer_index
-            layers["values"] = [round(x, 6) for x in rows[j][i]]
+            layers["values"] = rows[j][i]
             all_layers.append(layers)
         features = collections.OrderedDict()
         features["token"] = token
@@ -174,7 +185,7 @@ def extract_features(examples, encoder, tokenizer, layer_indexes, max_seq_length
     import numpy as np
     import tensorflow as tf
 
-    @tf.function(jit_compile=True, reduce_retracing=True)
+    @tf.function  # no XLA: slower than oneDNN on CPU (README, model section)
     def layer_outputs(input_ids, input_mask, input_type_ids):
         outputs = encoder({"input_ids": input_ids, "input_mask": input_mask,
                            "segment_ids": input_type_ids}, training=False)

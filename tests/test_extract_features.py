@@ -132,3 +132,31 @@ def test_extract_features_bad_input(tmp_path):
     assert "missing.txt: input file not found" in result.stderr
     assert "Traceback" not in result.stderr
     assert not (tmp_path / "out.jsonl").exists()
+
+
+ROUNDING_CHECK = """
+import json, sys
+import numpy as np
+from run.extract_features import round6
+rng = np.random.RandomState(0)
+values = np.concatenate([
+    rng.randn(100000).astype(np.float32),
+    (rng.randint(-5000, 5000, 20000) / 128).astype(np.float32),  # exact ties (x.5e-6)
+    (rng.randn(20000) * 1e-5).astype(np.float32),  # tiny: repr uses exponents
+    (rng.randn(20000) * 1e3).astype(np.float32),
+    np.array([0.0, -0.0, 5e-7, -5e-7, 1.5e-6, 2.5e-6, 1e-7, -1e-7], np.float32)])
+ours = json.dumps(round6(values).tolist())
+original = json.dumps([round(float(x), 6) for x in values])
+print("same" if ours == original else "different")
+"""
+
+
+def test_vectorised_rounding_is_pythons_round():
+    """The writer's numpy rounding gives exactly the original's round(float(x), 6) strings.
+
+    In a subprocess: run.extract_features defines the same absl flags as the reference's.
+    """
+    result = subprocess.run([sys.executable, "-c", ROUNDING_CHECK], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
+    assert result.stdout.strip() == "same", result.stderr

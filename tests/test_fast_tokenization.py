@@ -29,9 +29,44 @@ cased_vocab = shared.cased_vocab
 vocab_for_case = shared.vocab_for_case
 corpus_texts = shared.corpus_texts
 adversarial_texts = shared.adversarial_texts
-reference_words = shared.reference_words
-
 _CORPUS_TOKENS = {}
+_REFERENCE_WORDS = []
+_CODE_POINT_TOKENS = {}
+
+
+@pytest.fixture(scope="session")
+def reference_words(ref, corpus_texts):
+    """Each corpus text's whitespace words after the reference's cleaning and CJK spacing (as
+    the fixture of the same name in tests/test_tokenization.py; computed once for both of this
+    file and tests/test_graph_tokenization.py)."""
+    if not _REFERENCE_WORDS:
+        basic = ref.BasicTokenizer(do_lower_case=True)  # cleaning does not depend on the case
+        _REFERENCE_WORDS.append([
+            ref.whitespace_tokenize(basic._tokenize_chinese_chars(basic._clean_text(text)))
+            for text in corpus_texts])
+    return _REFERENCE_WORDS[0]
+
+
+def code_point_texts():
+    """Every code point as a word, and every fifth between letters, 4096 code points a text
+    (surrogates: not text; private-use planes: a sample, they are all alike)."""
+    code_points = [cp for cp in range(0x110000) if not (
+        0xE000 <= cp <= 0xF8FF or 0xF0000 <= cp or 0xD800 <= cp <= 0xDFFF)]
+    code_points += list(range(0xE000, 0xF900, 97)) + list(range(0xF0000, 0x110000, 997))
+    texts = []
+    for i in range(0, len(code_points), 4096):
+        chars = [chr(cp) for cp in code_points[i:i + 4096]]
+        texts.append(" ".join(chars))
+        texts.append(" ".join("a" + c + "b" for c in chars[::5]))
+    return texts
+
+
+def reference_code_point_tokens(ref, vocab_file, do_lower_case):
+    """The reference's tokens of `code_point_texts()` (computed once per session and case)."""
+    if do_lower_case not in _CODE_POINT_TOKENS:
+        reference = ref.FullTokenizer(str(vocab_file), do_lower_case=do_lower_case)
+        _CODE_POINT_TOKENS[do_lower_case] = [reference.tokenize(t) for t in code_point_texts()]
+    return _CODE_POINT_TOKENS[do_lower_case]
 
 
 def reference_corpus_tokens(ref, vocab_file, do_lower_case, reference_words):
@@ -113,15 +148,17 @@ def test_matches_reference_on_adversarial_text(ref, vocab_for_case, adversarial_
     expected = shared.reference_outputs(ref, vocab_file, do_lower_case, adversarial_texts,
                                         "adversarial")  # shared with test_tokenization.py
     expected = expected + [reference.tokenize(t) for t in LIBRARY_DIFFERENCES.values()]
-    # A fresh tokenizer on the whole batch; again from its warm caches; one text at a time;
-    # and through a cache so small it is emptied on every batch.
+    # A fresh tokenizer on the whole batch; again from its warm caches; through a cache so
+    # small it is emptied on every batch; one text at a time.
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
     tokens, _ = _tokenize_all(tokenizer, texts)
     shared.assert_same_tokens(texts, expected, tokens, lambda t: "adversarial")
     assert tokenizer.tokenize_batch(texts) == expected
-    fresh = FastTokenizer(vocab_file, do_lower_case=do_lower_case, cache_size=5)
-    assert [fresh.tokenize(t) for t in texts] == expected
-    assert [fresh.encode(t).tokens for t in texts[::-1]] == expected[::-1]
+    small = FastTokenizer(vocab_file, do_lower_case=do_lower_case, cache_size=5)
+    batches = [texts[i:i + 50] for i in range(0, len(texts), 50)]
+    assert [tokens for batch in batches for tokens in small.tokenize_batch(batch)] == expected
+    assert [e.tokens for batch in batches for e in small.encode_batch(batch)] == expected
+    assert [tokenizer.tokenize(t) for t in texts[:100]] == expected[:100]
 
 
 @pytest.mark.parametrize("case", sorted(LIBRARY_DIFFERENCES))
@@ -138,21 +175,13 @@ def test_each_library_difference_is_handled(ref, uncased_vocab, fast_for_case, c
     assert [tokenizer.encode(t).tokens for t in variants] == expected
 
 
-def test_every_code_point_matches_reference(ref, uncased_vocab):
-    """Every code point as a word, and every fifth between letters (private-use planes: a
-    sample, they are all alike), uncased and cased, one text per 4096 code points."""
-    code_points = [cp for cp in range(0x110000) if not (0xE000 <= cp <= 0xF8FF or 0xF0000 <= cp)]
-    code_points += list(range(0xE000, 0xF900, 97)) + list(range(0xF0000, 0x110000, 997))
-    texts = []
-    for i in range(0, len(code_points), 4096):
-        chars = [chr(cp) for cp in code_points[i:i + 4096]]
-        texts.append(" ".join(chars))
-        texts.append(" ".join("a" + c + "b" for c in chars[::5]))
-    for do_lower_case in (True, False):
-        reference = ref.FullTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
-        tokenizer = FastTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
-        expected = [reference.tokenize(t) for t in texts]
-        assert tokenizer.tokenize_batch(texts) == expected
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_every_code_point_matches_reference(ref, uncased_vocab, do_lower_case):
+    """Every code point, as a word and between letters (see code_point_texts)."""
+    texts = code_point_texts()
+    expected = reference_code_point_tokens(ref, uncased_vocab, do_lower_case)
+    tokenizer = FastTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
+    assert tokenizer.tokenize_batch(texts) == expected
 
 
 def _check_offsets(text, encoding, reference_basic):
@@ -208,6 +237,7 @@ def test_offsets_of_normalized_characters(ref, uncased_vocab, adversarial_texts)
         "x中y": [("x", (0, 1)), ("中", (1, 2)), ("y", (2, 3))],
         "  \ufffd\u00a0hello,\tWORLD ": [("hello", (4, 9)), (",", (9, 10)), ("world", (11, 16))],
         "unaffable": [("una", (0, 3)), ("##ffa", (3, 6)), ("##ble", (6, 9))],
+        "한": [("ᄒ", (0, 1)), ("##ᅡ", (0, 1)), ("##ᆫ", (0, 1))],  # NFD: three jamo
         "a" * 201: [("[UNK]", (0, 201))],
     }
     for text, expected in cases.items():
@@ -220,10 +250,13 @@ def test_offsets_of_normalized_characters(ref, uncased_vocab, adversarial_texts)
     assert "".join(encoding.tokens).replace("##", "") == "οδος."
     assert encoding.offsets[0][0] == 0 and encoding.offsets[-2][1] == 4 and encoding.offsets[-1] == (4, 5)
     # The same property as on SQuAD, on adversarial text without characters that normalize to
-    # several characters of different classes (their pieces share a span).
+    # several characters (pieces inside one, e.g. of a Hangul syllable's jamo, share its span)
+    # and without "Σ".
     basic = ref.BasicTokenizer(do_lower_case=True)
     for text in adversarial_texts:
-        if all(len(tokenization.BasicTokenizer(True).tokenize(c)) <= 1 for c in set(text)):
+        if "\u03a3" not in text and all(  # Σ's form depends on its neighbours
+                len("".join(tokenization.BasicTokenizer(True).tokenize(c))) <= 1
+                for c in set(text)):
             _check_offsets(text, tokenizer.encode(text), basic)
 
 

@@ -14,7 +14,6 @@ import sys
 import pytest
 import tensorflow as tf
 
-import corpora
 import test_fast_tokenization as fast_tests
 import test_tokenization as shared
 from bert_tf.graph_tokenization import GraphTokenizer
@@ -24,7 +23,7 @@ cased_vocab = shared.cased_vocab
 vocab_for_case = shared.vocab_for_case
 corpus_texts = shared.corpus_texts
 adversarial_texts = shared.adversarial_texts
-reference_words = shared.reference_words
+reference_words = fast_tests.reference_words
 
 # Texts on which the graph tokenizer knowingly differs (see the module docstring).
 _SIGMA = "\u03a3"
@@ -120,22 +119,15 @@ def test_residual_differences(ref, uncased_vocab, graph_for_case):
         [cased.convert_tokens_to_ids(cased.tokenize(t)) for t in texts]
 
 
-def test_every_code_point_matches_reference(ref, uncased_vocab):
-    """Every code point as a word, and every fifth between letters (private-use planes: a
-    sample; surrogates: not representable in UTF-8), uncased and cased."""
-    code_points = [cp for cp in range(0x110000) if not (0xE000 <= cp <= 0xF8FF or 0xF0000 <= cp
-                                                        or 0xD800 <= cp <= 0xDFFF or cp == 0x3A3)]
-    code_points += list(range(0xE000, 0xF900, 97)) + list(range(0xF0000, 0x110000, 997))
-    texts = []
-    for i in range(0, len(code_points), 4096):
-        chars = [chr(cp) for cp in code_points[i:i + 4096]]
-        texts.append(" ".join(chars))
-        texts.append(" ".join("a" + c + "b" for c in chars[::5]))
-    for do_lower_case in (True, False):
-        reference = ref.FullTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
-        graph = GraphTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
-        expected = [reference.convert_tokens_to_ids(reference.tokenize(t)) for t in texts]
-        assert _graph_ids(graph, texts, batch_size=64) == expected
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_every_code_point_matches_reference(ref, uncased_vocab, do_lower_case):
+    """Every code point, as a word and between letters (fast_tests.code_point_texts)."""
+    texts = fast_tests.code_point_texts()
+    reference = ref.FullTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
+    expected = _expected_ids(
+        reference, fast_tests.reference_code_point_tokens(ref, uncased_vocab, do_lower_case))
+    graph = GraphTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
+    assert _graph_ids(graph, texts, batch_size=64) == expected
 
 
 def test_bytes_with_invalid_utf8_are_dropped_like_the_reference(ref, uncased_vocab, graph_for_case):
@@ -196,4 +188,3 @@ def test_saved_model_and_tf_data(uncased_vocab, tmp_path):
     assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(graph.tokenize)
     assert [row for batch in dataset for row in batch.to_list()] == graph.tokenize(tf.constant(texts)).to_list()
-    assert corpora  # (imported for the shared corpus fixtures)
