@@ -157,6 +157,9 @@ def resolve_checkpoint(path):
         if tf.io.gfile.exists(os.path.join(path, "config.json")) and any(
                 tf.io.gfile.exists(os.path.join(path, f)) for f in HF_WEIGHT_FILES):
             return "hf", path
+        if tf.io.gfile.exists(os.path.join(path, "pytorch_model.bin")):
+            raise file_error(path, "holds pytorch_model.bin only; convert it to model.safetensors "
+                                   "(pickle files are not read)")
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
             raise file_error(path, "directory holds neither a checkpoint (no 'checkpoint' state "

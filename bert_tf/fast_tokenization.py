@@ -44,7 +44,7 @@ ignored, like `convert_to_unicode`), end exclusive. A piece covers the input cha
 from: accents removed by lower-casing stay inside the span of their letter, characters deleted
 by cleaning (controls, U+FFFD) are in no span, and an `[UNK]` covers its whole basic token.
 Pieces made from one input character that normalizes to several (a Hangul syllable's jamo under
-NFD, "İ") share that character's span.
+NFD) share that character's span.
 """
 import contextlib
 import gc

@@ -73,7 +73,8 @@ def our_records(input_files, output_files, vocab_file, options, seed, do_lower_c
 
 def wikitext_corpus(path, shared_data, num_articles, first=0):
     """WikiText-2 valid articles in the input format (as bench/bench_create_pretraining_data)."""
-    sys.path.insert(0, str(PROJECT_ROOT))
+    if str(PROJECT_ROOT) not in sys.path:
+        sys.path.insert(0, str(PROJECT_ROOT))
     from bench.bench_create_pretraining_data import wikitext_documents
 
     documents = wikitext_documents([shared_data / "wikitext-2" / "valid.txt"])
