@@ -32,11 +32,11 @@ as the original's greedy longest-match-first WordPiece). Each text takes one of 
 Why not a library's normalizer: both compiled candidates differ from the original. Measured on
 every code point (see tests/test_fast_tokenization.py): Hugging Face `tokenizers`'
 BertNormalizer + BertPreTokenizer deletes private-use (Co) and unassigned (Cn) characters, which
-the original keeps (they make their word `[UNK]`), classifies ~600 characters differently
+the original keeps (they make their word `[UNK]`), treats ~800 other characters differently
 (Unicode version: new punctuation, Cf, Mn, CJK Extension ranges), lower-cases without the final
 sigma rule ("ΟΔΟΣ" -> "οδοσ" instead of "οδος"), and `BertWordPieceTokenizer` matches literal
 "[MASK]"/"[CLS]" text as special tokens; tensorflow-text's FastBertTokenizer counts the word
-limit in bytes and lower-cases by ICU case folding. Normalizing with CPython's own Unicode
+limit in bytes, and its BertTokenizer lower-cases by ICU case folding ("Straße" -> "strasse"). Normalizing with CPython's own Unicode
 database (the reference's) avoids all of them.
 
 Offsets are character indices into the text as given (after decoding bytes as UTF-8 with errors
