@@ -47,12 +47,12 @@ Pieces made from one input character that normalizes to several (a Hangul syllab
 NFD) share that character's span.
 """
 import contextlib
+import functools
 import gc
 import itertools
 import operator
 import re
 import sys
-import typing
 import unicodedata
 
 import numpy
@@ -79,11 +79,38 @@ def _gc_paused():
             gc.enable()
 
 
-class Encoding(typing.NamedTuple):
-    """One text's word pieces, their vocabulary ids, and (start, end) character offsets."""
-    tokens: list
-    ids: list
-    offsets: list
+class Encoding:
+    """One text's word pieces (`tokens`, list of str), their vocabulary `ids` (list of int), and
+    `offsets`: an int32 numpy array [len(tokens), 2] of (start, end) character offsets into the
+    text, end exclusive (`start, end = encoding.offsets[i]`; `.tolist()` gives Python lists).
+
+    Offsets are one array per text, sliced from one array per batch: a Python tuple per piece
+    would cost more than the tokenization itself. `tokens, ids, offsets = encoding` unpacks it.
+    """
+    __slots__ = ("tokens", "ids", "offsets")
+
+    def __init__(self, tokens, ids, offsets):
+        self.tokens = tokens
+        self.ids = ids
+        self.offsets = offsets
+
+    def __iter__(self):
+        return iter((self.tokens, self.ids, self.offsets))
+
+    def __eq__(self, other):
+        if not isinstance(other, Encoding):
+            return NotImplemented
+        return (self.tokens == other.tokens and list(self.ids) == list(other.ids)
+                and numpy.array_equal(self.offsets, other.offsets))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return (f"Encoding(tokens={self.tokens!r}, ids={self.ids!r}, "
+                f"offsets={self.offsets.tolist()!r})")
+
+
+_NO_OFFSETS = numpy.zeros([0, 2], numpy.int32)
 
 
 def _build_whitespace_classes():
@@ -258,7 +285,7 @@ class FastTokenizer:
         self._unk_id = self.vocab[_UNK]
         size = max(self.inv_vocab) + 1
         self._token_array = numpy.array([self.inv_vocab.get(i) for i in range(size)], dtype=object)
-        self._libraries = self._build_libraries()
+        self._libraries = {}  # built on first use by `_library`
         # Characters a text may consist of to go to the library end to end (ASCII ones, plus
         # others once checked by `_check_plain_chars`), and characters found not to.
         ascii_chars = [chr(cp) for cp in range(128)]
@@ -318,16 +345,22 @@ class FastTokenizer:
         "words" (the word cache)."""
         routes = {"ascii": [], "unicode": [], "words": []}
         plain = self._plain_chars
+        other = []  # non-ASCII texts
         for i, text in enumerate(texts):
             if text.isascii():
-                route = "ascii" if _ASCII_DELETED.search(text) is None else "words"
+                routes["ascii" if _ASCII_DELETED.search(text) is None else "words"].append(i)
             else:
-                if not plain.issuperset(text):
-                    new = set(text).difference(plain, self._other_chars)
-                    if new:
-                        self._check_plain_chars(new)
-                route = ("unicode" if plain.issuperset(text) and _LONG_RUN.search(text) is None
-                         else "words")
+                other.append(i)
+        # New characters of the whole batch are checked together (one probe call).
+        unknown = [texts[i] for i in other if not plain.issuperset(texts[i])]
+        if unknown:
+            new = set().union(*unknown).difference(plain, self._other_chars)
+            if new:
+                self._check_plain_chars(new)
+        for i in other:
+            text = texts[i]
+            route = ("unicode" if plain.issuperset(text) and _LONG_RUN.search(text) is None
+                     else "words")
             routes[route].append(i)
         return routes
 
@@ -364,8 +397,8 @@ class FastTokenizer:
         if not candidates:
             return
         probes = ["a%sb" % normalized for _, normalized, _ in candidates]
-        actual = self._libraries["unicode"].tokenize(probes).to_list()
-        as_one_word = self._libraries["token"].tokenize(probes).to_list()
+        actual = self._library("unicode").tokenize(probes).to_list()
+        as_one_word = self._library("token").tokenize(probes).to_list()
         vocab, unk_id = self.vocab, self._unk_id
         a, b = vocab.get("a", unk_id), vocab.get("b", unk_id)
         for (char, normalized, is_space), ids, word_ids in zip(candidates, actual, as_one_word):
@@ -382,29 +415,31 @@ class FastTokenizer:
 
     # ---- the library end to end ---------------------------------------------------------------
 
-    def _build_libraries(self):
-        """tensorflow-text FastWordpieceTokenizers over this vocabulary, ids = our ids.
+    # tensorflow-text FastWordpieceTokenizers over this vocabulary, ids = our ids: name ->
+    # (max_bytes_per_word, no_pretokenization).
+    #   "ascii": with the library's pre-tokenization; its word limit is in bytes, which in ASCII
+    #     are characters.
+    #   "unicode": the same with a limit no word of at most 200 characters reaches (texts with
+    #     longer runs go the word route).
+    #   "token": on single basic tokens (no pre-tokenization), which the word route checks
+    #     against the limit.
+    _LIBRARY_SETTINGS = {"ascii": (_MAX_CHARS_PER_WORD, False),
+                         "unicode": (4 * _MAX_CHARS_PER_WORD + 4, False),
+                         "token": (4 * _MAX_CHARS_PER_WORD + 4, True)}
 
-        "ascii": with the library's pre-tokenization; its word limit is in bytes, which in
-        ASCII are characters. "unicode": the same with a limit no word of at most 200
-        characters reaches (texts with longer runs go the word route). "token": on single
-        basic tokens (no pre-tokenization), which the word route checks against the limit.
-        """
-        import tensorflow as tf
-        import tensorflow_text
-
-        # The library's ids are list positions: fill unused ids with strings no word can
-        # contain (they have spaces, and "[" is punctuation).
-        tokens = [t if t else f"[bert_tf unused id {i}]" for i, t in enumerate(self._token_array)]
-        limit = _MAX_CHARS_PER_WORD
-        settings = {"ascii": (limit, False), "unicode": (4 * limit + 4, False),
-                    "token": (4 * limit + 4, True)}
-        return {
-            name: tensorflow_text.FastWordpieceTokenizer(
-                vocab=tokens, suffix_indicator="##", unknown_token=_UNK,
-                max_bytes_per_word=max_bytes, token_out_type=tf.int64,
-                no_pretokenization=no_pretokenization, support_detokenization=False)
-            for name, (max_bytes, no_pretokenization) in settings.items()}
+    def _library(self, name):
+        """The library tokenizer `name` of `_LIBRARY_SETTINGS`, built on first use (ASCII-only
+        input never needs the other two) and shared by every FastTokenizer of the process with
+        the same vocabulary."""
+        library = self._libraries.get(name)
+        if library is None:
+            # The library's ids are list positions: fill unused ids with strings no word can
+            # contain (they have spaces, and "[" is punctuation).
+            tokens = tuple(t if t else f"[bert_tf unused id {i}]"
+                           for i, t in enumerate(self._token_array))
+            library = _build_library(tokens, *self._LIBRARY_SETTINGS[name])
+            self._libraries[name] = library
+        return library
 
     def _plain_route(self, texts, route, with_offsets):
         """Texts of plain characters: for them the original is lower() and a one-to-one
@@ -417,7 +452,7 @@ class FastTokenizer:
                 # (re.sub visits only the few mapped characters; str.translate visits all)
                 mapped, replace = self._plain_mapped, self._plain_replacement
                 texts = [mapped.sub(replace, t) for t in texts]
-        tokenizer = self._libraries[route]
+        tokenizer = self._library(route)
         if not with_offsets:
             ragged = tokenizer.tokenize(texts)
             tokens = self._token_array[ragged.flat_values.numpy()].tolist()
@@ -427,13 +462,13 @@ class FastTokenizer:
         ids = ragged.flat_values.numpy()
         tokens = self._token_array[ids].tolist()
         ids = ids.tolist()
-        begins, ends = begins.flat_values.numpy(), ends.flat_values.numpy()
-        bounds = ragged.row_splits.numpy().tolist()
+        bounds = ragged.row_splits.numpy()
+        offsets = numpy.empty([len(tokens), 2], numpy.int32)
+        offsets[:, 0] = begins.flat_values.numpy()
+        offsets[:, 1] = ends.flat_values.numpy()
         if route == "unicode":  # UTF-8 byte offsets -> character offsets
-            begins, ends = _bytes_to_chars(texts, bounds, begins, ends)
-        offsets = list(zip(begins.tolist(), ends.tolist()))
-        return [Encoding(tokens[begin:end], ids[begin:end], offsets[begin:end])
-                for begin, end in zip(bounds, bounds[1:])]
+            _bytes_to_chars(texts, bounds, offsets)
+        return _encodings(tokens, ids, offsets, bounds.tolist())
 
     # ---- the word route -------------------------------------------------------------------------
 
@@ -446,21 +481,26 @@ class FastTokenizer:
             return [list(_chain(map(get, words))) for words in word_lists]
         split = [_raw_words_with_starts(t) for t in texts]
         self._add_words([words for words, _ in split], with_offsets=True)
-        get_tokens, get_entry = self._tokens.__getitem__, self._ids_offsets.__getitem__
-        add, first = operator.add, operator.itemgetter(0)
-        second, third = operator.itemgetter(1), operator.itemgetter(2)
-        encodings = []
-        for words, starts in split:
-            entries = list(map(get_entry, words))
-            # Absolute offsets: each word's start, repeated once per piece, plus the piece's
-            # offsets relative to the word.
-            counts = map(len, map(first, entries))
-            word_starts = list(_chain(map(itertools.repeat, starts, counts)))
-            begins = map(add, word_starts, _chain(map(second, entries)))
-            ends = map(add, word_starts, _chain(map(third, entries)))
-            encodings.append(Encoding(list(_chain(map(get_tokens, words))),
-                                      list(_chain(map(first, entries))), list(zip(begins, ends))))
-        return encodings
+        # The batch's raw words, flat; each word's cached (ids, begins, ends) relative to it.
+        words = list(_chain(words for words, _ in split))
+        entries = list(map(self._ids_offsets.__getitem__, words))
+        first, second, third = (operator.itemgetter(k) for k in range(3))
+        tokens = list(_chain(map(self._tokens.__getitem__, words)))
+        ids = list(_chain(map(first, entries)))
+        pieces_per_word = numpy.fromiter(map(len, map(first, entries)), numpy.int64, len(words))
+        # Absolute offsets: each word's start, repeated once per piece, plus the piece's offsets
+        # relative to the word.
+        word_starts = numpy.repeat(
+            numpy.fromiter(_chain(starts for _, starts in split), numpy.int64, len(words)),
+            pieces_per_word)
+        offsets = numpy.empty([len(ids), 2], numpy.int32)
+        offsets[:, 0] = numpy.fromiter(_chain(map(second, entries)), numpy.int64, len(ids))
+        offsets[:, 1] = numpy.fromiter(_chain(map(third, entries)), numpy.int64, len(ids))
+        offsets += word_starts[:, None].astype(numpy.int32)
+        words_per_text = [len(w) for w, _ in split]
+        word_bounds = numpy.concatenate([[0], numpy.cumsum(words_per_text)]).astype(numpy.int64)
+        piece_bounds = numpy.concatenate([[0], numpy.cumsum(pieces_per_word)])[word_bounds]
+        return _encodings(tokens, ids, offsets, piece_bounds.tolist())
 
     def _add_words(self, word_lists, with_offsets):
         """Tokenizes and caches every raw word of `word_lists` not cached yet: its pieces, and
@@ -534,7 +574,7 @@ class FastTokenizer:
             else:
                 library.append(text)
         if library:
-            ragged = self._libraries["token"].tokenize(library)
+            ragged = self._library("token").tokenize(library)
             flat = ragged.flat_values.numpy().tolist()
             bounds = ragged.row_splits.numpy().tolist()
             for text, begin, end in zip(library, bounds, bounds[1:]):
@@ -556,16 +596,37 @@ class FastTokenizer:
             self._piece_offsets[text] = offsets
 
 
-def _bytes_to_chars(texts, bounds, begins, ends):
-    """UTF-8 byte offsets of each text's pieces (rows given by `bounds`) -> character offsets."""
-    char_begins, char_ends = begins.copy(), ends.copy()
-    for text, begin, end in zip(texts, bounds, bounds[1:]):
-        if begin == end or text.isascii():
-            continue
-        codes = numpy.frombuffer(text.encode("utf-32-le"), dtype=numpy.uint32)
-        widths = 1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)
-        # char_at[b] = index of the character containing byte b; one extra entry for the end.
-        char_at = numpy.append(numpy.repeat(numpy.arange(len(text)), widths), len(text))
-        char_begins[begin:end] = char_at[begins[begin:end]]
-        char_ends[begin:end] = char_at[ends[begin:end] - 1] + 1
-    return char_begins, char_ends
+@functools.lru_cache(maxsize=8)
+def _build_library(tokens, max_bytes_per_word, no_pretokenization):
+    """A tensorflow-text FastWordpieceTokenizer whose ids are positions in `tokens` (a tuple)."""
+    import tensorflow as tf
+    import tensorflow_text
+
+    return tensorflow_text.FastWordpieceTokenizer(
+        vocab=list(tokens), suffix_indicator="##", unknown_token=_UNK,
+        max_bytes_per_word=max_bytes_per_word, token_out_type=tf.int64,
+        no_pretokenization=no_pretokenization, support_detokenization=False)
+
+
+def _encodings(tokens, ids, offsets, bounds):
+    """One Encoding per row of flat tokens, ids and offsets; row i is bounds[i]:bounds[i + 1]."""
+    return [Encoding(tokens[begin:end], ids[begin:end], offsets[begin:end])
+            for begin, end in zip(bounds, bounds[1:])]
+
+
+def _bytes_to_chars(texts, bounds, offsets):
+    """Converts, in place, the UTF-8 byte offsets [N, 2] of the pieces of `texts` (text i has
+    rows bounds[i]:bounds[i + 1]) into character offsets, for the whole batch at once."""
+    if not len(offsets):
+        return
+    lengths = numpy.fromiter(map(len, texts), numpy.int64, len(texts))
+    codes = numpy.frombuffer("".join(texts).encode("utf-32-le"), dtype=numpy.uint32)
+    widths = 1 + (codes >= 0x80) + (codes >= 0x800) + (codes >= 0x10000)
+    # char_at[b] = (batch-wide) index of the character containing byte b of the joined texts.
+    char_at = numpy.repeat(numpy.arange(len(codes), dtype=numpy.int64), widths)
+    char_start = numpy.concatenate([[0], numpy.cumsum(lengths)[:-1]])
+    byte_start = numpy.concatenate([[0], numpy.cumsum(widths)])[char_start]
+    row = numpy.repeat(numpy.arange(len(texts)), numpy.diff(bounds))
+    byte_base, char_base = byte_start[row], char_start[row]
+    offsets[:, 0] = char_at[offsets[:, 0] + byte_base] - char_base
+    offsets[:, 1] = char_at[offsets[:, 1] - 1 + byte_base] + 1 - char_base

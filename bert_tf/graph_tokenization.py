@@ -34,6 +34,7 @@ HashTableV2, StringJoin/ReduceJoin, StringSplitV2, StringLength, RaggedGather, .
 tensorflow-text's FastWordpieceTokenizeWithOffsets custom op. A SavedModel using this tokenizer
 therefore needs `import tensorflow_text` (which registers the op) before `tf.saved_model.load`.
 """
+import functools
 import sys
 import unicodedata
 
@@ -65,9 +66,11 @@ def _normalize_char(char, do_lower_case):
     return "".join(" " + c + " " if tokenization._is_punctuation(c) else c for c in char)
 
 
+@functools.lru_cache(maxsize=2)
 def replacement_table(do_lower_case):
     """{code point: replacement} for every character that `_normalize_char` changes, except the
-    CJK ideographs that only get spaces around them (range tests do that in the graph)."""
+    CJK ideographs that only get spaces around them (range tests do that in the graph). Computed
+    once per process and case (a pass over every code point); do not modify it."""
     table = {}
     for cp in range(sys.maxunicode + 1):
         char = chr(cp)

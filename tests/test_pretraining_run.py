@@ -6,7 +6,8 @@
   N steps of the original's training (same batches, dropout off);
 - OneDevice, Mirrored on 2 logical CPUs and MultiWorkerMirrored with 2 worker processes on
   127.0.0.1 give the same loss curve for the same global batch;
-- a run killed with SIGKILL mid-way resumes from its last checkpoint and ends at num_train_steps.
+- a run killed with SIGKILL mid-way resumes from its last checkpoint and ends at num_train_steps;
+- records that do not fit the flags stop the run with a one-line error naming the file.
 """
 import json
 import os
@@ -157,3 +158,14 @@ def test_resume_after_kill_9(workspace):
     assert f"resuming from {killed_at} at step {saved_step}" in output
     assert tf.train.latest_checkpoint(str(output_dir)).endswith("model.ckpt-400")
     assert f"[train] done: {400 - saved_step} steps" in output
+
+
+def test_bad_input_exits_with_a_message(workspace):
+    process = start(command(workspace["config"], workspace["inputs"],
+                            str(workspace["root"] / "bad"), do_train=True, max_seq_length=48))
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert output.strip().splitlines()[-1] == (
+        f"error: {workspace['paths'][0]}: record 1: feature 'input_ids' has 32 values, expected "
+        f"48 (do --max_seq_length=48 and --max_predictions_per_seq=5 match the data?)")
+    assert "Traceback" not in output

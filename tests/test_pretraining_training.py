@@ -59,13 +59,18 @@ def assert_finite_and_decreasing(curve, steps):
     ("bfloat16", False, "adamw"), ("float16", False, "lamb"), ("off", True, "adamw")])
 def test_mixed_precision_and_xla_train(tmp_path, records, mixed_precision, jit_compile,
                                        optimizer_type):
+    # LAMB's step is relative to each layer's weight norm: it needs a larger learning rate.
     curve, model, optimizer = train_tiny(tmp_path, records, mixed_precision=mixed_precision,
-                                         jit_compile=jit_compile, optimizer_type=optimizer_type)
+                                         jit_compile=jit_compile, optimizer_type=optimizer_type,
+                                         learning_rate=0.05 if optimizer_type == "lamb" else 2e-3)
     assert_finite_and_decreasing(curve, 20)
     compute = {"off": "float32", "bfloat16": "bfloat16", "float16": "float16"}[mixed_precision]
     assert model.encoder.dtype_policy.compute_dtype == compute
     assert all(v.dtype == "float32" for v in model.trainable_variables)
     assert isinstance(optimizer, keras.optimizers.LossScaleOptimizer) == (mixed_precision == "float16")
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    assert isinstance(inner, {"adamw": optimization.AdamWeightDecay, "lamb": optimization.Lamb}[
+        optimizer_type])
     assert int(optimizer.iterations.numpy()) == 20
 
 

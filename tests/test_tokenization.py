@@ -5,7 +5,7 @@ run on
   * every text field of ../shared/data (tests/corpora.py: GLUE, SQuAD v1.1+v2.0 contexts and
     questions, CoNLL-2003 sentences, WikiText-2 valid+test, sample_text), each *distinct* text
     once (167k texts, 15.9 MB; comparing duplicates again would only repeat identical calls);
-    the reference's tokens are computed per distinct word (see `reference_words`),
+    the reference's tokens are computed per distinct word (see `corpora.reference_words`),
     uncased with the released uncased vocabulary and cased with a mixed-case vocabulary derived
     from it (so cased words really go through WordPiece instead of mostly becoming [UNK]);
   * generated adversarial text (accents, combining marks, CJK, emoji, zero-width and exotic
@@ -14,7 +14,6 @@ run on
   * every Unicode code point, for the character classes.
 """
 import collections
-import random
 import unicodedata
 
 import pytest
@@ -24,144 +23,11 @@ from bert_tf import tokenization
 from bert_tf.errors import InputError
 
 
-# ------------------------------------------------------------------------------------------
-# Fixtures: the reference, vocabularies, and reference outputs computed once per session
-# ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def ref(refbert):
-    return refbert.tokenization
-
-
-@pytest.fixture(scope="session")
-def cased_vocab(uncased_vocab, tmp_path_factory):
-    """The uncased vocabulary plus title- and upper-case forms of its whole-word entries."""
-    tokens = uncased_vocab.read_text(encoding="utf-8").split("\n")[:-1]
-    seen = set(tokens)
-    extra = []
-    for token in tokens:
-        if token.startswith("[") or token.startswith("##"):
-            continue
-        for variant in (token.title(), token.upper()):
-            if variant not in seen:
-                seen.add(variant)
-                extra.append(variant)
-    path = tmp_path_factory.mktemp("vocab") / "cased_vocab.txt"
-    path.write_text("\n".join(tokens + extra) + "\n", encoding="utf-8")
-    return path
-
-
-@pytest.fixture(scope="session")
-def vocab_for_case(uncased_vocab, cased_vocab):
-    return {True: uncased_vocab, False: cased_vocab}
-
-
-@pytest.fixture(scope="session")
-def corpus_texts(shared_data):
-    """Distinct texts of all shared corpora -> name of the first corpus containing it."""
-    first = {}
-    for name, text in corpora.all_texts(shared_data):
-        first.setdefault(text, name)
-    return first
-
-
-def _adversarial_texts():
-    texts = [
-        "", " ", "\t\n\r ", "Hello, World!", "unaffable", "UNAFFABLE", "John's $5.00 (approx.)",
-        # accents and combining marks
-        "Café naïve résumé Ångström Øresund ÆSIR Œuvre façade", "e\u0301 a\u0308\u0304 o\u0328\u0301",
-        "\u0301", "\u0301abc", "abc\u0301", "\u0301\u0302\u0303 \u0300", "A\u030a\u0301\u0327x",
-        "İstanbul ı I İ ǅungla ǈ ǋ", "ΟΔΥΣΣΕΥΣ Σ σΣ ΑΣ'Α ΣΑ", "Straße ẞ ß ﬁnance ﬀ Ǆ",
-        "ℌℍ ℵ Ⅻ ⅻ ① ｆｕｌｌｗｉｄｔｈ ＡＢＣ", "ǰ ΐ ΰ և ẖ ẗ ẘ ẙ ẚ",
-        # CJK and other East Asian scripts
-        "中文字符测试。你好，世界！", "日本語のテキスト、カタカナ、ひらがな", "한국어 텍스트 입니다",
-        "𠀀𠀁𪜀𫝀𫠠𬺰 豈更 丽丸 㐀㐁 ⺀⼀ 〇 々", "mixed中文and English混合text",
-        # emoji
-        "I ❤ NY 👍🏽 👨\u200d👩\u200d👧\u200d👦 🇺🇸 ☺\ufe0f 1\ufe0f\u20e3", "🤖🤖🤖robots🤖",
-        # zero-width, exotic spaces and separators
-        "zero\u200bwidth\u200cnon\u200djoiner\u2060wj\ufeffbom", "non\u00a0breaking\u202fnarrow",
-        "ideo\u3000graphic en\u2002em\u2003thin\u2009hair\u200a", "ogham\u1680mark mvs\u180esep",
-        "line\u2028para\u2029sep", "nel\x85next vt\x0bff\x0cfs\x1cgs\x1drs\x1eus\x1f",
-        "math\u205fspace \u00a0\u00a0 lead and trail \u00a0",
-        # controls, NUL, replacement character, soft hyphen, surrogates, private use, tags
-        "ctrl\x01\x02\x07\x1b[0m\x7f del", "nul\x00byte\x00", "repl\ufffdacement \ufffd",
-        "soft\u00adhyphen", "lone \ud800 surrogate \udfff", "private \ue000\U000f0000 use",
-        "tag\U000e0001\U000e0041s", "variation\U000e0100selector", "rtl\u200fmark\u202eoverride",
-        # literal special-token text
-        "[MASK] [CLS] [SEP] [UNK] [PAD] [unused0] [unused99]", "[mask] [cls]", "a[MASK]b",
-        "[CLS]hello[SEP]world[SEP]", "##ing ## # ###", "[unused1000]",
-        # long words: the 200-character limit applies to each basic token
-        "a" * 199, "a" * 200, "a" * 201, "x" * 1000, ("ab" * 150) + ", ok",
-        "é" * 201, "É" * 200 + "\u0301", "supercalifragilistic" * 11, "中" * 300,
-        ("pre-" * 80) + "end", "http://example.com/" + "q" * 250 + "?x=1",
-        # mixed scripts
-        "Русский текст и English words", "مرحبا بالعالم", "שלום עולם", "हिन्दी भाषा",
-        "ภาษาไทยไม่มีช่องว่าง", "Ελληνικά κείμενα", "ქართული", "ትግርኛ", "ᚠᚢᚦᚨᚱᚲ", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𝐁𝐨𝐥𝐝",
-        "numbers ١٢٣ ۴۵۶ ७८९ 1,234.56 ½ ²³",
-        "punct ¡¿ «» „“ ‘’ — – … · • † ‡ ‰ ′ ″ ※ ⁂ 〈〉 【】 「」 ､ ｡",
-        "symbols $ ^ ` ~ | + < = > © ® ™ ° € £ ¥ ₹ ∑ √ ∞",
-    ]
-    rng = random.Random(1234)
-    # Seeded random Unicode: any code point (surrogates included) with some structure.
-    for _ in range(1500):
-        length = rng.randint(1, 40)
-        chars = []
-        for _ in range(length):
-            r = rng.random()
-            if r < 0.2:
-                chars.append(" ")
-            elif r < 0.45:
-                chars.append(chr(rng.randint(0, 0x7F)))
-            elif r < 0.75:
-                chars.append(chr(rng.randint(0x80, 0x2FFF)))
-            else:
-                chars.append(chr(rng.randint(0x3000, 0x10FFFF)))
-        texts.append("".join(chars))
-    return texts
-
-
-@pytest.fixture(scope="session")
-def adversarial_texts(uncased_vocab):
-    texts = _adversarial_texts()
-    # Random glued vocabulary pieces, randomly cased and punctuated: exercises greedy matching.
-    tokens = [t for t in uncased_vocab.read_text(encoding="utf-8").split("\n") if t]
-    # Words whose greedy match is one of the longest entries (bounds of the candidate search).
-    for token in sorted(tokens, key=len, reverse=True)[:40]:
-        body = token[2:] if token.startswith("##") else token
-        texts.append(f"{body}s a{body} {body.upper()}x re{body}ing")
-    rng = random.Random(5678)
-    for _ in range(1500):
-        words = []
-        for _ in range(rng.randint(1, 8)):
-            word = "".join(rng.choice(tokens).replace("##", "") for _ in range(rng.randint(1, 6)))
-            if rng.random() < 0.3:
-                word = word.title()
-            if rng.random() < 0.2:
-                word += rng.choice(".,;:!?'\"-)")
-            words.append(word)
-        texts.append(" ".join(words))
-    return texts
-
-
-_REFERENCE_OUTPUTS = {}
-
-
-def reference_outputs(ref, vocab_file, do_lower_case, texts, key):
-    """The reference FullTokenizer's tokens for each text (computed once per session)."""
-    if (key, do_lower_case) not in _REFERENCE_OUTPUTS:
-        tokenizer = ref.FullTokenizer(str(vocab_file), do_lower_case=do_lower_case)
-        _REFERENCE_OUTPUTS[key, do_lower_case] = [tokenizer.tokenize(t) for t in texts]
-    return _REFERENCE_OUTPUTS[key, do_lower_case]
-
-
-def assert_same_tokens(texts, expected, actual, where):
-    mismatches = [(i, t) for i, t in enumerate(texts) if expected[i] != actual[i]]
-    if mismatches:
-        i, text = mismatches[0]
-        pytest.fail(f"{len(mismatches)} of {len(texts)} texts differ from the reference; first "
-                    f"({where(text)}): {text[:300]!r}\n reference: {expected[i][:60]}\n"
-                    f" ours:      {actual[i][:60]}")
+# Fixtures (tests/conftest.py; texts and helpers in tests/corpora.py), shared with the other
+# tokenizer tests so that each reference output is computed once per session: `ref` (the
+# reference's tokenization module), `vocab_for_case` ({True: uncased, False: a mixed-case
+# vocabulary derived from it}), `corpus_texts`, `adversarial_texts`, `reference_words`, and the
+# reference's tokens `reference_corpus_tokens` / `reference_adversarial_tokens` by case.
 
 
 # ------------------------------------------------------------------------------------------
@@ -169,37 +35,20 @@ def assert_same_tokens(texts, expected, actual, where):
 # ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def reference_words(ref, corpus_texts):
-    """Each distinct text's whitespace words after the reference's own cleaning and CJK spacing.
-
-    The reference's `BasicTokenizer.tokenize` cleans and CJK-spaces the text one character at a
-    time, splits it on whitespace, and from there on handles each word on its own (lower-casing,
-    accents and punctuation per word, then WordPiece per resulting token). So the reference's
-    tokens for a text are exactly the concatenation of the reference's tokens for its words. The
-    oracle below uses that to run the reference's per-word work once per distinct word (121k)
-    instead of once per occurrence (3.4M), which keeps this test in budget; the shortcut itself
-    is checked end to end in the test (on every 8th text) and on all adversarial text.
-    """
-    basic = ref.BasicTokenizer(do_lower_case=True)  # cleaning does not depend on the case
-    return [ref.whitespace_tokenize(basic._tokenize_chinese_chars(basic._clean_text(text)))
-            for text in corpus_texts]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
 def test_full_tokenizer_matches_reference_on_all_shared_text(
-        ref, vocab_for_case, corpus_texts, reference_words, do_lower_case):
+        ref, vocab_for_case, corpus_texts, reference_corpus_tokens, do_lower_case):
+    """The reference's tokens come from its per-word work (corpora.reference_words explains the
+    shortcut), which is checked here against the reference run on whole texts."""
     texts = list(corpus_texts)
     vocab_file = str(vocab_for_case[do_lower_case])
     theirs = ref.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-    distinct_words = {word for words in reference_words for word in words}
-    word_tokens = {word: theirs.tokenize(word) for word in distinct_words}
-    expected = [[t for word in words for t in word_tokens[word]] for words in reference_words]
+    expected = reference_corpus_tokens[do_lower_case]
 
     ours = tokenization.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
     actual = [ours.tokenize(t) for t in texts]  # whole texts, one by one
-    assert_same_tokens(texts, expected, actual, lambda t: f"corpus {corpus_texts[t]}")
+    corpora.assert_same_tokens(texts, expected, actual, lambda t: f"corpus {corpus_texts[t]}")
 
     # The oracle's shortcut agrees with the reference run on whole texts.
     for i in range(0, len(texts), 8):
@@ -211,12 +60,12 @@ def test_full_tokenizer_matches_reference_on_all_shared_text(
 
 @pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
 def test_full_tokenizer_matches_reference_on_adversarial_text(
-        ref, vocab_for_case, adversarial_texts, do_lower_case):
+        vocab_for_case, adversarial_texts, reference_adversarial_tokens, do_lower_case):
     vocab_file = vocab_for_case[do_lower_case]
-    expected = reference_outputs(ref, vocab_file, do_lower_case, adversarial_texts, "adversarial")
+    expected = reference_adversarial_tokens[do_lower_case]
     ours = tokenization.FullTokenizer(str(vocab_file), do_lower_case=do_lower_case)
     actual = [ours.tokenize(t) for t in adversarial_texts]
-    assert_same_tokens(adversarial_texts, expected, actual, lambda t: "adversarial")
+    corpora.assert_same_tokens(adversarial_texts, expected, actual, lambda t: "adversarial")
     # The same again from a warm cache, and through a tiny cache that is emptied constantly.
     assert [ours.tokenize(t) for t in adversarial_texts] == expected
     tiny = tokenization.FullTokenizer(str(vocab_file), do_lower_case=do_lower_case, cache_size=3)
