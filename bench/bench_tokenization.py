@@ -4,12 +4,14 @@ Corpus: every line of ../shared/data/wikitext-2/{valid,test}.txt and every disti
 context (v1.1 and v2.0), uncased vocabulary, do_lower_case=True (what tests/corpora.py yields).
 Peers, each given the whole corpus as a list of strings and returning each line's word pieces
 (strings), run interleaved --rounds times in one process; each round builds every tokenizer anew
-(outside the timing), so word caches start empty in every round:
+(outside the timing), so word caches start empty in every round (FastTokenizer's compiled
+WordPiece models are built on first use and shared by the process: the warm-up builds them):
 
   reference         bert-tensorflow 1.0.4 FullTokenizer.tokenize, one line at a time
   bert_tf Full      bert_tf.tokenization.FullTokenizer.tokenize, one line at a time
   bert_tf Fast      bert_tf.fast_tokenization.FastTokenizer.tokenize_batch
-  bert_tf Fast+off  FastTokenizer.encode_batch (tokens, ids and character offsets)
+  bert_tf Fast+off  FastTokenizer.encode_batch (tokens, ids and character offsets: an int32
+                    [pieces, 2] numpy array per line)
   HF tokenizers     tokenizers.BertWordPieceTokenizer.encode_batch(add_special_tokens=False),
                     .tokens of each Encoding (offsets are computed by it too)
   keras-hub         keras_hub.tokenizers.BertTokenizer on tf.string batches, ids -> tokens
@@ -110,8 +112,9 @@ def main():
           f"contexts); batch_size={args.batch_size}; {args.rounds} rounds; "
           f"{os.cpu_count()} CPUs", file=sys.stderr)
     peers = make_peers(args.batch_size)
-    for factory in peers.values():  # warm-up: imports, TensorFlow start-up
-        factory()(texts[:50])
+    warm_up = texts[:50] + ["naïve café", "中文 \x00"]  # every FastTokenizer route
+    for factory in peers.values():  # warm-up: imports, TensorFlow start-up, model building
+        factory()(warm_up)
 
     seconds = {name: [] for name in peers}
     outputs = {}

@@ -36,15 +36,20 @@ the original keeps (they make their word `[UNK]`), treats ~800 other characters 
 (Unicode version: new punctuation, Cf, Mn, CJK Extension ranges), lower-cases without the final
 sigma rule ("ΟΔΟΣ" -> "οδοσ" instead of "οδος"), and `BertWordPieceTokenizer` matches literal
 "[MASK]"/"[CLS]" text as special tokens; tensorflow-text's FastBertTokenizer counts the word
-limit in bytes, and its BertTokenizer lower-cases by ICU case folding ("Straße" -> "strasse"). Normalizing with CPython's own Unicode
-database (the reference's) avoids all of them.
+limit in bytes, and its BertTokenizer lower-cases by ICU case folding ("Straße" -> "strasse").
+Normalizing with CPython's own Unicode database (the reference's) avoids all of them.
 
 Offsets are character indices into the text as given (after decoding bytes as UTF-8 with errors
 ignored, like `convert_to_unicode`), end exclusive. A piece covers the input characters it came
 from: accents removed by lower-casing stay inside the span of their letter, characters deleted
 by cleaning (controls, U+FFFD) are in no span, and an `[UNK]` covers its whole basic token.
 Pieces made from one input character that normalizes to several (a Hangul syllable's jamo under
-NFD) share that character's span.
+NFD) share that character's span. `encode_batch` returns them, and the ids, as int32 numpy
+arrays (see `Encoding`), sliced from one array per batch.
+
+Cost: TensorFlow is imported, and the library's WordPiece models built, on the first call that
+needs them (ASCII-only input builds one of the three); the models are shared by all
+FastTokenizers of the process with the same vocabulary.
 """
 import contextlib
 import functools
@@ -80,12 +85,16 @@ def _gc_paused():
 
 
 class Encoding:
-    """One text's word pieces (`tokens`, list of str), their vocabulary `ids` (list of int), and
-    `offsets`: an int32 numpy array [len(tokens), 2] of (start, end) character offsets into the
-    text, end exclusive (`start, end = encoding.offsets[i]`; `.tolist()` gives Python lists).
+    """One text's word pieces and where they are.
 
-    Offsets are one array per text, sliced from one array per batch: a Python tuple per piece
-    would cost more than the tokenization itself. `tokens, ids, offsets = encoding` unpacks it.
+    tokens:  list of str, the word pieces (FullTokenizer.tokenize's output).
+    ids:     int32 numpy array [len(tokens)], their vocabulary ids.
+    offsets: int32 numpy array [len(tokens), 2], each piece's (start, end) character offsets
+             into the text, end exclusive: `start, end = encoding.offsets[i]`.
+    `.tolist()` turns either into Python ints; `tokens, ids, offsets = encoding` unpacks it.
+
+    ids and offsets are views into one array per batch: a Python int per id and a tuple per
+    offset would cost more than the tokenization itself.
     """
     __slots__ = ("tokens", "ids", "offsets")
 
@@ -100,30 +109,26 @@ class Encoding:
     def __eq__(self, other):
         if not isinstance(other, Encoding):
             return NotImplemented
-        return (self.tokens == other.tokens and list(self.ids) == list(other.ids)
+        return (self.tokens == other.tokens and numpy.array_equal(self.ids, other.ids)
                 and numpy.array_equal(self.offsets, other.offsets))
 
     __hash__ = None
 
     def __repr__(self):
-        return (f"Encoding(tokens={self.tokens!r}, ids={self.ids!r}, "
+        return (f"Encoding(tokens={self.tokens!r}, ids={self.ids.tolist()!r}, "
                 f"offsets={self.offsets.tolist()!r})")
-
-
-_NO_OFFSETS = numpy.zeros([0, 2], numpy.int32)
 
 
 def _build_whitespace_classes():
     """(whitespace the original splits on, other `str.isspace()` characters) as regex classes.
 
     The original maps space, \\t, \\n, \\r and Zs to " ", deletes controls, then splits with
-    `str.split()`, which also splits on the remaining U+2028/U+2029.
+    `str.split()`, which also splits on the remaining U+2028/U+2029. Every Zs character is
+    `str.isspace()`, which is what `\\s` matches in a str pattern.
     """
     split_on, deleted = [], []
-    for cp in range(sys.maxunicode + 1):
-        char = chr(cp)
-        if char.isspace() or tokenization._is_whitespace(char):
-            (deleted if tokenization._clean_char(char) is None else split_on).append(char)
+    for char in re.findall(r"\s", "".join(map(chr, range(sys.maxunicode + 1)))):
+        (deleted if tokenization._clean_char(char) is None else split_on).append(char)
     return "".join(map(re.escape, split_on)), "".join(map(re.escape, deleted))
 
 
@@ -284,7 +289,12 @@ class FastTokenizer:
         self.cache_size = cache_size
         self._unk_id = self.vocab[_UNK]
         size = max(self.inv_vocab) + 1
-        self._token_array = numpy.array([self.inv_vocab.get(i) for i in range(size)], dtype=object)
+        tokens = [self.inv_vocab.get(i) for i in range(size)]
+        self._token_array = numpy.array(tokens, dtype=object)
+        # The library's vocabulary: its ids are list positions, so unused ids get strings no
+        # word can contain (they have spaces, and "[" is punctuation).
+        self._library_vocab = tuple(t if t else f"[bert_tf unused id {i}]"
+                                    for i, t in enumerate(tokens))
         self._libraries = {}  # built on first use by `_library`
         # Characters a text may consist of to go to the library end to end (ASCII ones, plus
         # others once checked by `_check_plain_chars`), and characters found not to.
@@ -313,7 +323,8 @@ class FastTokenizer:
         return self.encode_batch([text])[0]
 
     def encode_batch(self, texts):
-        """For each text, an `Encoding`: tokens, ids and (start, end) character offsets."""
+        """For each text, an `Encoding`: tokens, ids (int32 array) and (start, end) character
+        offsets (int32 array [pieces, 2])."""
         return self._run(texts, with_offsets=True)
 
     def convert_tokens_to_ids(self, tokens):
@@ -375,21 +386,36 @@ class FastTokenizer:
         own, so one probe "a<char>b" per character decides it.
         """
         candidates = []
+        other_chars, plain_table = self._other_chars, self._plain_table
+        do_lower_case = self.do_lower_case
+        category, decomposition = unicodedata.category, unicodedata.decomposition
+        combining, is_cjk = unicodedata.combining, tokenization._is_chinese_char
+        # (Runs once per new character, up to every code point: `tokenization._clean_char` and
+        # `_stripped` inlined, with one category lookup per character.)
         for char in chars:
-            cleaned = tokenization._clean_char(char)
-            # not deleted, not CJK (" c "), not a lone surrogate (the library takes UTF-8)
-            ok = cleaned is not None and len(cleaned) != 3 and not _SURROGATE.match(char)
+            cp = ord(char)
+            kind = category(char)
+            if (cp == 0 or cp == 0xFFFD or kind == "Cs" or is_cjk(cp)
+                    or (kind in ("Cc", "Cf") and char not in "\t\n\r")):
+                other_chars.add(char)  # deleted, a CJK ideograph (" c "), or a lone surrogate
+                continue
             normalized = char
-            if ok and self.do_lower_case:
+            if do_lower_case:
                 lowered = char.lower()
-                normalized = _stripped(lowered) if len(lowered) == 1 else None
-                ok = char != "\u03a3" and normalized is not None and len(normalized) == 1
-                if ok and normalized != lowered:
-                    self._plain_table[ord(lowered)] = normalized
-            if ok:
-                candidates.append((char, normalized, cleaned == " " or char.isspace()))
-            else:
-                self._other_chars.add(char)
+                if len(lowered) != 1 or char == "\u03a3":  # "Σ": depends on the context
+                    other_chars.add(char)
+                    continue
+                if (lowered != char or kind == "Mn" or combining(char) or decomposition(char)
+                        or 0xAC00 <= cp <= 0xD7A3):  # (Hangul: no listed decomposition)
+                    normalized = _stripped(lowered)
+                    if normalized is None or len(normalized) != 1:
+                        other_chars.add(char)
+                        continue
+                    if normalized != lowered:
+                        plain_table[ord(lowered)] = normalized
+                # else NFD(char) is char, not a combining character: unchanged
+            is_space = kind == "Zs" or char.isspace()  # (\t \n \r too)
+            candidates.append((char, normalized, is_space))
         if len(self._plain_table) != self._plain_mapped_size:
             self._plain_mapped = re.compile(
                 "[%s]" % "".join(re.escape(chr(cp)) for cp in self._plain_table))
@@ -433,11 +459,7 @@ class FastTokenizer:
         the same vocabulary."""
         library = self._libraries.get(name)
         if library is None:
-            # The library's ids are list positions: fill unused ids with strings no word can
-            # contain (they have spaces, and "[" is punctuation).
-            tokens = tuple(t if t else f"[bert_tf unused id {i}]"
-                           for i, t in enumerate(self._token_array))
-            library = _build_library(tokens, *self._LIBRARY_SETTINGS[name])
+            library = _build_library(self._library_vocab, *self._LIBRARY_SETTINGS[name])
             self._libraries[name] = library
         return library
 
@@ -461,7 +483,7 @@ class FastTokenizer:
         ragged, begins, ends = tokenizer.tokenize_with_offsets(texts)
         ids = ragged.flat_values.numpy()
         tokens = self._token_array[ids].tolist()
-        ids = ids.tolist()
+        ids = ids.astype(numpy.int32)
         bounds = ragged.row_splits.numpy()
         offsets = numpy.empty([len(tokens), 2], numpy.int32)
         offsets[:, 0] = begins.flat_values.numpy()
@@ -486,7 +508,7 @@ class FastTokenizer:
         entries = list(map(self._ids_offsets.__getitem__, words))
         first, second, third = (operator.itemgetter(k) for k in range(3))
         tokens = list(_chain(map(self._tokens.__getitem__, words)))
-        ids = list(_chain(map(first, entries)))
+        ids = numpy.fromiter(_chain(map(first, entries)), numpy.int32, len(tokens))
         pieces_per_word = numpy.fromiter(map(len, map(first, entries)), numpy.int64, len(words))
         # Absolute offsets: each word's start, repeated once per piece, plus the piece's offsets
         # relative to the word.

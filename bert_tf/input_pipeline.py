@@ -38,7 +38,7 @@ def check_first_record(path, feature_spec, hint=""):
     from bert_tf.errors import file_error
     try:
         record = next(iter(tf.data.TFRecordDataset([str(path)]).take(1)), None)
-    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+    except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
         raise file_error(path, "not a TFRecord file (corrupted record at offset 0)") from None
     if record is None:
         raise file_error(path, "holds no record")

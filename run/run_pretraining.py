@@ -194,12 +194,13 @@ def main(argv):
 
     log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
         + (" ..." if len(input_files) > 5 else ""))
+    # The strategy first: Mirrored on logical CPUs must split the CPU before TF runs any op.
+    strategy_kind, strategy = build_strategy()
     input_pipeline.check_first_record(
         input_files[0], pretraining_feature_spec(FLAGS.max_seq_length,
                                                  FLAGS.max_predictions_per_seq),
         hint=f" (do --max_seq_length={FLAGS.max_seq_length} and --max_predictions_per_seq="
              f"{FLAGS.max_predictions_per_seq} match the data?)")
-    strategy_kind, strategy = build_strategy()
     chief = is_chief(strategy)
     if FLAGS.seed is not None:
         keras.utils.set_random_seed(FLAGS.seed)

@@ -1,6 +1,5 @@
 """bert_tf.training and bert_tf.distribution in-process: mixed precision, XLA, LAMB, gradient
 accumulation, a non-finite loss, and the TPU set-up path (without a TPU)."""
-import os
 
 import keras
 import numpy as np
