@@ -359,7 +359,9 @@ class FastTokenizer:
         other = []  # non-ASCII texts
         for i, text in enumerate(texts):
             if text.isascii():
-                routes["ascii" if _ASCII_DELETED.search(text) is None else "words"].append(i)
+                # (printable ASCII has nothing to delete; isprintable() is the cheaper test)
+                plain_ascii = text.isprintable() or _ASCII_DELETED.search(text) is None
+                routes["ascii" if plain_ascii else "words"].append(i)
             else:
                 other.append(i)
         # New characters of the whole batch are checked together (one probe call).

@@ -4,8 +4,8 @@ Oracle: the reference (bert-tensorflow 1.0.4) FullTokenizer / BasicTokenizer, on
   * every distinct text of ../shared/data (tests/corpora.py), uncased and cased, each text once
     (the reference runs once per distinct whitespace word, the oracle shortcut of
     tests/test_tokenization.py, which checks it against whole texts);
-  * the adversarial texts of tests/test_tokenization.py plus the cases where the libraries differ
-    from the original, each named below, through each of the tokenizer's routes (ASCII text to
+  * the adversarial texts (corpora.adversarial_texts) plus the cases where the libraries differ
+    from the original (corpora.LIBRARY_DIFFERENCES), each a named test, through each of the tokenizer's routes (ASCII text to
     the library, other text to the library after a one-to-one character map, the exact word
     route) and in mixed batches;
   * every Unicode code point as a word and between letters.
