@@ -86,10 +86,15 @@ def write_corpus(path, num_documents, seed=0):
 
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("output_file", None, "Where to write the corpus (one sentence per line, "
-                    "blank line between documents).")
-flags.DEFINE_integer("num_documents", 2000, "How many documents (invented people) to write.")
-flags.DEFINE_integer("seed", 0, "Random seed; the same seed gives the same corpus.")
+
+
+def define_flags():
+    """Defined on demand, not at import: tests import this module beside the reference's
+    create_pretraining_data, whose --output_file would clash."""
+    flags.DEFINE_string("output_file", None, "Where to write the corpus (one sentence per line, "
+                        "blank line between documents).")
+    flags.DEFINE_integer("num_documents", 2000, "How many documents (invented people) to write.")
+    flags.DEFINE_integer("seed", 0, "Random seed; the same seed gives the same corpus.")
 
 
 def main(argv):
@@ -103,6 +108,7 @@ def main(argv):
 
 
 def console_main():
+    define_flags()
     run_main(main)
 
 
