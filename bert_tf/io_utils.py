@@ -9,9 +9,34 @@ import contextlib
 import os
 import uuid
 
+from bert_tf.errors import file_error
+
 
 def is_url(path):
     return "://" in str(path)
+
+
+def open_input(path, what="input file"):
+    """Opens `path` for binary reading: local paths by `open`, URLs (gs://...) by tf.io.gfile.
+
+    A missing, directory or unreadable path raises an InputError naming it and `what` it is
+    ("input file", "vocabulary file", ...).
+    """
+    path = os.fspath(path)
+    try:
+        if is_url(path):
+            import tensorflow as tf  # only for remote file systems
+
+            if not tf.io.gfile.exists(path):
+                raise FileNotFoundError(path)
+            return tf.io.gfile.GFile(path, "rb")
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise file_error(path, f"{what} not found") from None
+    except IsADirectoryError:
+        raise file_error(path, f"is a directory, not a {what}") from None
+    except PermissionError:
+        raise file_error(path, f"{what} is not readable (permission denied)") from None
 
 
 def temporary_path(path):

@@ -220,14 +220,6 @@ def _decode(data, path, first_line_number):
                                f"byte {column} of the line)", line) from None
 
 
-def _open_binary(path):
-    if "://" in path:
-        import tensorflow as tf  # only for remote file systems (gs://, hdfs://, ...)
-
-        return tf.io.gfile.GFile(path, "rb")
-    return open(path, "rb")
-
-
 def iter_line_blocks(input_files, block_bytes=1 << 22):
     """Yields (path, first_line_number, list of stripped lines) in order, ~block_bytes at a time.
 
@@ -235,15 +227,7 @@ def iter_line_blocks(input_files, block_bytes=1 << 22):
     Memory is bounded by the block size whatever the file size.
     """
     for path in input_files:
-        try:
-            reader = _open_binary(path)
-        except FileNotFoundError:
-            raise file_error(path, "input file not found") from None
-        except IsADirectoryError:
-            raise file_error(path, "is a directory, not an input file") from None
-        except PermissionError:
-            raise file_error(path, "input file is not readable (permission denied)") from None
-        with reader:
+        with io_utils.open_input(path, "input file") as reader:
             line_number = 1
             rest = b""
             while True:

@@ -37,12 +37,12 @@ Deliberate differences from the original, all on bad input only:
 """
 import collections
 import itertools
-import os
 import re
 import unicodedata
 import warnings
 
 from bert_tf.errors import file_error
+from bert_tf.io_utils import open_input
 
 _UNUSED_TOKEN_RE = re.compile(r"^\[unused\d+\]$")
 
@@ -74,27 +74,6 @@ def printable_text(text):
     return convert_to_unicode(text)
 
 
-def _read_bytes(path):
-    """The whole file; local paths by `open`, anything with a scheme (gs://...) by tf.io.gfile."""
-    path = os.fspath(path)
-    try:
-        if "://" in path:
-            import tensorflow as tf  # only needed for remote file systems
-
-            if not tf.io.gfile.exists(path):
-                raise FileNotFoundError(path)
-            with tf.io.gfile.GFile(path, "rb") as f:
-                return f.read()
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise file_error(path, "vocabulary file not found") from None
-    except IsADirectoryError:
-        raise file_error(path, "is a directory, not a vocabulary file") from None
-    except PermissionError:
-        raise file_error(path, "vocabulary file is not readable (permission denied)") from None
-
-
 def load_vocab(vocab_file):
     """Loads a vocabulary file (one token per line) into an OrderedDict token -> id.
 
@@ -102,7 +81,8 @@ def load_vocab(vocab_file):
     token's id is its 0-based line number; a duplicated token keeps the last line's id (with a
     `DuplicateTokenWarning`). Raises `InputError` for a missing, empty or non-UTF-8 file.
     """
-    data = _read_bytes(vocab_file)
+    with open_input(vocab_file, "vocabulary file") as f:
+        data = f.read()
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the text after the final newline is not a line (readline() semantics)
