@@ -12,7 +12,8 @@ the outputs beyond float rounding:
   `bert_tf.checkpoints` splits/concatenates it to the original's separate query/key/value.
 - One transpose brings Q, K and V to [batch, heads, seq, head_size] together (then unstack,
   whose gradient is cheap).
-- Dense layers use bias_add, which oneDNN fuses with the matmul and the GELU.
+- Dense layers use bias_add, which oneDNN fuses with the matmul and the GELU; the GELU
+  derivative is one XLA-fused kernel (tf.custom_gradient).
 - No XLA needed: on CPU, oneDNN's matmuls beat XLA's (README, model section).
 - Under mixed precision, embedding lookups gather from the float32 table and cast only the gathered
   rows; LayerNorm and the log-softmax of the heads run in float32.
@@ -31,9 +32,27 @@ def truncated_normal(stddev):
     return keras.initializers.TruncatedNormal(stddev=stddev)
 
 
+_GELU_C = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+
+
+@tf.function(jit_compile=True)
+def _gelu_backward(x, dy):
+    # d/dx of 0.5 x (1 + tanh(u)), u = c (x + a x^3).
+    x2 = x * x
+    t = tf.tanh(_GELU_C * x * (1.0 + _GELU_A * x2))
+    return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * _GELU_C * (1.0 + 3.0 * _GELU_A * x2))
+
+
+@tf.custom_gradient
 def gelu(x):
-    """The original's GELU: the tanh approximation (its `modeling.gelu`)."""
-    return tf.nn.gelu(x, approximate=True)
+    """The original's GELU: the tanh approximation (its `modeling.gelu`).
+
+    The forward is tf.nn.gelu's (oneDNN fuses it with the preceding matmul + bias at inference);
+    the derivative runs as one XLA-fused elementwise kernel instead of ~12 separate memory-bound
+    ops on [B * T, intermediate] (BERT-Base fp32 train step: ~2-5% faster, noisy machine).
+    """
+    return tf.nn.gelu(x, approximate=True), lambda dy: _gelu_backward(x, dy)
 
 
 def gelu_exact(x):
