@@ -157,3 +157,18 @@ def _checked(key, value):
     if isinstance(value, bool) or not isinstance(value, kind) or not check(value):
         raise InputError(f"{key} must be {requirement}, got {value!r}")
     return value
+
+
+class SerializesBertConfig:
+    """get_config/from_config for a Keras object built as `cls(bert_config, **kwargs)`: the
+    config is stored as its dict. Mix in before the Keras base class."""
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(config=self.config.to_dict())
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        return cls(BertConfig.from_dict(config.pop("config")), **config)

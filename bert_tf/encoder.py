@@ -10,11 +10,11 @@ The weights are created at construction, so a checkpoint can be loaded before th
 import keras
 import tensorflow as tf
 
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, SerializesBertConfig
 from bert_tf.layers import BertEmbeddings, BertPooler, TransformerLayer, attention_bias_from_mask
 
 
-class BertEncoder(keras.Model):
+class BertEncoder(SerializesBertConfig, keras.Model):
     """Embeddings, `num_hidden_layers` transformer layers and the pooler of the original BERT.
 
     Args:
@@ -88,13 +88,3 @@ class BertEncoder(keras.Model):
             "encoder_outputs": encoder_outputs,
             "embedding_output": unflatten(embedding_output),
         }
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(config=self.config.to_dict())
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(BertConfig.from_dict(config.pop("config")), **config)

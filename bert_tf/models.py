@@ -12,14 +12,14 @@ holding its head outputs (float32) plus the encoder outputs.
 """
 import keras
 
-from bert_tf.config import BertConfig
+from bert_tf.config import BertConfig, SerializesBertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
                            TokenClassificationHead)
 
 
-class _TaskModel(keras.Model):
-    """Shared plumbing: config handling, the encoder, get_config/from_config."""
+class _TaskModel(SerializesBertConfig, keras.Model):
+    """Shared plumbing: config handling and the encoder."""
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
@@ -32,16 +32,6 @@ class _TaskModel(keras.Model):
         for head in heads:
             head.build(None)
         self.built = True
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(config=self.config.to_dict())
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        return cls(BertConfig.from_dict(config.pop("config")), **config)
 
 
 class BertPretrainer(_TaskModel):
