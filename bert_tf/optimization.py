@@ -68,28 +68,37 @@ def default_variable_name(variable):
 
 
 class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
-    """Shared part of AdamWeightDecay and Lamb: per-variable exclusion by original name."""
+    """Shared part of AdamWeightDecay and Lamb: Adam moments (slots named `slot_names`) and
+    per-variable exclusion from weight decay by original name."""
 
-    def __init__(self, learning_rate, weight_decay_rate, exclude_from_weight_decay,
-                 variable_name_fn, global_clipnorm, name, **kwargs):
+    slot_names = ("m", "v")
+
+    def __init__(self, learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+                 exclude_from_weight_decay, variable_name_fn, global_clipnorm, name, **kwargs):
         super().__init__(learning_rate=learning_rate, global_clipnorm=global_clipnorm,
                          name=name, **kwargs)
         self.weight_decay_rate = float(weight_decay_rate)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
         self.exclude_patterns = tuple(exclude_from_weight_decay or ())
         self.variable_name_fn = variable_name_fn or default_variable_name
         self._decay_flags = []
 
+    def is_excluded(self, variable_name):
+        """True if any exclusion pattern (LayerNorm, bias, ...) is found in the name."""
+        return any(re.search(pattern, variable_name) for pattern in self.exclude_patterns)
+
     def uses_weight_decay(self, variable_name):
         """The original's `_do_use_weight_decay`: False if any pattern is found in the name."""
-        if not self.weight_decay_rate:
-            return False
-        return not any(re.search(pattern, variable_name) for pattern in self.exclude_patterns)
+        return bool(self.weight_decay_rate) and not self.is_excluded(variable_name)
 
     def build(self, var_list):
         if self.built:
             return
         super().build(var_list)
         self._decay_flags = [self.uses_weight_decay(self.variable_name_fn(v)) for v in var_list]
+        self._m, self._v = self.add_optimizer_variables(var_list, list(self.slot_names))
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         """Identity: `bert_tf.training` all-reduces gradients before `apply`.
@@ -111,7 +120,8 @@ class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
     def get_config(self):
         config = super().get_config()
         config.update({"weight_decay_rate": self.weight_decay_rate,
-                       "exclude_from_weight_decay": list(self.exclude_patterns)})
+                       "exclude_from_weight_decay": list(self.exclude_patterns),
+                       "beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
         return config
 
 
@@ -127,20 +137,14 @@ class AdamWeightDecay(_DecoupledWeightDecayOptimizer):
     Slots are named `adam_m` / `adam_v` as in the original checkpoints.
     """
 
+    slot_names = ("adam_m", "adam_v")
+
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-6, exclude_from_weight_decay=ORIGINAL_EXCLUDE_FROM_WEIGHT_DECAY,
                  variable_name_fn=None, global_clipnorm=1.0, name="AdamWeightDecay", **kwargs):
-        super().__init__(learning_rate, weight_decay_rate, exclude_from_weight_decay,
-                         variable_name_fn, global_clipnorm, name, **kwargs)
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
-
-    def build(self, var_list):
-        if self.built:
-            return
-        super().build(var_list)
-        self._m, self._v = self.add_optimizer_variables(var_list, ["adam_m", "adam_v"])
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+                         exclude_from_weight_decay, variable_name_fn, global_clipnorm, name,
+                         **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
@@ -155,11 +159,6 @@ class AdamWeightDecay(_DecoupledWeightDecayOptimizer):
         self.assign(m, next_m)
         self.assign(v, next_v)
 
-    def get_config(self):
-        config = super().get_config()
-        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
-        return config
-
 
 @keras.saving.register_keras_serializable(package="bert_tf")
 class Lamb(_DecoupledWeightDecayOptimizer):
@@ -173,22 +172,20 @@ class Lamb(_DecoupledWeightDecayOptimizer):
     weight_decay_rate=0 and no exclusions this is exactly `keras.optimizers.Lamb`.
     """
 
+    slot_names = ("lamb_m", "lamb_v")
+
     def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-6, exclude_from_weight_decay=ORIGINAL_EXCLUDE_FROM_WEIGHT_DECAY,
                  variable_name_fn=None, global_clipnorm=1.0, name="Lamb", **kwargs):
-        super().__init__(learning_rate, weight_decay_rate, exclude_from_weight_decay,
-                         variable_name_fn, global_clipnorm, name, **kwargs)
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+                         exclude_from_weight_decay, variable_name_fn, global_clipnorm, name,
+                         **kwargs)
 
     def build(self, var_list):
         if self.built:
             return
         super().build(var_list)
-        self._m, self._v = self.add_optimizer_variables(var_list, ["lamb_m", "lamb_v"])
-        self._adapt_flags = [not any(re.search(p, self.variable_name_fn(v))
-                                     for p in self.exclude_patterns) for v in var_list]
+        self._adapt_flags = [not self.is_excluded(self.variable_name_fn(v)) for v in var_list]
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
@@ -212,11 +209,6 @@ class Lamb(_DecoupledWeightDecayOptimizer):
         self.assign_sub(variable, lr * update)
         self.assign(m, next_m)
         self.assign(v, next_v)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon})
-        return config
 
 
 def _read(variable):
