@@ -60,7 +60,15 @@ class BertEncoder(SerializesBertConfig, keras.Model):
         """The [vocab_size, hidden_size] table (the masked-LM output is tied to it)."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs, training=False):
+    def call(self, inputs, training=False, output_positions=None):
+        """Returns the outputs described in the module docstring.
+
+        `output_positions` ([B, P] int): for a loss that reads the last layer at a few positions
+        only (masked-LM pretraining): the last layer is then computed only at [CLS] (for the
+        pooler) and at these positions, and the result holds just "pooled_output" and
+        "positions_output" [B, P, H], the same values as gathering "sequence_output" (pretraining
+        BERT-Base at seq 128 with 20 predictions: about 5% fewer FLOPs per step).
+        """
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         segment_ids = inputs.get("segment_ids")
@@ -71,16 +79,26 @@ class BertEncoder(SerializesBertConfig, keras.Model):
         seq_length = input_ids.shape[1] or tf.shape(input_ids)[1]
         hidden_size = self.config.hidden_size
 
-        def unflatten(x):
-            return tf.reshape(x, [-1, seq_length, hidden_size])
+        def unflatten(x, length=seq_length):
+            return tf.reshape(x, [-1, length, hidden_size])
 
         x = self.embeddings(input_ids, segment_ids, training=training)
         embedding_output = x
         attention_bias = attention_bias_from_mask(input_mask, x.dtype)
+        *layers, last_layer = self.transformer_layers
         encoder_outputs = []
-        for layer in self.transformer_layers:
+        for layer in layers:
             x = layer(x, attention_bias, seq_length=seq_length, training=training)
             encoder_outputs.append(unflatten(x))
+        if output_positions is not None:
+            positions = tf.cast(output_positions, tf.int32)
+            positions = tf.concat([tf.zeros_like(positions[:, :1]), positions], axis=1)
+            x = last_layer(x, attention_bias, seq_length=seq_length, training=training,
+                           positions=positions)
+            x = unflatten(x, positions.shape[1] or tf.shape(positions)[1])
+            return {"pooled_output": self.pooler(x), "positions_output": x[:, 1:]}
+        x = last_layer(x, attention_bias, seq_length=seq_length, training=training)
+        encoder_outputs.append(unflatten(x))
         sequence_output = encoder_outputs[-1]
         return {
             "sequence_output": sequence_output,

@@ -1,8 +1,9 @@
 """Task heads on top of BertEncoder, with the original's math and variable layout.
 
 All heads return float32 (log-probs or logits) also under mixed precision.
-- MaskedLMHead (cls/predictions): gathers the masked positions first (as the original), then
-  transform (dense + activation + LayerNorm), output tied to the word embeddings + output bias.
+- MaskedLMHead (cls/predictions): on the hidden states at the masked positions (gathered first, as
+  the original), transform (dense + activation + LayerNorm), output tied to the word embeddings,
+  output bias.
 - NextSentenceHead (cls/seq_relationship): 2-way log-probs from the pooled output.
 - ClassificationHead (run_classifier's output_weights/output_bias): dropout + logits from the pooled
   output; num_labels=1 is regression.
@@ -12,7 +13,7 @@ All heads return float32 (log-probs or logits) also under mixed precision.
 import keras
 import tensorflow as tf
 
-from bert_tf.layers import HeadTransform, OutputProjection
+from bert_tf.layers import Dropout, HeadTransform, OutputProjection
 
 
 def gather_positions(sequence_output, positions):
@@ -21,7 +22,8 @@ def gather_positions(sequence_output, positions):
 
 
 class MaskedLMHead(keras.layers.Layer):
-    """Masked-LM log-probs [B, P, V] (float32) at `positions`, output tied to the word embeddings.
+    """Masked-LM log-probs [B, P, V] (float32) from the masked positions' hidden states, output
+    tied to the word embeddings.
 
     Args:
       embedding_table: a zero-argument callable returning the encoder's word-embedding variable
@@ -45,10 +47,10 @@ class MaskedLMHead(keras.layers.Layer):
                                            initializer="zeros", autocast=False)
         self.built = True
 
-    def call(self, sequence_output, positions):
-        num_positions = positions.shape[1] or tf.shape(positions)[1]
-        x = gather_positions(sequence_output, positions)
-        x = self.transform(tf.reshape(x, [-1, self.hidden_size]))
+    def call(self, masked_states):
+        """[B, P, H] hidden states at the masked positions (see `gather_positions`)."""
+        num_positions = masked_states.shape[1] or tf.shape(masked_states)[1]
+        x = self.transform(tf.reshape(masked_states, [-1, self.hidden_size]))
         table = tf.cast(self.embedding_table(), x.dtype)
         logits = tf.cast(tf.matmul(x, table, transpose_b=True), tf.float32)
         log_probs = tf.nn.log_softmax(tf.nn.bias_add(logits, self.output_bias), axis=-1)
@@ -97,7 +99,7 @@ class ClassificationHead(keras.layers.Layer):
         self.hidden_size = hidden_size
         self.dropout_rate = dropout_rate
         self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(dropout_rate, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout_rate, dtype=self.dtype_policy)
         self.projection = OutputProjection(num_labels, hidden_size, initializer_range,
                                            name="projection", dtype=self.dtype_policy)
 

@@ -15,7 +15,7 @@ import keras
 from bert_tf.config import BertConfig, SerializesBertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
-                           TokenClassificationHead)
+                           TokenClassificationHead, gather_positions)
 
 
 class _TaskModel(SerializesBertConfig, keras.Model):
@@ -48,10 +48,18 @@ class BertPretrainer(_TaskModel):
                                               name="seq_relationship", dtype=self.dtype_policy)
         self._finish_build(self.masked_lm, self.next_sentence)
 
-    def call(self, inputs, training=False):
-        outputs = dict(self.encoder(inputs, training=training))
-        outputs["masked_lm_log_probs"] = self.masked_lm(outputs["sequence_output"],
-                                                        inputs["masked_lm_positions"])
+    def call(self, inputs, training=False, return_encoder_outputs=True):
+        """`return_encoder_outputs=False` returns the heads' outputs and the pooled output only,
+        and then skips the last layer's work at positions the heads do not read (see
+        BertEncoder.call)."""
+        positions = inputs["masked_lm_positions"]
+        if return_encoder_outputs:
+            outputs = dict(self.encoder(inputs, training=training))
+            masked_states = gather_positions(outputs["sequence_output"], positions)
+        else:
+            outputs = dict(self.encoder(inputs, training=training, output_positions=positions))
+            masked_states = outputs.pop("positions_output")
+        outputs["masked_lm_log_probs"] = self.masked_lm(masked_states)
         outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
         return outputs
 

@@ -112,6 +112,23 @@ class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
 
     expects_reduced_gradients = True
 
+    def _clip_gradients(self, grads):
+        """No copy here: `_backend_update_step` folds the global-norm clipping into the update."""
+        return grads
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        """Hands (learning_rate, clip scale) to every `update_step`.
+
+        Keras would clip with one Square, one Sum and one Multiply writing a clipped copy of every
+        gradient (four passes over 110M floats for BERT-Base); here the global norm is one fused
+        read of each gradient and each update multiplies its gradient by the scale as it reads it.
+        The scale is Keras' (and the original's `tf.clip_by_global_norm`'s).
+        """
+        scale = (global_norm_clip_scale([g for g in grads if g is not None],
+                                        self.global_clipnorm)
+                 if self.global_clipnorm else tf.constant(1.0))
+        super()._backend_update_step(grads, trainable_variables, (learning_rate, scale))
+
     def decayed_variable_names(self):
         """Names (as matched) of the variables that get weight decay; for logs and tests."""
         return [self.variable_name_fn(v) for v, flag in
@@ -147,14 +164,16 @@ class AdamWeightDecay(_DecoupledWeightDecayOptimizer):
                          **kwargs)
 
     def update_step(self, gradient, variable, learning_rate):
+        learning_rate, clip_scale = learning_rate
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
         lr = tf.cast(learning_rate, variable.dtype)
         gradient = tf.cast(gradient, variable.dtype)
         decay = self.weight_decay_rate if self._decay_flags[index] else 0.0
         next_param, next_m, next_v = _adam_weight_decay_math(
-            _read(variable), _read(m), _read(v), tf.convert_to_tensor(gradient), lr,
-            self.beta_1, self.beta_2, self.epsilon, decay)
+            _read(variable), _read(m), _read(v), tf.convert_to_tensor(gradient),
+            tf.cast(clip_scale, variable.dtype), lr, self.beta_1, self.beta_2, self.epsilon,
+            decay)
         self.assign(variable, next_param)
         self.assign(m, next_m)
         self.assign(v, next_v)
@@ -188,10 +207,11 @@ class Lamb(_DecoupledWeightDecayOptimizer):
         self._adapt_flags = [not self.is_excluded(self.variable_name_fn(v)) for v in var_list]
 
     def update_step(self, gradient, variable, learning_rate):
+        learning_rate, clip_scale = learning_rate
         index = self._get_variable_index(variable)
         m, v = self._m[index], self._v[index]
         lr = tf.cast(learning_rate, variable.dtype)
-        gradient = tf.cast(gradient, variable.dtype)
+        gradient = tf.cast(gradient, variable.dtype) * tf.cast(clip_scale, variable.dtype)
         local_step = tf.cast(self.iterations + 1, variable.dtype)
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
         next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)
@@ -218,10 +238,26 @@ def _read(variable):
     return tf.convert_to_tensor(variable)
 
 
+@tf.function(jit_compile=True)
+def _squared_norms(tensors):
+    return tf.stack([tf.reduce_sum(tf.square(tf.cast(t, tf.float32))) for t in tensors])
+
+
+def global_norm_clip_scale(grads, clip_norm):
+    """The factor that clips `grads` to global norm `clip_norm`, as Keras' and the original's
+    `clip_by_global_norm` (NaN if the norm is not finite, so that the update shows it); the
+    squared norms are summed in one XLA computation that reads each gradient once."""
+    use_norm = tf.sqrt(tf.reduce_sum(_squared_norms([tf.convert_to_tensor(g) for g in grads])))
+    scale = clip_norm * tf.minimum(1.0 / use_norm, 1.0 / clip_norm)
+    return scale + (use_norm - use_norm)
+
+
 @tf.function(jit_compile=True, reduce_retracing=True)
-def _adam_weight_decay_math(param, m, v, grad, lr, beta_1, beta_2, epsilon, decay):
-    """The original's AdamWeightDecayOptimizer update, op for op, fused by XLA into one loop
-    (about twice as fast as running the ops one by one; XLA keeps the float32 op order)."""
+def _adam_weight_decay_math(param, m, v, grad, clip_scale, lr, beta_1, beta_2, epsilon, decay):
+    """The original's AdamWeightDecayOptimizer update, op for op, on the clipped gradient, fused
+    by XLA into one loop (about twice as fast as running the ops one by one; XLA keeps the
+    float32 op order)."""
+    grad = grad * clip_scale
     next_m = beta_1 * m + (1.0 - beta_1) * grad
     next_v = beta_2 * v + (1.0 - beta_2) * tf.square(grad)
     update = next_m / (tf.sqrt(next_v) + epsilon)

@@ -124,7 +124,7 @@ class PretrainingTask:
     """Masked-LM + next-sentence pretraining for the generic loops in `bert_tf.training`.
 
     The contract (shared by every task that uses bert_tf.training):
-      model_inputs(batch) -> what the model is called on;
+      outputs(model, batch, training) -> the model's outputs on the batch;
       normalizers(batch) -> dict of float32 sums over a batch (summed over shards by the loop);
       train_metrics(batch, outputs, normalizers) -> dict with "loss" and other scalars, each the
         shard's share of the global-batch value (the shares are summed by the loop);
@@ -135,8 +135,11 @@ class PretrainingTask:
     train_metric_names = ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
                           "next_sentence_accuracy")
 
-    def model_inputs(self, batch):
-        return {name: batch[name] for name in MODEL_INPUTS}
+    def outputs(self, model, batch, training):
+        """The heads' outputs only: the model then skips the last layer's work at positions
+        that neither head reads."""
+        inputs = {name: batch[name] for name in MODEL_INPUTS}
+        return model(inputs, training=training, return_encoder_outputs=False)
 
     def normalizers(self, batch):
         return {"masked_lm_weight": tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)),

@@ -126,6 +126,35 @@ def test_pretrainer_matches_reference(reference_pretraining):
     assert max_diff(model(unmasked)["sequence_output"][2], ref["sequence"][2]) > 1e-3
 
 
+def test_heads_only_pretrainer_matches_reference_and_full_gradients(reference_pretraining):
+    """return_encoder_outputs=False computes the last layer at [CLS] and the masked positions
+    only: the same log-probs as the reference, and the same gradients as the full model."""
+    prefix, inputs, ref = reference_pretraining
+    model = BertPretrainer(BertConfig.from_dict(SMALL_CONFIG))
+    load_checkpoint(model, prefix)
+    out = model(inputs, training=False, return_encoder_outputs=False)
+    assert sorted(out) == ["masked_lm_log_probs", "next_sentence_log_probs", "pooled_output"]
+    mlm = np.reshape(out["masked_lm_log_probs"], [-1, SMALL_CONFIG["vocab_size"]])
+    assert max_diff(mlm, ref["mlm"]) < 1e-5
+    assert max_diff(out["next_sentence_log_probs"], ref["nsp"]) < 1e-5
+    assert max_diff(out["pooled_output"], ref["pooled"]) < 1e-5
+
+    def gradients(return_encoder_outputs):
+        with tf.GradientTape() as tape:
+            out = model(inputs, training=False, return_encoder_outputs=return_encoder_outputs)
+            loss = (tf.reduce_sum(out["masked_lm_log_probs"][..., :5])
+                    + tf.reduce_sum(out["next_sentence_log_probs"][:, 0]))
+        return tape.gradient(loss, model.trainable_variables)
+
+    for full, pruned in zip(gradients(True), gradients(False)):
+        full, pruned = tf.convert_to_tensor(full), tf.convert_to_tensor(pruned)
+        assert max_diff(full, pruned) < 1e-5 * max(1.0, float(tf.reduce_max(tf.abs(full))))
+    last = model.encoder.transformer_layers[-1]
+    # The last layer's output-dense gradient is not zero, so the comparison above means something.
+    assert float(tf.reduce_max(tf.abs(gradients(False)[
+        [v.path for v in model.trainable_variables].index(last.output_dense.kernel.path)]))) > 0
+
+
 def test_compiled_and_mixed_precision_match_float32(reference_pretraining):
     prefix, inputs, ref = reference_pretraining
     config = BertConfig.from_dict(SMALL_CONFIG)
@@ -244,3 +273,70 @@ def test_config_file_errors(tmp_path):
     missing_vocab.write_text("{}")
     with pytest.raises(InputError, match="missing required key 'vocab_size'"):
         BertConfig.from_json_file(str(missing_vocab))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_dropout_rate_scale_gradient_and_fresh_masks(dtype):
+    """bert_tf's Dropout against the definition of inverted dropout (and keras.layers.Dropout's
+    interface): drop fraction = rate, kept elements scaled by 1 / (1 - rate), the gradient is
+    the same mask and scale, each call draws a new mask, no-op outside training."""
+    from bert_tf.layers import Dropout
+
+    layer = Dropout(0.1, seed=7, dtype=keras.DTypePolicy(dtype))
+    x = tf.ones([257, 1001], dtype)  # odd size: the 16-bit draws are cut to fit
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = layer(x, training=True)
+        loss = tf.reduce_sum(tf.cast(y, tf.float32) * 3.0)
+    grad = tape.gradient(loss, x)
+    y = np.asarray(tf.cast(y, tf.float32))
+    dropped = y == 0
+    assert abs(dropped.mean() - 0.1) < 0.003  # 257,257 draws: 5 standard deviations
+    # The drop probability is 6554 / 2^16 (16-bit draws), 6e-6 above the rate; the scale keeps
+    # the expectation.
+    rtol = 1e-2 if dtype == "bfloat16" else 1e-5
+    np.testing.assert_allclose(y[~dropped], 1 / 0.9, rtol=rtol)
+    np.testing.assert_allclose(np.asarray(tf.cast(grad, tf.float32)), 3.0 * y, rtol=rtol)
+    again = np.asarray(tf.cast(layer(x, training=True), tf.float32)) == 0
+    assert 0.05 < (again != dropped).mean() < 0.3  # a fresh, independent mask (expected 0.18)
+    assert np.array_equal(np.asarray(layer(x, training=False)), np.asarray(x))
+    compiled = tf.function(lambda t: layer(t, training=True), jit_compile=True)
+    assert abs(float(np.mean(np.asarray(tf.cast(compiled(x), tf.float32)) == 0)) - 0.1) < 0.003
+
+
+def test_fused_layer_norm_matches_keras_values_and_gradients():
+    """LayerNorm(x, residual) (one XLA pass each way, hand-written gradient) against Keras'
+    LayerNormalization of x + residual with automatic differentiation."""
+    from bert_tf.layers import LAYER_NORM_EPSILON, LayerNorm
+
+    rng = np.random.RandomState(0)
+    x, residual = (tf.constant(rng.randn(37, 48).astype(np.float32) * 3 + 1) for _ in range(2))
+    fused = LayerNorm("fused")
+    reference = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON)
+    for layer in (fused, reference):
+        layer.build((None, 48))
+        layer.gamma.assign(rng.randn(48).astype(np.float32))
+        layer.beta.assign(rng.randn(48).astype(np.float32))
+    reference.set_weights(fused.get_weights())
+    upstream = tf.constant(rng.randn(37, 48).astype(np.float32))
+
+    def value_and_grads(fn, layer):
+        with tf.GradientTape() as tape:
+            tape.watch([x, residual])
+            y = fn()
+            loss = tf.reduce_sum(y * upstream)
+        return [y] + tape.gradient(loss, [x, residual, layer.gamma, layer.beta])
+
+    ours = value_and_grads(lambda: fused(x, residual), fused)
+    theirs = value_and_grads(lambda: reference(x + residual), reference)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    assert float(tf.reduce_max(tf.abs(ours[1]))) > 0.1  # the gradients are not trivially 0
+
+    half = LayerNorm("half", dtype=keras.DTypePolicy("mixed_bfloat16"))
+    half.build((None, 48))
+    half.set_weights(fused.get_weights())
+    y = half(tf.cast(x, tf.bfloat16), tf.cast(residual, tf.bfloat16))
+    assert y.dtype == tf.bfloat16 and half.gamma.dtype == "float32"
+    np.testing.assert_allclose(np.asarray(tf.cast(y, tf.float32)), np.asarray(theirs[0]),
+                               rtol=0.05, atol=0.05)
