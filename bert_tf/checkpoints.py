@@ -15,12 +15,16 @@ It returns a LoadReport: which of the model's variables were loaded and which ar
 fresh task head), and which checkpoint variables were unused. A shape mismatch raises InputError
 naming the variable.
 
+`load_original_training_state(model, optimizer, path)` continues a training run of the original
+run_pretraining: weights, Adam moments (into our AdamWeightDecay's adam_m/adam_v slots) and
+global_step (into optimizer.iterations).
+
 `write_tf1_checkpoint(model, path)` writes the model's weights in the original naming (the fused
 query/key/value projection split back into query, key and value) so that the original release
 and tools built on it restore them.
 
 Every model variable has one original name: `original_variable_map(model)` is the single table
-that loading and writing both use.
+that loading and writing weights, and loading the original's Adam moments, all use.
 """
 import collections
 import dataclasses
@@ -228,9 +232,12 @@ def _part_shape(part):
     return shape[:-1] + (shape[-1] // part.count,)
 
 
-def _load_named(model, values, path, fmt):
-    """Loads from a name -> array mapping in the original naming."""
-    parts = original_variable_map(model)
+def _assign_parts(parts, values, path):
+    """Assigns each variable of `parts` from a name -> array mapping in the original naming.
+
+    A variable stored as several original parts (the fused QKV) gets their concatenation.
+    Returns (loaded names, new names: not in `values`, used names).
+    """
     by_variable = collections.OrderedDict()
     for part in parts:
         by_variable.setdefault(id(part.variable), []).append(part)
@@ -255,9 +262,62 @@ def _load_named(model, values, path, fmt):
         used.update(p.name for p in variable_parts)
     for variable, value in assignments:
         variable.assign(value.astype(variable.dtype))
+    return loaded, new, used
+
+
+def _load_named(model, values, path, fmt):
+    """Loads weights from a name -> array mapping in the original naming."""
+    loaded, new, used = _assign_parts(original_variable_map(model), values, path)
     skipped = [n for n in values if _is_skipped(n)]
     unused = sorted(n for n in values if n not in used and not _is_skipped(n))
     return LoadReport(path, fmt, loaded, new, unused, len(skipped))
+
+
+def is_original_checkpoint(path):
+    """True for a TF1 name-based checkpoint (the original's), False for our TF2 object ones."""
+    shapes = tf.train.load_checkpoint(os.fspath(path)).get_variable_to_shape_map()
+    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in shapes
+
+
+def load_original_training_state(model, optimizer, path):
+    """Continues a training run of the original release from its checkpoint `path`.
+
+    Loads the weights, the original AdamWeightDecayOptimizer's moments (`<name>/adam_m`,
+    `<name>/adam_v`) into the slots of our `AdamWeightDecay` (same names, same update), and
+    `global_step` into `optimizer.iterations`, so the learning-rate schedule continues where the
+    original stopped. The moments are mapped through `original_variable_map`, as the weights:
+    the slot of our fused QKV kernel is the concatenation of the query, key and value slots.
+    `optimizer` (maybe inside a LossScaleOptimizer) must be built on model.trainable_variables.
+    Returns a LoadReport; InputError if a weight, a moment or global_step is missing, or if the
+    optimizer is not AdamWeightDecay (the original has no other).
+    """
+    from bert_tf.optimization import AdamWeightDecay
+
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not isinstance(inner, AdamWeightDecay):
+        raise file_error(path, f"is a checkpoint of the original run_pretraining, whose optimizer "
+                               f"is AdamWeightDecay (adamw); it cannot continue with "
+                               f"{type(inner).__name__}")
+    values = _ReaderValues(tf.train.load_checkpoint(path))
+    if "global_step" not in values:
+        raise file_error(path, "has no global_step: not a training checkpoint of the original "
+                               "run_pretraining (use it to initialise a new run instead)")
+    parts = original_variable_map(model)
+    slot_parts = []
+    for slot_name, slots in zip(inner.slot_names, (inner._m, inner._v)):
+        slot_parts += [Part(f"{p.name}/{slot_name}", slots[inner._get_variable_index(p.variable)],
+                            p.index, p.count) for p in parts]
+    loaded, used = [], set()
+    for kind, kind_parts in (("weight", parts), ("Adam moment", slot_parts)):
+        kind_loaded, new, kind_used = _assign_parts(kind_parts, values, path)
+        if new:
+            raise file_error(path, f"has no {kind} {new[0]} ({len(new)} missing): cannot continue "
+                                   f"this run from it")
+        loaded += kind_loaded
+        used |= kind_used
+    inner.iterations.assign(int(values["global_step"]))
+    unused = sorted(n for n in values if n not in used and n not in SKIPPED_NAMES)
+    return LoadReport(path, "tf1 training state", loaded, [], unused, skipped=1)
 
 
 def _object_paths(root):

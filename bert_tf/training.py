@@ -1,8 +1,9 @@
 """A generic custom training loop and eval loop on tf.distribute, reused by every task.
 
 The task-specific part is a small *task* object (see `bert_tf.pretraining.PretrainingTask`):
-    model_inputs(batch), normalizers(batch), train_metrics(batch, outputs, normalizers) -> {"loss",
-    ...}, train_metric_names, eval_sums(batch, outputs), eval_results(step_sums, global_step).
+    outputs(model, batch, training), normalizers(batch), train_metrics(batch, outputs,
+    normalizers) -> {"loss", ...}, train_metric_names, eval_sums(batch, outputs),
+    eval_results(step_sums, global_step).
 Everything else lives here, once:
 
 - `iterations_per_loop` steps per tf.function call (strategy.run in a tf.range loop), so the host
@@ -18,7 +19,8 @@ Everything else lives here, once:
 - Checkpoints (model, optimizer slots, step = optimizer.iterations) every `save_checkpoints_steps`
   through tf.train.CheckpointManager, keeping `keep_checkpoint_max`; TF writes the data and index
   under temporary names and replaces the `checkpoint` state file atomically, so a crash never
-  leaves a half-written latest checkpoint. Rerunning resumes from the latest one.
+  leaves a half-written latest checkpoint. Rerunning resumes from the latest one, which may also
+  be a checkpoint of the original's run_pretraining (weights, Adam moments, global_step).
 - TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
   progress lines (bert_tf.progress) with steps/s, examples/s and ETA, and a stop with a message
   naming the step when the loss is not finite.
@@ -32,6 +34,7 @@ import time
 import keras
 import tensorflow as tf
 
+from bert_tf import checkpoints
 from bert_tf.distribution import is_chief
 from bert_tf.progress import Progress
 
@@ -103,7 +106,7 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
     def forward_backward(batch, normalizers):
         variables = model.trainable_variables
         with tf.GradientTape() as tape:
-            outputs = model(task.model_inputs(batch), training=True)
+            outputs = task.outputs(model, batch, training=True)
             metrics = task.train_metrics(batch, outputs, normalizers)
             loss = optimizer.scale_loss(metrics["loss"]) if scales_loss else metrics["loss"]
         grads = tape.gradient(loss, variables)
@@ -174,10 +177,17 @@ def _worker_checkpoint_dir(model_dir, strategy):
     return os.path.join(model_dir, f".worker_{strategy.cluster_resolver.task_id}")
 
 
-def restore_latest(checkpoint, manager):
-    """Restores the latest checkpoint of `manager`; returns its path or None."""
+def restore_latest(checkpoint, manager, model, optimizer):
+    """Restores the latest checkpoint of `manager`; returns its path or None.
+
+    The latest may be ours or one written by the original release's run_pretraining in the same
+    directory (TF1 names): then its weights, Adam moments and global_step are loaded, so a run
+    moved from the original continues (and our later checkpoints, being newer, win on reruns).
+    """
     latest = manager.latest_checkpoint
-    if latest:
+    if latest and checkpoints.is_original_checkpoint(latest):
+        checkpoints.load_original_training_state(model, optimizer, latest)
+    elif latest:
         checkpoint.restore(latest).assert_existing_objects_matched()
     return latest
 
@@ -187,8 +197,8 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
 
     `model` and `optimizer` must have been created under `strategy.scope()`. `dataset_fn(ctx)`
     returns per-replica batches of config.global_batch_size / replicas examples. If model_dir
-    has a checkpoint, training resumes from it; otherwise `init_fn()` (if given) initialises the
-    model (e.g. from --init_checkpoint).
+    has a checkpoint (ours, or the original's), training resumes from it; otherwise `init_fn()`
+    (if given) initialises the model (e.g. from --init_checkpoint).
     """
     chief = is_chief(strategy)
     with strategy.scope():
@@ -197,7 +207,7 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
     manager = tf.train.CheckpointManager(checkpoint, config.model_dir,
                                          max_to_keep=config.keep_checkpoint_max,
                                          checkpoint_name=CHECKPOINT_NAME)
-    restored = restore_latest(checkpoint, manager)
+    restored = restore_latest(checkpoint, manager, model, optimizer)
     if restored:
         log(f"resuming from {restored} at step {global_step(optimizer)}")
     elif init_fn is not None:
@@ -265,7 +275,7 @@ def evaluate(strategy, model, task, dataset_fn, num_steps, name="eval"):
     """Runs `num_steps` eval steps; returns the list of per-step sums (summed over replicas)."""
 
     def replica_step(batch):
-        return task.eval_sums(batch, model(task.model_inputs(batch), training=False))
+        return task.eval_sums(batch, task.outputs(model, batch, training=False))
 
     @tf.function
     def eval_step(iterator):

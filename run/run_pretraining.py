@@ -10,10 +10,14 @@ Same flags, defaults, loss, optimizer, eval metrics and eval_results.txt as the 
 LAMB, gradient accumulation, resumable checkpoints and progress/TensorBoard output.
 
 Training resumes from the latest checkpoint in --output_dir when there is one (rerun the same
-command after a crash). --do_eval evaluates the model just trained, or else the latest checkpoint
-in --output_dir (ours, or one written by the original's run_pretraining), or else
---init_checkpoint, on the first max_eval_steps * eval_batch_size records of --input_file in file
-order, and writes output_dir/eval_results.txt.
+command after a crash), also from one written by the original's run_pretraining: its weights,
+Adam moments and global_step are loaded, so a run moved from the original continues where it
+stopped (same learning-rate schedule) and writes our checkpoints from then on (adamw only).
+
+--do_eval evaluates the model just trained, or else the latest checkpoint in --output_dir (ours,
+or one written by the original's run_pretraining), or else --init_checkpoint, on the first
+max_eval_steps * eval_batch_size records of --input_file in file order, and writes
+output_dir/eval_results.txt.
 """
 import os
 import sys
@@ -127,12 +131,6 @@ def load_bert_config():
     return BertConfig.from_json_file(FLAGS.bert_config_file)
 
 
-def is_original_checkpoint(path):
-    """True for a TF1 name-based checkpoint (the original's), False for a TF2 object one."""
-    import tensorflow as tf
-    return "_CHECKPOINTABLE_OBJECT_GRAPH" not in tf.train.load_checkpoint(path).get_variable_to_shape_map()
-
-
 def load_init_checkpoint(model, path, log):
     from bert_tf.checkpoints import load_checkpoint
     report = load_checkpoint(model, path)
@@ -174,7 +172,7 @@ def main(argv):
     logging.set_verbosity(logging.WARNING)  # TF's INFO chatter would bury the progress lines
 
     from bert_tf import input_pipeline, optimization, training
-    from bert_tf.checkpoints import original_variable_map
+    from bert_tf.checkpoints import is_original_checkpoint, original_variable_map
     from bert_tf.distribution import is_chief
     from bert_tf.io_utils import atomic_open
     from bert_tf.models import BertPretrainer
@@ -188,6 +186,13 @@ def main(argv):
     validate_flags(bert_config)
     input_files = expand_globs(FLAGS.input_file, "input_file")
     tf.io.gfile.makedirs(FLAGS.output_dir)
+    latest = tf.train.latest_checkpoint(FLAGS.output_dir)
+    original_latest = latest if latest and is_original_checkpoint(latest) else None
+    if FLAGS.do_train and original_latest and FLAGS.optimizer != "adamw":
+        raise flag_error("optimizer", f"{FLAGS.optimizer}: --output_dir holds a checkpoint of the "
+                                      f"original run_pretraining ({original_latest}), which "
+                                      f"trains with adamw; continue it with --optimizer=adamw, or "
+                                      f"pass it as --init_checkpoint with a new --output_dir")
 
     def log(message):
         print(message, file=sys.stderr, flush=True)
@@ -226,13 +231,7 @@ def main(argv):
         if FLAGS.init_checkpoint:
             load_init_checkpoint(model, FLAGS.init_checkpoint, log)
 
-    latest = tf.train.latest_checkpoint(FLAGS.output_dir)
-    original_latest = latest if latest and is_original_checkpoint(latest) else None
     if FLAGS.do_train:
-        if original_latest:
-            raise flag_error("output_dir", f"holds a checkpoint of the original run_pretraining "
-                                           f"({original_latest}); resuming it is not supported: "
-                                           f"pass it as --init_checkpoint with a new --output_dir")
         config = training.TrainConfig(
             model_dir=FLAGS.output_dir, num_train_steps=FLAGS.num_train_steps,
             global_batch_size=FLAGS.train_batch_size,

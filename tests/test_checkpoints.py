@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.checkpoints import hf_directory_files, load_checkpoint, write_tf1_checkpoint
+from bert_tf import optimization
+from bert_tf.checkpoints import (hf_directory_files, is_original_checkpoint, load_checkpoint,
+                                 load_original_training_state, write_tf1_checkpoint)
 from bert_tf.config import BertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.errors import InputError
@@ -46,6 +48,28 @@ def test_tf1_checkpoint_with_adam_slots_and_global_step(refbert, tmp_path):
     assert "bert/encoder/layer_2/attention/self/value/kernel" in report.loaded
     assert max_diff(classifier(inputs)["pooled_output"], ref["pooled"]) < 1e-5
     assert "2 new" in str(report)
+
+
+def test_original_training_state_needs_moments_step_and_adamw(refbert, tmp_path):
+    """Continuing an original run (the full check against the reference is in
+    test_pretraining_run.py) refuses checkpoints without every Adam moment or global_step, and
+    optimizers other than the original's AdamWeightDecay."""
+    extra = [("bert/embeddings/word_embeddings/adam_m", [99, 32]), ("global_step", [])]
+    build_reference(refbert, tmp_path / "partial" / "model.ckpt", make_inputs(),
+                    extra_variables=extra)
+    model = BertPretrainer(BertConfig.from_dict(SMALL_CONFIG))
+    write_tf1_checkpoint(model, tmp_path / "weights" / "model.ckpt")  # weights only, no step
+    cases = [("partial", "lamb", r"whose optimizer is AdamWeightDecay \(adamw\); it cannot "
+                                 r"continue with Lamb"),
+             ("partial", "adamw", r"has no Adam moment bert/embeddings/token_type_embeddings/"
+                                  r"adam_m \(\d+ missing\)"),
+             ("weights", "adamw", "has no global_step")]
+    for directory, optimizer_type, message in cases:
+        optimizer = optimization.create_optimizer(1e-3, 10, 1, optimizer_type)
+        optimizer.build(model.trainable_variables)
+        with pytest.raises(InputError, match=message):
+            load_original_training_state(model, optimizer, str(tmp_path / directory / "model.ckpt"))
+    assert is_original_checkpoint(str(tmp_path / "weights" / "model.ckpt"))
 
 
 def test_shape_mismatch_names_the_variable(refbert, tmp_path):

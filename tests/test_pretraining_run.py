@@ -4,6 +4,8 @@
   global_step included) equals the original's eval on the same records;
 - training from the original's initial checkpoint gives, after N steps, the same eval results as
   N steps of the original's training (same batches, dropout off);
+- a run of the original moved to ours mid-way (its output_dir) continues: N original steps + M of
+  ours = N + M original steps (weights and Adam moments); LAMB refuses to continue it;
 - OneDevice, Mirrored on 2 logical CPUs and MultiWorkerMirrored with 2 worker processes on
   127.0.0.1 give the same loss curve for the same global batch;
 - a run killed with SIGKILL mid-way resumes from its last checkpoint and ends at num_train_steps;
@@ -99,6 +101,69 @@ def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
     assert_same_results(read_eval_results(os.path.join(original_dir, "eval_results.txt")), reference)
     # Our 3 training steps from the original's initial weights = the original's 3 steps.
     assert_same_results(read_eval_results(os.path.join(ours_dir, "eval_results.txt")), reference)
+
+
+def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_path):
+    """The original trains N=2 steps into --output_dir; ours continues it to N+M=4 steps (its
+    weights, Adam moments and global_step, so the same learning rate); the result equals the
+    original's 4 steps from the start. Batches of 10 in file order: every 2 steps see the same
+    2 batches (one per file), so ours, whose input restarts, sees the original's batches 3 and 4.
+    """
+    import shutil
+    from bert_tf import optimization, training
+    from bert_tf.checkpoints import original_variable_map
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertPretrainer
+
+    rp = fx.reference_run_pretraining(refbert, monkeypatch)
+    schedule = dict(learning_rate=1e-3, num_train_steps=4, num_warmup_steps=1)
+    moved_dir, lamb_dir, full_dir = (str(tmp_path / name) for name in ("moved", "lamb", "full"))
+    fx.reference_train(rp, refbert, workspace["paths"], moved_dir, steps=2, batch_size=10,
+                       **schedule)
+    full = fx.reference_train(rp, refbert, workspace["paths"], full_dir, steps=4,
+                              batch_size=10, **schedule)
+    shutil.copytree(moved_dir, lamb_dir)
+    line = command(workspace["config"], workspace["inputs"], moved_dir, do_train=True,
+                   deterministic_input=True, train_batch_size=10, save_checkpoints_steps=1,
+                   **schedule)
+    lamb = start(command(workspace["config"], workspace["inputs"], lamb_dir, do_train=True,
+                         optimizer="lamb", **schedule))
+    output = run(line)
+    assert f"resuming from {moved_dir}/model.ckpt-2 at step 2" in output
+    lamb_output, _ = lamb.communicate(timeout=120)
+    assert lamb.returncode == 2, lamb_output[-3000:]
+    assert lamb_output.strip().splitlines()[-1].startswith(
+        "error: --optimizer: lamb: --output_dir holds a checkpoint of the original run_pretraining")
+    assert tf.train.latest_checkpoint(moved_dir) == f"{moved_dir}/model.ckpt-4"
+
+    # A rerun resumes from the newest checkpoint, ours (the original's model.ckpt-2 is older).
+    model = BertPretrainer(BertConfig.from_dict(fx.TINY_CONFIG))
+    optimizer = optimization.create_optimizer(schedule["learning_rate"], 4, 1)
+    optimizer.build(model.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    manager = tf.train.CheckpointManager(checkpoint, moved_dir, max_to_keep=5)
+    assert training.restore_latest(checkpoint, manager, model, optimizer) == \
+        f"{moved_dir}/model.ckpt-4"
+    assert int(optimizer.iterations.numpy()) == 4
+    # Our checkpoint at step 4 = the original's: weights and both Adam moments, part by part.
+    reference = tf.train.load_checkpoint(full)
+    compared = 0
+    for part in original_variable_map(model):
+        index = optimizer._get_variable_index(part.variable)
+        for suffix, variable in (("", part.variable), ("/adam_m", optimizer._m[index]),
+                                 ("/adam_v", optimizer._v[index])):
+            value = variable.numpy()
+            if part.index is not None:
+                value = np.split(value, part.count, axis=-1)[part.index]
+            expected = reference.get_tensor(part.name + suffix)
+            np.testing.assert_allclose(value, expected, rtol=1e-4, atol=1e-7,
+                                       err_msg=part.name + suffix)
+            compared += 1
+    assert compared == 3 * len(original_variable_map(model))
+    # Steps 3 and 4 moved the weights: the original's step-2 weights are far from them.
+    moved_from = tf.train.load_checkpoint(f"{moved_dir}/model.ckpt-2")
+    name = "bert/encoder/layer_0/attention/self/key/kernel"
+    assert np.abs(moved_from.get_tensor(name) - reference.get_tensor(name)).max() > 1e-4
 
 
 def free_ports(n):
