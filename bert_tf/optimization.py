@@ -120,9 +120,8 @@ class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
         """Hands (learning_rate, clip scale) to every `update_step`.
 
         Keras would clip with one Square, one Sum and one Multiply writing a clipped copy of every
-        gradient (four passes over 110M floats for BERT-Base); here the global norm is one fused
-        read of each gradient and each update multiplies its gradient by the scale as it reads it.
-        The scale is Keras' (and the original's `tf.clip_by_global_norm`'s).
+        gradient (four passes over 110M floats for BERT-Base); here the global norm is one read
+        of each gradient and each update multiplies its gradient by the scale as it reads it.
         """
         scale = (global_norm_clip_scale([g for g in grads if g is not None],
                                         self.global_clipnorm)
@@ -238,16 +237,13 @@ def _read(variable):
     return tf.convert_to_tensor(variable)
 
 
-@tf.function(jit_compile=True)
-def _squared_norms(tensors):
-    return tf.stack([tf.reduce_sum(tf.square(tf.cast(t, tf.float32))) for t in tensors])
-
-
 def global_norm_clip_scale(grads, clip_norm):
-    """The factor that clips `grads` to global norm `clip_norm`, as Keras' and the original's
-    `clip_by_global_norm` (NaN if the norm is not finite, so that the update shows it); the
-    squared norms are summed in one XLA computation that reads each gradient once."""
-    use_norm = tf.sqrt(tf.reduce_sum(_squared_norms([tf.convert_to_tensor(g) for g in grads])))
+    """The factor that clips `grads` to global norm `clip_norm`, as the original's
+    `tf.clip_by_global_norm` (sqrt(2 * sum of l2_loss); NaN if the norm is not finite, so that
+    the update shows it). l2_loss reads each gradient once and writes nothing (BERT-Base: ~5x
+    faster than Keras' square + sum, and than the same in XLA, whose CPU reductions are slow)."""
+    half_squared_norms = tf.stack([tf.nn.l2_loss(tf.cast(g, tf.float32)) for g in grads])
+    use_norm = tf.sqrt(tf.reduce_sum(half_squared_norms) * 2.0)
     scale = clip_norm * tf.minimum(1.0 / use_norm, 1.0 / clip_norm)
     return scale + (use_norm - use_norm)
 
