@@ -48,6 +48,12 @@ def _gelu_backward(x, dy):
                          * (1.0 + 3.0 * _GELU_A * x2)), dtype)
 
 
+@tf.function(jit_compile=True)
+def _gelu_forward(x):
+    y = tf.nn.gelu(tf.cast(x, tf.float32), approximate=True)
+    return tf.cast(y, x.dtype)
+
+
 @tf.custom_gradient
 def gelu(x):
     """The original's GELU: the tanh approximation (its `modeling.gelu`).
@@ -57,6 +63,14 @@ def gelu(x):
     ops on [B * T, intermediate] (BERT-Base fp32 train step: ~2-5% faster, noisy machine).
     """
     return tf.nn.gelu(x, approximate=True), lambda dy: _gelu_backward(x, dy)
+
+
+@tf.custom_gradient
+def gelu_fused(x):
+    """`gelu` for training: the backward pass keeps the pre-activation, so oneDNN cannot fuse
+    the GELU into its matmul, and tf.nn.gelu would run as ~8 separate ops; here it is one XLA
+    kernel each way."""
+    return _gelu_forward(x), lambda dy: _gelu_backward(x, dy)
 
 
 def gelu_exact(x):
@@ -104,8 +118,10 @@ class Dense(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
         self.built = True
 
-    def call(self, x):
+    def call(self, x, training=False):
         y = tf.nn.bias_add(tf.matmul(x, self.kernel), self.bias)
+        if self.activation is gelu and training:
+            return gelu_fused(y)
         return self.activation(y) if self.activation is not None else y
 
     def get_config(self):
@@ -410,7 +426,7 @@ class TransformerLayer(keras.layers.Layer):
             x = query
         attention_output = self.dropout(self.attention_output(context), training=training)
         attention_output = self.attention_layer_norm(attention_output, x)
-        hidden = self.output_dense(self.intermediate(attention_output))
+        hidden = self.output_dense(self.intermediate(attention_output, training=training))
         hidden = self.dropout(hidden, training=training)
         return self.output_layer_norm(hidden, attention_output)
 
