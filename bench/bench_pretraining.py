@@ -1,5 +1,7 @@
-"""Pretraining train-step throughput and MFU: bert_tf vs keras-hub vs transformers (PyTorch CPU).
+"""Pretraining train-step throughput and MFU: bert_tf vs keras-hub vs transformers (PyTorch CPU)
+vs TF Model Garden.
 
+    bash bench/model_garden_env.sh                          # once: the Model Garden venv
     python bench/bench_pretraining.py                       # BERT-Base + small, seq 128 and 512
     python bench/bench_pretraining.py --models=small --seqs=128 --rounds=3
 
@@ -15,6 +17,13 @@ batch: forward, backward, gradient clipping (where the peer does it) and AdamW.
                 head), compiled with AdamW, train_on_batch; jit_compile on and off
   transformers  BertForPreTraining (PyTorch CPU), AdamW, loss over the masked positions; bf16 via
                 torch.autocast
+  model_garden  TF Model Garden (tf-models-official, tf_keras): networks.BertEncoderV2 +
+                models.BertPretrainerV2 with the masked-LM head and a next-sentence
+                ClassificationHead, its masked-LM task's loss, its AdamWeightDecay (global-norm
+                clipping 1.0) in a tf.function train step; fp32, bf16, with and without XLA.
+                Model Garden pins its own TensorFlow and Keras 2, so this peer's child runs with
+                the python of its own venv (bench/model_garden_env.sh; $BERT_TF_MODEL_GARDEN_VENV)
+                and is skipped, with a message, when that venv is missing.
 
 MFU = model FLOPs per second / this machine's fp32 matmul peak (measured here with a large
 tf.matmul). Model FLOPs of a train step = 3 x forward FLOPs of BERT pretraining counted on the
@@ -35,6 +44,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+MODEL_GARDEN_VENV = os.environ.get(
+    "BERT_TF_MODEL_GARDEN_VENV", os.path.expanduser("~/.cache/bert_tf/model-garden-venv"))
+MODEL_GARDEN_PYTHON = os.path.join(MODEL_GARDEN_VENV, "bin", "python")
 
 MODELS = {
     "base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
@@ -190,6 +203,63 @@ def measure_transformers(model, seq, precision, jit, steps, warmup):
     return times
 
 
+def measure_model_garden(model, seq, precision, jit, steps, warmup):
+    """Runs in the Model Garden venv: imports only tensorflow, tf_keras and official."""
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras
+    from official.modeling import tf_utils
+    from official.modeling.optimization import legacy_adamw
+    from official.nlp.modeling import layers, models, networks
+
+    if precision == "bf16":
+        tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    m = MODELS[model]
+    encoder = networks.BertEncoderV2(
+        vocab_size=m["vocab_size"], hidden_size=m["hidden_size"],
+        num_layers=m["num_hidden_layers"], num_attention_heads=m["num_attention_heads"],
+        inner_dim=m["intermediate_size"], inner_activation=tf_utils.get_activation("gelu"),
+        max_sequence_length=512, type_vocab_size=2)
+    next_sentence = layers.ClassificationHead(
+        inner_dim=m["hidden_size"], num_classes=2, dropout_rate=0.1, name="next_sentence")
+    net = models.BertPretrainerV2(
+        encoder_network=encoder, classification_heads=[next_sentence],
+        mlm_initializer=tf_keras.initializers.TruncatedNormal(stddev=0.02))
+    optimizer = legacy_adamw.AdamWeightDecay(
+        1e-4, epsilon=1e-6, weight_decay_rate=0.01, gradient_clip_norm=1.0,
+        exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
+    b = {k: tf.constant(v) for k, v in
+         random_batch(np, seq, BATCH[seq], PREDICTIONS[seq], m["vocab_size"]).items()}
+    features = {"input_word_ids": b["input_ids"], "input_mask": b["input_mask"],
+                "input_type_ids": b["segment_ids"], "masked_lm_positions": b["masked_lm_positions"]}
+
+    @tf.function(jit_compile=jit)
+    def train_step():
+        with tf.GradientTape() as tape:  # official.nlp.tasks.masked_lm's loss
+            outputs = net(features, training=True)
+            lm_losses = tf_keras.losses.sparse_categorical_crossentropy(
+                b["masked_lm_ids"], tf.cast(outputs["mlm_logits"], tf.float32), from_logits=True)
+            weights = b["masked_lm_weights"]
+            mlm_loss = tf.math.divide_no_nan(tf.reduce_sum(lm_losses * weights),
+                                             tf.reduce_sum(weights))
+            nsp_loss = tf.reduce_mean(tf_keras.losses.sparse_categorical_crossentropy(
+                b["next_sentence_labels"], tf.cast(outputs["next_sentence"], tf.float32),
+                from_logits=True))
+            loss = mlm_loss + nsp_loss
+        grads = tape.gradient(loss, net.trainable_variables)
+        optimizer.apply_gradients(zip(grads, net.trainable_variables))
+        return loss
+
+    for _ in range(warmup):
+        float(train_step())
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        float(train_step())
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def measure_input_pipeline(seq, batch=32, records=4096):
     """records/s of bert_tf.input_pipeline (shuffled training order) over one TFRecord file."""
     import numpy as np
@@ -222,7 +292,7 @@ def measure_input_pipeline(seq, batch=32, records=4096):
 
 
 PEERS = {"ours": measure_ours, "keras_hub": measure_keras_hub,
-         "transformers": measure_transformers}
+         "transformers": measure_transformers, "model_garden": measure_model_garden}
 
 
 def child(args):
@@ -240,7 +310,8 @@ def child(args):
 
 
 def run_child(spec, args):
-    line = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(spec),
+    python = MODEL_GARDEN_PYTHON if spec["peer"] == "model_garden" else sys.executable
+    line = [python, os.path.abspath(__file__), "--child", json.dumps(spec),
             f"--steps={args.steps}", f"--warmup={args.warmup}"]
     result = subprocess.run(line, capture_output=True, text=True)
     if result.returncode != 0:
@@ -262,7 +333,7 @@ def main():
     parser.add_argument("--models", default="small,base")
     parser.add_argument("--seqs", default="128,512")
     parser.add_argument("--precisions", default="fp32,bf16")
-    parser.add_argument("--peers", default="ours,keras_hub,transformers")
+    parser.add_argument("--peers", default="ours,keras_hub,transformers,model_garden")
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement")
     parser.add_argument("--warmup", type=int, default=2)
@@ -282,6 +353,10 @@ def main():
         peak["fp32"] = args.peak_gflops * 1e9
         print(f"MFU below is against --peak_gflops={args.peak_gflops:.0f}")
     peers = args.peers.split(",")
+    if "model_garden" in peers and not os.path.exists(MODEL_GARDEN_PYTHON):
+        print(f"model_garden skipped: no venv at {MODEL_GARDEN_VENV}; create it with "
+              f"`bash bench/model_garden_env.sh`", flush=True)
+        peers.remove("model_garden")
     precisions = args.precisions.split(",")
     for model in args.models.split(","):
         for seq in (int(s) for s in args.seqs.split(",")):
@@ -297,21 +372,31 @@ def main():
                                      "precision": precision, "jit": jit}, args)
                     if out:
                         results.setdefault((peer, precision, jit), []).append(out["step_s"])
-            best_fp32 = {}
-            for (peer, precision, jit), times in results.items():
-                step = statistics.median(times)
-                if precision == "fp32" and peer != "ours":
-                    best_fp32[peer] = min(best_fp32.get(peer, 1e9), step)
-            fastest_peer = min(best_fp32.values()) if best_fp32 else None
-            print(f"{'peer':<13}{'prec':<6}{'xla':<5}{'step s':>9}{'seq/s':>9}{'MFU':>7}"
-                  f"{'vs best peer fp32':>19}")
-            for (peer, precision, jit), times in sorted(results.items()):
-                step = statistics.median(times)
-                ratio = f"{fastest_peer / step:.2f}x" if fastest_peer else "-"
-                print(f"{peer:<13}{precision:<6}{'on' if jit else 'off':<5}{step:>9.3f}"
-                      f"{BATCH[seq] / step:>9.2f}{flops / step / peak['fp32']:>7.1%}{ratio:>19}",
-                      flush=True)
+            print_table(results, seq, flops, peak["fp32"])
 
+
+def print_table(results, seq, flops, peak_fp32):
+    """One row per variant (median step over rounds); ratios against the fastest other peer.
+
+    "vs best peer fp32" divides the fastest fp32 step of any peer but ours by the row's step (the
+    fp32 goal reads off ours' fp32 rows); "vs best peer bf16" does the same against the fastest
+    bf16 step of the peers, on bf16 rows only (the bf16 goal reads off ours' bf16 rows).
+    """
+    steps = {key: statistics.median(times) for key, times in results.items()}
+    fastest = {}
+    for (peer, precision, _), step in steps.items():
+        if peer != "ours":
+            fastest[precision] = min(fastest.get(precision, step), step)
+    print(f"{'peer':<13}{'prec':<6}{'xla':<5}{'step s':>8}{'seq/s':>8}{'MFU':>7}"
+          f"{'vs best peer fp32':>19}{'vs best peer bf16':>19}")
+    order = lambda item: (item[0][1] != "fp32", item[0])  # fp32 rows first, then bf16
+    for (peer, precision, jit), step in sorted(steps.items(), key=order):
+        vs_fp32 = f"{fastest['fp32'] / step:.2f}x" if "fp32" in fastest else "-"
+        vs_bf16 = (f"{fastest['bf16'] / step:.2f}x"
+                   if precision == "bf16" and "bf16" in fastest else "")
+        print(f"{peer:<13}{precision:<6}{'on' if jit else 'off':<5}{step:>8.3f}"
+              f"{BATCH[seq] / step:>8.2f}{flops / step / peak_fp32:>7.1%}{vs_fp32:>19}{vs_bf16:>19}",
+              flush=True)
 
 if __name__ == "__main__":
     main()
