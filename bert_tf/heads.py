@@ -16,11 +16,6 @@ import tensorflow as tf
 from bert_tf.layers import Dropout, HeadTransform, OutputProjection
 
 
-def gather_positions(sequence_output, positions):
-    """[B, T, H] and [B, P] int positions -> [B, P, H] (the original's `gather_indexes`)."""
-    return tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
-
-
 class MaskedLMHead(keras.layers.Layer):
     """Masked-LM log-probs [B, P, V] (float32) from the masked positions' hidden states, output
     tied to the word embeddings.
@@ -48,7 +43,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, masked_states):
-        """[B, P, H] hidden states at the masked positions (see `gather_positions`)."""
+        """[B, P, H] hidden states at the masked positions (`bert_tf.layers.gather_positions`)."""
         num_positions = masked_states.shape[1] or tf.shape(masked_states)[1]
         x = self.transform(tf.reshape(masked_states, [-1, self.hidden_size]))
         table = tf.cast(self.embedding_table(), x.dtype)

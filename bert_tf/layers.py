@@ -12,9 +12,14 @@ the outputs beyond float rounding:
   `bert_tf.checkpoints` splits/concatenates it to the original's separate query/key/value.
 - One transpose brings Q, K and V to [batch, heads, seq, head_size] together (then unstack,
   whose gradient is cheap).
-- Dense layers use bias_add, which oneDNN fuses with the matmul and the GELU; the GELU
-  derivative is one XLA-fused kernel (tf.custom_gradient).
-- No XLA needed: on CPU, oneDNN's matmuls beat XLA's (README, model section).
+- Dense layers use bias_add, which oneDNN fuses with the matmul and the GELU at inference; in
+  training the GELU and its derivative are one XLA-fused kernel each (tf.custom_gradient).
+- LayerNorm(x + residual) is one XLA-fused pass forward and one backward (hand-written gradient).
+- Dropout draws 16 random bits per element (half of Keras' Philox work) and masks in one pass.
+- A model whose loss reads a few positions of the last layer (pretraining: [CLS] and the masked
+  positions) computes that layer only there (`positions`).
+- Matmuls stay oneDNN's (no whole-model XLA: on CPU they beat XLA's, README, model section); XLA
+  compiles only small elementwise kernels, which compute in float32 also under bfloat16.
 - Under mixed precision, embedding lookups gather from the float32 table and cast only the gathered
   rows; LayerNorm and the log-softmax of the heads run in float32.
 """
@@ -238,13 +243,9 @@ def attention_bias_from_mask(input_mask, dtype):
     return (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * tf.cast(ATTENTION_MASK_ADDER, dtype)
 
 
-def gather_rows(x, seq_length, positions):
-    """Flat [B * T, H] hidden states and [B, P] int positions -> flat [B * P, H] at those positions
-    (the original's `gather_indexes`)."""
-    hidden_size = x.shape[-1]
-    rows = tf.gather(tf.reshape(x, [-1, seq_length, hidden_size]), tf.cast(positions, tf.int32),
-                     batch_dims=1)
-    return tf.reshape(rows, [-1, hidden_size])
+def gather_positions(sequence_output, positions):
+    """[B, T, H] and [B, P] int positions -> [B, P, H] (the original's `gather_indexes`)."""
+    return tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
 
 
 class BertEmbeddings(keras.layers.Layer):
@@ -419,7 +420,10 @@ class TransformerLayer(keras.layers.Layer):
         """`positions`: optional [B, P] int; then the layer's output is computed only at those
         positions ([B * P, H]; their attention still reads every position). A model whose loss
         reads a few positions of the last layer (masked-LM, [CLS]) skips the rest of its work."""
-        query = None if positions is None else gather_rows(x, seq_length, positions)
+        query = None
+        if positions is not None:
+            query = gather_positions(tf.reshape(x, [-1, seq_length, self.hidden_size]), positions)
+            query = tf.reshape(query, [-1, self.hidden_size])
         context = self.attention(x, attention_bias, seq_length=seq_length, training=training,
                                  query=query)
         if query is not None:

@@ -15,7 +15,8 @@ import keras
 from bert_tf.config import BertConfig, SerializesBertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
-                           TokenClassificationHead, gather_positions)
+                           TokenClassificationHead)
+from bert_tf.layers import gather_positions
 
 
 class _TaskModel(SerializesBertConfig, keras.Model):
