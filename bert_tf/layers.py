@@ -93,11 +93,16 @@ _ACTIVATIONS = {
 }
 
 
-def get_activation(name):
-    """Maps a config's `hidden_act` to a function (None for linear), as the original."""
+# Variants for training, where the backward pass keeps the pre-activation (see `gelu_fused`).
+_TRAINING_ACTIVATIONS = {"gelu": gelu_fused}
+
+
+def get_activation(name, training=False):
+    """Maps a config's `hidden_act` to a function (None for linear), as the original; with
+    `training`, the variant to use in a training pass (the same math)."""
     if name not in _ACTIVATIONS:
         raise ValueError(f"unsupported activation {name!r} (supported: {', '.join(_ACTIVATIONS)})")
-    return _ACTIVATIONS[name]
+    return _TRAINING_ACTIVATIONS.get(name, _ACTIVATIONS[name]) if training else _ACTIVATIONS[name]
 
 
 class Dense(keras.layers.Layer):
@@ -115,6 +120,7 @@ class Dense(keras.layers.Layer):
         self.input_size = input_size
         self.activation_name = activation
         self.activation = get_activation(activation) if activation else None
+        self.training_activation = get_activation(activation, training=True) if activation else None
         self.initializer_range = initializer_range
 
     def build(self, input_shape=None):
@@ -125,9 +131,8 @@ class Dense(keras.layers.Layer):
 
     def call(self, x, training=False):
         y = tf.nn.bias_add(tf.matmul(x, self.kernel), self.bias)
-        if self.activation is gelu and training:
-            return gelu_fused(y)
-        return self.activation(y) if self.activation is not None else y
+        activation = self.training_activation if training else self.activation
+        return activation(y) if activation is not None else y
 
     def get_config(self):
         config = super().get_config()
@@ -212,7 +217,7 @@ def _fused_layer_norm(summands, gamma, beta, epsilon):
 
         def grad(dy):
             dh, dgamma, dbeta = _layer_norm_backward(dy, list(summands), gamma, mean, inv)
-            return (dgamma, dbeta) + (dh,) * len(summands)
+            return (dgamma, dbeta) + tuple(tf.cast(dh, t.dtype) for t in summands)
         return y, grad
     return fused(gamma, beta, *summands)
 
@@ -232,7 +237,7 @@ class LayerNorm(keras.layers.LayerNormalization):
         super().__init__(name=name, dtype=dtype, **kwargs)
 
     def call(self, inputs, residual=None):
-        summands = [inputs] if residual is None else [inputs, tf.cast(residual, inputs.dtype)]
+        summands = [inputs] if residual is None else [inputs, residual]
         return _fused_layer_norm(summands, tf.convert_to_tensor(self.gamma),
                                  tf.convert_to_tensor(self.beta), self.epsilon)
 

@@ -128,6 +128,16 @@ class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
                  if self.global_clipnorm else tf.constant(1.0))
         super()._backend_update_step(grads, trainable_variables, (learning_rate, scale))
 
+    def update_step(self, gradient, variable, learning_rate):
+        learning_rate, clip_scale = learning_rate  # see _backend_update_step
+        index = self._get_variable_index(variable)
+        self._update(tf.cast(gradient, variable.dtype), variable, index,
+                     tf.cast(learning_rate, variable.dtype), tf.cast(clip_scale, variable.dtype))
+
+    def _update(self, gradient, variable, index, lr, clip_scale):
+        """Updates `variable` (index `index`) from its unclipped `gradient` times `clip_scale`."""
+        raise NotImplementedError
+
     def decayed_variable_names(self):
         """Names (as matched) of the variables that get weight decay; for logs and tests."""
         return [self.variable_name_fn(v) for v, flag in
@@ -162,17 +172,12 @@ class AdamWeightDecay(_DecoupledWeightDecayOptimizer):
                          exclude_from_weight_decay, variable_name_fn, global_clipnorm, name,
                          **kwargs)
 
-    def update_step(self, gradient, variable, learning_rate):
-        learning_rate, clip_scale = learning_rate
-        index = self._get_variable_index(variable)
+    def _update(self, gradient, variable, index, lr, clip_scale):
         m, v = self._m[index], self._v[index]
-        lr = tf.cast(learning_rate, variable.dtype)
-        gradient = tf.cast(gradient, variable.dtype)
         decay = self.weight_decay_rate if self._decay_flags[index] else 0.0
         next_param, next_m, next_v = _adam_weight_decay_math(
-            _read(variable), _read(m), _read(v), tf.convert_to_tensor(gradient),
-            tf.cast(clip_scale, variable.dtype), lr, self.beta_1, self.beta_2, self.epsilon,
-            decay)
+            _read(variable), _read(m), _read(v), gradient, clip_scale, lr, self.beta_1,
+            self.beta_2, self.epsilon, decay)
         self.assign(variable, next_param)
         self.assign(m, next_m)
         self.assign(v, next_v)
@@ -205,12 +210,9 @@ class Lamb(_DecoupledWeightDecayOptimizer):
         super().build(var_list)
         self._adapt_flags = [not self.is_excluded(self.variable_name_fn(v)) for v in var_list]
 
-    def update_step(self, gradient, variable, learning_rate):
-        learning_rate, clip_scale = learning_rate
-        index = self._get_variable_index(variable)
+    def _update(self, gradient, variable, index, lr, clip_scale):
         m, v = self._m[index], self._v[index]
-        lr = tf.cast(learning_rate, variable.dtype)
-        gradient = tf.cast(gradient, variable.dtype) * tf.cast(clip_scale, variable.dtype)
+        gradient = gradient * clip_scale
         local_step = tf.cast(self.iterations + 1, variable.dtype)
         next_m = self.beta_1 * m + (1.0 - self.beta_1) * gradient
         next_v = self.beta_2 * v + (1.0 - self.beta_2) * tf.square(gradient)

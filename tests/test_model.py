@@ -313,10 +313,10 @@ def test_fused_layer_norm_matches_keras_values_and_gradients():
     x, residual = (tf.constant(rng.randn(37, 48).astype(np.float32) * 3 + 1) for _ in range(2))
     fused = LayerNorm("fused")
     reference = keras.layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON)
-    for layer in (fused, reference):
-        layer.build((None, 48))
-        layer.gamma.assign(rng.randn(48).astype(np.float32))
-        layer.beta.assign(rng.randn(48).astype(np.float32))
+    fused.build((None, 48))
+    fused.gamma.assign(rng.randn(48).astype(np.float32))
+    fused.beta.assign(rng.randn(48).astype(np.float32))
+    reference.build((None, 48))
     reference.set_weights(fused.get_weights())
     upstream = tf.constant(rng.randn(37, 48).astype(np.float32))
 
