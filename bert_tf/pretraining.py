@@ -31,11 +31,13 @@ def cast_features(features):
 def masked_lm_example_loss(masked_lm_log_probs, masked_lm_ids):
     """Per-position negative log-likelihood [B, P] (the original's per_example_loss, reshaped).
 
-    The original computes -sum(log_probs * one_hot(ids)); picking the entry is the same number
-    without a [B, P, V] one-hot.
+    As the original: -sum(log_probs * one_hot(ids)). Picking the entry with a gather gives the
+    same number, but its gradient is a scatter into [B, P, V] zeros that took 12 ms a training
+    step on this CPU (5% of the small config's step); the one-hot's is one multiply.
     """
-    ids = tf.cast(masked_lm_ids, tf.int32)
-    return -tf.gather(tf.cast(masked_lm_log_probs, tf.float32), ids, batch_dims=2)
+    log_probs = tf.cast(masked_lm_log_probs, tf.float32)
+    one_hot = tf.one_hot(tf.cast(masked_lm_ids, tf.int32), tf.shape(log_probs)[-1])
+    return -tf.reduce_sum(log_probs * one_hot, axis=-1)
 
 
 def next_sentence_example_loss(next_sentence_log_probs, next_sentence_labels):
