@@ -391,14 +391,11 @@ class FastTokenizer:
         other_chars, plain_table = self._other_chars, self._plain_table
         do_lower_case = self.do_lower_case
         category, decomposition = unicodedata.category, unicodedata.decomposition
-        combining, is_cjk = unicodedata.combining, tokenization._is_chinese_char
-        # (Runs once per new character, up to every code point: `tokenization._clean_char` and
-        # `_stripped` inlined, with one category lookup per character.)
+        combining, clean_char = unicodedata.combining, tokenization._clean_char
         for char in chars:
             cp = ord(char)
             kind = category(char)
-            if (cp == 0 or cp == 0xFFFD or kind == "Cs" or is_cjk(cp)
-                    or (kind in ("Cc", "Cf") and char not in "\t\n\r")):
+            if kind == "Cs" or clean_char(char) not in (char, " "):
                 other_chars.add(char)  # deleted, a CJK ideograph (" c "), or a lone surrogate
                 continue
             normalized = char
