@@ -304,6 +304,36 @@ def test_dropout_rate_scale_gradient_and_fresh_masks(dtype):
     assert abs(float(np.mean(np.asarray(tf.cast(compiled(x), tf.float32)) == 0)) - 0.1) < 0.003
 
 
+def test_dense_with_transposed_kernel_gradient_matches_autodiff():
+    """A float32 intermediate-shaped Dense (units = 4 x input) in training multiplies its input
+    gradient by a transposed copy of the kernel: the same values and gradients as the plain
+    matmul + bias + GELU differentiated by TensorFlow."""
+    from bert_tf import layers
+
+    assert layers._transposes_kernel_for_gradient(32, 128)  # this layer takes that path
+    assert not layers._transposes_kernel_for_gradient(32, 64)
+    rng = np.random.RandomState(1)
+    dense = layers.Dense(128, 32, "gelu")
+    dense.build(None)
+    dense.bias.assign(rng.randn(128).astype(np.float32))
+    x = tf.constant(rng.randn(24, 32).astype(np.float32))
+    upstream = tf.constant(rng.randn(24, 128).astype(np.float32))
+
+    def value_and_grads(fn):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn()
+            loss = tf.reduce_sum(y * upstream)
+        return [y] + tape.gradient(loss, [x, dense.kernel, dense.bias])
+
+    ours = value_and_grads(lambda: dense(x, training=True))
+    plain = value_and_grads(
+        lambda: tf.nn.gelu(x @ dense.kernel + dense.bias, approximate=True))
+    for a, b in zip(ours, plain):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5)
+    assert float(tf.reduce_max(tf.abs(ours[1]))) > 0.1  # the input gradient is not trivially 0
+
+
 def test_fused_layer_norm_matches_keras_values_and_gradients():
     """LayerNorm(x, residual) (one XLA pass each way, hand-written gradient) against Keras'
     LayerNormalization of x + residual with automatic differentiation."""
