@@ -15,6 +15,8 @@ the outputs beyond float rounding:
 - Dense layers use bias_add, which oneDNN fuses with the matmul and the GELU at inference; in
   training the GELU and its derivative are one XLA-fused kernel each (tf.custom_gradient).
 - LayerNorm(x + residual) is one XLA-fused pass forward and one backward (hand-written gradient).
+- In float32 training, the intermediate layer computes its input gradient from a transposed copy
+  of the kernel (oneDNN's matmul with a transposed operand is slow for that shape).
 - Dropout draws 16 random bits per element (XLA's Threefry, ~2x faster per bit than the Philox
   kernel behind Keras' float32 draws) and masks in one pass.
 - A model whose loss reads a few positions of the last layer (pretraining: [CLS] and the masked
