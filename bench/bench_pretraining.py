@@ -99,7 +99,9 @@ def random_batch(np, seq, batch, predictions, vocab):
     }
 
 
-def measure_ours(model, seq, precision, jit, steps, warmup):
+def build_ours(model, seq, precision, jit):
+    """Our train loop on a repeated random batch: (loop, iterator); `loop(iterator, n)` runs n
+    steps (see bert_tf.training.make_train_loop)."""
     import numpy as np
     import tensorflow as tf
 
@@ -120,7 +122,13 @@ def measure_ours(model, seq, precision, jit, steps, warmup):
     loop = training.make_train_loop(strategy, step, task.train_metric_names)
     data = strategy.distribute_datasets_from_function(
         lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
-    iterator = iter(data)
+    return loop, iter(data)
+
+
+def measure_ours(model, seq, precision, jit, steps, warmup):
+    import tensorflow as tf
+
+    loop, iterator = build_ours(model, seq, precision, jit)
     loop(iterator, tf.constant(warmup))
     times = []
     for _ in range(steps):
