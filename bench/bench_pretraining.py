@@ -99,6 +99,19 @@ def random_batch(np, seq, batch, predictions, vocab):
     }
 
 
+def time_steps(step, steps, warmup):
+    """Calls `step()` `warmup` times, then `steps` times; returns the seconds of each of those.
+    (`step` must wait for its result: the peers run asynchronously otherwise.)"""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def build_ours(model, seq, precision, jit):
     """Our train loop on a repeated random batch: (loop, iterator); `loop(iterator, n)` runs n
     steps (see bert_tf.training.make_train_loop)."""
@@ -129,14 +142,7 @@ def measure_ours(model, seq, precision, jit, steps, warmup):
     import tensorflow as tf
 
     loop, iterator = build_ours(model, seq, precision, jit)
-    loop(iterator, tf.constant(warmup))
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        _, _, loss = loop(iterator, tf.constant(1))
-        float(loss)
-        times.append(time.perf_counter() - start)
-    return times
+    return time_steps(lambda: float(loop(iterator, tf.constant(1))[2]), steps, warmup)
 
 
 def measure_keras_hub(model, seq, precision, jit, steps, warmup):
@@ -158,14 +164,9 @@ def measure_keras_hub(model, seq, precision, jit, steps, warmup):
     b = random_batch(np, seq, BATCH[seq], PREDICTIONS[seq], m["vocab_size"])
     x = {"token_ids": b["input_ids"], "segment_ids": b["segment_ids"],
          "padding_mask": b["input_mask"].astype(bool), "mask_positions": b["masked_lm_positions"]}
-    for _ in range(warmup):
-        lm.train_on_batch(x, b["masked_lm_ids"], sample_weight=b["masked_lm_weights"])
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        lm.train_on_batch(x, b["masked_lm_ids"], sample_weight=b["masked_lm_weights"])
-        times.append(time.perf_counter() - start)
-    return times
+    return time_steps(
+        lambda: lm.train_on_batch(x, b["masked_lm_ids"], sample_weight=b["masked_lm_weights"]),
+        steps, warmup)
 
 
 def measure_transformers(model, seq, precision, jit, steps, warmup):
@@ -201,14 +202,7 @@ def measure_transformers(model, seq, precision, jit, steps, warmup):
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         optimizer.step()
 
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return times
+    return time_steps(step, steps, warmup)
 
 
 def measure_model_garden(model, seq, precision, jit, steps, warmup):
@@ -258,14 +252,7 @@ def measure_model_garden(model, seq, precision, jit, steps, warmup):
         optimizer.apply_gradients(zip(grads, net.trainable_variables))
         return loss
 
-    for _ in range(warmup):
-        float(train_step())
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        float(train_step())
-        times.append(time.perf_counter() - start)
-    return times
+    return time_steps(lambda: float(train_step()), steps, warmup)
 
 
 def measure_input_pipeline(seq, batch=32, records=4096):

@@ -61,12 +61,8 @@ def main():
 
     tf.config.threading.set_inter_op_parallelism_threads(1)
     loop, iterator = bench_pretraining.build_ours(args.model, args.seq, args.precision, False)
-    loop(iterator, tf.constant(2))
-    step_times = []
-    for _ in range(3):
-        start = time.perf_counter()
-        float(loop(iterator, tf.constant(1))[2])
-        step_times.append(time.perf_counter() - start)
+    step_times = bench_pretraining.time_steps(
+        lambda: float(loop(iterator, tf.constant(1))[2]), steps=3, warmup=2)
     print(f"{args.model} seq {args.seq} {args.precision}: step times "
           + ", ".join(f"{t:.3f} s" for t in step_times))
 

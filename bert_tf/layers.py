@@ -147,8 +147,8 @@ class Dense(keras.layers.Layer):
         self.units = units
         self.input_size = input_size
         self.activation_name = activation
-        self.activation = get_activation(activation) if activation else None
-        self.training_activation = get_activation(activation, training=True) if activation else None
+        if activation:
+            get_activation(activation)  # an unknown name fails here, not at the first call
         self.initializer_range = initializer_range
 
     def build(self, input_shape=None):
@@ -164,8 +164,8 @@ class Dense(keras.layers.Layer):
         else:
             y = tf.matmul(x, self.kernel)
         y = tf.nn.bias_add(y, self.bias)
-        activation = self.training_activation if training else self.activation
-        return activation(y) if activation is not None else y
+        activation = self.activation_name and get_activation(self.activation_name, training)
+        return activation(y) if activation else y
 
     def get_config(self):
         config = super().get_config()
