@@ -261,7 +261,7 @@ def measure_input_pipeline(seq, batch=32, records=4096):
     import tensorflow as tf
 
     from bert_tf import input_pipeline
-    from bert_tf.pretraining_data import pretraining_feature_spec
+    from bert_tf.features import pretraining_feature_spec
 
     predictions = PREDICTIONS[seq]
     b = random_batch(np, seq, 1, predictions, 30522)

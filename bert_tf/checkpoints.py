@@ -64,7 +64,8 @@ def _layer_norm_parts(prefix, layer):
     return [Part(prefix + "/beta", layer.beta), Part(prefix + "/gamma", layer.gamma)]
 
 
-def _encoder_parts(encoder, scope="bert"):
+def encoder_parts(encoder, scope="bert"):
+    """A BertEncoder's variables under the original names (scope/embeddings/..., ...)."""
     emb = encoder.embeddings
     parts = [
         Part(f"{scope}/embeddings/word_embeddings", emb.word_embeddings),
@@ -86,35 +87,33 @@ def _encoder_parts(encoder, scope="bert"):
     return parts
 
 
-def _projection_parts(prefix, projection):
+def projection_parts(prefix, projection):
+    """An OutputProjection as `<prefix>output_weights` / `<prefix>output_bias` (run_classifier:
+    no prefix; run_squad: cls/squad/)."""
     return [Part(prefix + "output_weights", projection.output_weights),
             Part(prefix + "output_bias", projection.output_bias)]
+
+
+def pretraining_head_parts(masked_lm, next_sentence):
+    """run_pretraining's heads: cls/predictions/... and cls/seq_relationship/..."""
+    parts = _dense_parts("cls/predictions/transform/dense", masked_lm.transform.dense)
+    parts += _layer_norm_parts("cls/predictions/transform/LayerNorm",
+                               masked_lm.transform.layer_norm)
+    parts.append(Part("cls/predictions/output_bias", masked_lm.output_bias))
+    return parts + projection_parts("cls/seq_relationship/", next_sentence.projection)
 
 
 def original_variable_map(model):
     """The model's variables under their original (TF1) names, as a list of Part.
 
-    Handles BertEncoder and the task models of bert_tf.models.
+    Each model declares its own names (`original_variable_parts()`, bert_tf.models), so a new
+    task model needs no change here.
     """
-    from bert_tf import models
-    from bert_tf.encoder import BertEncoder
-
-    if isinstance(model, BertEncoder):
-        return _encoder_parts(model)
-    parts = _encoder_parts(model.encoder)
-    if isinstance(model, models.BertPretrainer):
-        mlm = model.masked_lm
-        parts += _dense_parts("cls/predictions/transform/dense", mlm.transform.dense)
-        parts += _layer_norm_parts("cls/predictions/transform/LayerNorm", mlm.transform.layer_norm)
-        parts.append(Part("cls/predictions/output_bias", mlm.output_bias))
-        parts += _projection_parts("cls/seq_relationship/", model.next_sentence.projection)
-    elif isinstance(model, models.BertSpanLabeler):
-        parts += _projection_parts("cls/squad/", model.span.projection)
-    elif isinstance(model, (models.BertClassifier, models.BertTokenClassifier)):
-        parts += _projection_parts("", model.classifier.projection)
-    else:
-        raise TypeError(f"no original variable names known for {type(model).__name__}")
-    return parts
+    parts_of = getattr(model, "original_variable_parts", None)
+    if parts_of is None:
+        raise TypeError(f"{type(model).__name__} declares no original variable names "
+                        f"(original_variable_parts)")
+    return parts_of()
 
 
 @dataclasses.dataclass

@@ -51,6 +51,11 @@ class BertEncoder(SerializesBertConfig, keras.Model):
         self.pooler.build(None)
         self.built = True
 
+    def original_variable_parts(self):
+        """The variables under the original release's names (bert/embeddings/..., ...)."""
+        from bert_tf.checkpoints import encoder_parts
+        return encoder_parts(self)
+
     @property
     def transformer_layers(self):
         return [getattr(self, f"layer_{i}") for i in range(self.config.num_hidden_layers)]

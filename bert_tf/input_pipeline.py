@@ -138,6 +138,6 @@ def dataset_fn(input_files, feature_spec, global_batch_size, **kwargs):
 def pretraining_dataset_fn(input_files, max_seq_length, max_predictions_per_seq,
                            global_batch_size, **kwargs):
     """dataset_fn over create_pretraining_data's records (the original's 7 features)."""
-    from bert_tf.pretraining_data import pretraining_feature_spec
+    from bert_tf.features import pretraining_feature_spec
     spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
     return dataset_fn(input_files, spec, global_batch_size, **kwargs)

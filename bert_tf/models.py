@@ -12,6 +12,7 @@ holding its head outputs (float32) plus the encoder outputs.
 """
 import keras
 
+from bert_tf import checkpoints
 from bert_tf.config import BertConfig, SerializesBertConfig
 from bert_tf.encoder import BertEncoder
 from bert_tf.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
@@ -28,6 +29,13 @@ class _TaskModel(SerializesBertConfig, keras.Model):
             config = BertConfig.from_dict(config)
         self.config = config
         self.encoder = BertEncoder(config, name="bert", dtype=self.dtype_policy)
+
+    def original_variable_parts(self):
+        """This model's variables under the original release's names (bert_tf.checkpoints)."""
+        return checkpoints.encoder_parts(self.encoder) + self.head_variable_parts()
+
+    def head_variable_parts(self):
+        raise NotImplementedError
 
     def _finish_build(self, *heads):
         for head in heads:
@@ -48,6 +56,9 @@ class BertPretrainer(_TaskModel):
         self.next_sentence = NextSentenceHead(c.hidden_size, c.initializer_range,
                                               name="seq_relationship", dtype=self.dtype_policy)
         self._finish_build(self.masked_lm, self.next_sentence)
+
+    def head_variable_parts(self):
+        return checkpoints.pretraining_head_parts(self.masked_lm, self.next_sentence)
 
     def call(self, inputs, training=False, return_encoder_outputs=True):
         """`return_encoder_outputs=False` returns the heads' outputs and the pooled output only,
@@ -81,6 +92,10 @@ class BertClassifier(_TaskModel):
                                              0.02, name="classifier", dtype=self.dtype_policy)
         self._finish_build(self.classifier)
 
+    def head_variable_parts(self):
+        """run_classifier's names: output_weights, output_bias (no scope)."""
+        return checkpoints.projection_parts("", self.classifier.projection)
+
     def call(self, inputs, training=False):
         outputs = dict(self.encoder(inputs, training=training))
         outputs["logits"] = self.classifier(outputs["pooled_output"], training=training)
@@ -100,6 +115,9 @@ class BertSpanLabeler(_TaskModel):
         self.span = SpanHead(self.config.hidden_size, 0.02, name="squad", dtype=self.dtype_policy)
         self._finish_build(self.span)
 
+    def head_variable_parts(self):
+        return checkpoints.projection_parts("cls/squad/", self.span.projection)
+
     def call(self, inputs, training=False):
         outputs = dict(self.encoder(inputs, training=training))
         outputs["start_logits"], outputs["end_logits"] = self.span(outputs["sequence_output"])
@@ -118,6 +136,10 @@ class BertTokenClassifier(_TaskModel):
                                                   dropout_rate, 0.02, name="classifier",
                                                   dtype=self.dtype_policy)
         self._finish_build(self.classifier)
+
+    def head_variable_parts(self):
+        """run_classifier's names: output_weights, output_bias (no scope)."""
+        return checkpoints.projection_parts("", self.classifier.projection)
 
     def call(self, inputs, training=False):
         outputs = dict(self.encoder(inputs, training=training))

@@ -20,7 +20,9 @@ checkpoint naming (`bert/encoder/layer_0/attention/output/LayerNorm/gamma`, `cls
 output_bias`, ...). Pass `variable_name_fn` to map a Keras variable to that name; by default the
 Keras variable path is used, which for our models follows the original naming.
 """
+import contextlib
 import re
+import threading
 
 import keras
 import numpy as np
@@ -62,12 +64,40 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_warmup_steps": self.num_warmup_steps}
 
 
+_CALLER_SUMMED = threading.local()
+
+
+@contextlib.contextmanager
+def gradients_summed_across_replicas():
+    """While active (at trace time), our optimizers take the gradients given to `apply` as
+    already summed across replicas (see `DecoupledWeightDecayOptimizer._backend_update_step`)."""
+    previous = getattr(_CALLER_SUMMED, "active", False)
+    _CALLER_SUMMED.active = True
+    try:
+        yield
+    finally:
+        _CALLER_SUMMED.active = previous
+
+
+def sum_across_replicas(grads):
+    """All-reduce (sum) of per-replica gradients; unchanged outside a multi-replica context."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return grads
+    present = [i for i, g in enumerate(grads) if g is not None]
+    summed = context.all_reduce(tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
+    grads = list(grads)
+    for i, g in zip(present, summed):
+        grads[i] = g
+    return grads
+
+
 def default_variable_name(variable):
     """The name used for exclusion matching: the Keras variable path (original naming)."""
     return getattr(variable, "path", None) or variable.name
 
 
-class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
+class DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
     """Shared part of AdamWeightDecay and Lamb: Adam moments (slots named `slot_names`) and
     per-variable exclusion from weight decay by original name."""
 
@@ -101,28 +131,32 @@ class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
         self._m, self._v = self.add_optimizer_variables(var_list, list(self.slot_names))
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
-        """Identity: `bert_tf.training` all-reduces gradients before `apply`.
+        """Identity: `_backend_update_step` has summed the gradients across replicas already.
 
-        Keras would sum them across replicas inside `apply`, i.e. *after* the global-norm clipping
-        and the loss-scale finiteness check, which would then see one replica's gradient only.
-        The training loop sums them first (see `expects_reduced_gradients`), so clipping uses the
-        norm of the global gradient, as the original on one device.
+        Keras would sum them here, i.e. *after* the global-norm clipping, which would then see
+        one replica's gradient only; we sum first, so clipping uses the norm of the global
+        gradient, as the original on one device.
         """
         return list(grads_and_vars)
-
-    expects_reduced_gradients = True
 
     def _clip_gradients(self, grads):
         """No copy here: `_backend_update_step` folds the global-norm clipping into the update."""
         return grads
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        """Hands (learning_rate, clip scale) to every `update_step`.
+        """Sums gradients across replicas, then hands (learning_rate, clip scale) to every
+        `update_step`.
 
+        Under a multi-replica strategy, a caller that has summed the gradients itself (the
+        training loop of bert_tf.training, which must also show the loss-scale check the global
+        gradient) says so with `gradients_summed_across_replicas()`; otherwise (plain
+        `model.fit`, `optimizer.apply`) they are summed here, as Keras does for its optimizers.
         Keras would clip with one Square, one Sum and one Multiply writing a clipped copy of every
         gradient (four passes over 110M floats for BERT-Base); here the global norm is one read
         of each gradient and each update multiplies its gradient by the scale as it reads it.
         """
+        if not getattr(_CALLER_SUMMED, "active", False):
+            grads = sum_across_replicas(grads)
         scale = (global_norm_clip_scale([g for g in grads if g is not None],
                                         self.global_clipnorm)
                  if self.global_clipnorm else tf.constant(1.0))
@@ -152,7 +186,7 @@ class _DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class AdamWeightDecay(_DecoupledWeightDecayOptimizer):
+class AdamWeightDecay(DecoupledWeightDecayOptimizer):
     """The original's AdamWeightDecayOptimizer (no bias correction), as a Keras optimizer.
 
         m = beta_1 * m + (1 - beta_1) * g
@@ -188,7 +222,7 @@ class AdamWeightDecay(_DecoupledWeightDecayOptimizer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
-class Lamb(_DecoupledWeightDecayOptimizer):
+class Lamb(DecoupledWeightDecayOptimizer):
     """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), for large batches.
 
         m, v as Adam with bias correction;  r = m_hat / (sqrt(v_hat) + epsilon) + wd * w

@@ -10,13 +10,18 @@ Eval (the original's `metric_fn` through TPUEstimator.evaluate): over all eval b
     next_sentence_accuracy / next_sentence_loss   per example,
     loss   = mean over eval batches of the batch loss above, global_step.
 
-`PretrainingTask` plugs these into the generic loops of `bert_tf.training`. A batch there may be
+`PretrainingTask` is the `bert_tf.task.Task` that run_pretraining hands to `bert_tf.runner.run`. A batch there may be
 split over replicas and gradient-accumulation micro-batches; the task then returns each shard's
 *share* of the global-batch value (its sums divided by the global-batch normalizers), so that the
 shares add up to exactly what the original computes on the whole batch on one device.
 """
 import numpy as np
 import tensorflow as tf
+
+from bert_tf import checkpoints
+from bert_tf.errors import flag_error
+from bert_tf.features import pretraining_feature_spec
+from bert_tf.task import Task
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
@@ -72,76 +77,126 @@ def _correct(log_probs, labels):
     return tf.cast(tf.equal(predictions, tf.cast(labels, tf.int32)), tf.float32)
 
 
-def eval_sums(outputs, batch):
-    """Per-batch sums from which `eval_results` rebuilds the original's metrics (float32)."""
+def eval_outputs(outputs, batch):
+    """Per-example values [B] from which `eval_results` rebuilds the original's metrics."""
     weights = tf.cast(batch["masked_lm_weights"], tf.float32)
     mlm_nll = masked_lm_example_loss(outputs["masked_lm_log_probs"], batch["masked_lm_ids"])
     labels = tf.reshape(batch["next_sentence_labels"], [-1])
-    nsp_nll = next_sentence_example_loss(outputs["next_sentence_log_probs"], labels)
     return {
-        "masked_lm_weight": tf.reduce_sum(weights),
-        "masked_lm_loss_sum": tf.reduce_sum(weights * mlm_nll),
+        "masked_lm_weight": tf.reduce_sum(weights, axis=-1),
+        "masked_lm_loss_sum": tf.reduce_sum(weights * mlm_nll, axis=-1),
         "masked_lm_correct": tf.reduce_sum(
-            weights * _correct(outputs["masked_lm_log_probs"], batch["masked_lm_ids"])),
-        "examples": tf.cast(tf.size(labels), tf.float32),
-        "next_sentence_loss_sum": tf.reduce_sum(nsp_nll),
-        "next_sentence_correct": tf.reduce_sum(
-            _correct(outputs["next_sentence_log_probs"], labels)),
+            weights * _correct(outputs["masked_lm_log_probs"], batch["masked_lm_ids"]), axis=-1),
+        "next_sentence_loss": next_sentence_example_loss(outputs["next_sentence_log_probs"],
+                                                         labels),
+        "next_sentence_correct": _correct(outputs["next_sentence_log_probs"], labels),
     }
 
 
-def eval_results(step_sums, global_step):
-    """The original's eval_results dict from the per-step sums of all eval batches.
+def eval_results(outputs, global_step, batch_size):
+    """The original's eval_results dict from the per-example outputs of all eval batches.
 
-    The values are numpy float32 (global_step int64) like TPUEstimator.evaluate's, so that
-    `format_eval_results` prints them as the original does.
+    "loss" is the mean over eval batches (of `batch_size` examples, in order) of each batch's
+    loss, as TPUEstimator.evaluate averages the model_fn's loss. The values are numpy float32
+    (global_step int64) like TPUEstimator.evaluate's, so that `format_results` prints them as
+    the original does.
     """
-    batch_losses, totals = [], {}
-    for sums in step_sums:
-        sums = {k: np.float64(v) for k, v in sums.items()}
-        batch_losses.append(sums["masked_lm_loss_sum"] / (sums["masked_lm_weight"] + MASKED_LM_EPSILON)
-                            + sums["next_sentence_loss_sum"] / sums["examples"])
-        for key, value in sums.items():
-            totals[key] = totals.get(key, 0.0) + value
+    values = {k: np.asarray(v, np.float64) for k, v in outputs.items()}
+    count = len(values["next_sentence_loss"])
+    batch_losses = []
+    for start in range(0, count, batch_size):
+        part = {k: v[start:start + batch_size] for k, v in values.items()}
+        batch_losses.append(part["masked_lm_loss_sum"].sum()
+                            / (part["masked_lm_weight"].sum() + MASKED_LM_EPSILON)
+                            + part["next_sentence_loss"].mean())
+    totals = {k: v.sum() for k, v in values.items()}
 
     def ratio(num, den):
-        return np.float32(totals[num] / totals[den]) if totals.get(den) else np.float32(0.0)
+        return np.float32(totals[num] / totals[den]) if totals[den] else np.float32(0.0)
 
     return {
         "global_step": np.int64(global_step),
         "loss": np.float32(np.mean(batch_losses)) if batch_losses else np.float32(0.0),
         "masked_lm_accuracy": ratio("masked_lm_correct", "masked_lm_weight"),
         "masked_lm_loss": ratio("masked_lm_loss_sum", "masked_lm_weight"),
-        "next_sentence_accuracy": ratio("next_sentence_correct", "examples"),
-        "next_sentence_loss": ratio("next_sentence_loss_sum", "examples"),
+        "next_sentence_accuracy": np.float32(totals["next_sentence_correct"] / count)
+        if count else np.float32(0.0),
+        "next_sentence_loss": np.float32(totals["next_sentence_loss"] / count)
+        if count else np.float32(0.0),
     }
 
 
-def format_eval_results(results):
-    """The original's eval_results.txt: `key = value` lines, keys sorted, str() of each value."""
-    return "".join("%s = %s\n" % (key, str(results[key])) for key in sorted(results))
+class PretrainingTask(Task):
+    """Masked-LM + next-sentence pretraining on create_pretraining_data's records.
 
+    Eval reads the first max_eval_steps * eval_batch_size records in file order (repeating
+    the files if they hold fewer), as the original. An output dir that holds a checkpoint of
+    the original's run_pretraining is continued from it (`restore_foreign`).
 
-class PretrainingTask:
-    """Masked-LM + next-sentence pretraining for the generic loops in `bert_tf.training`.
-
-    The contract (shared by every task that uses bert_tf.training):
-      outputs(model, batch, training) -> the model's outputs on the batch;
-      normalizers(batch) -> dict of float32 sums over a batch (summed over shards by the loop);
-      train_metrics(batch, outputs, normalizers) -> dict with "loss" and other scalars, each the
-        shard's share of the global-batch value (the shares are summed by the loop);
-      eval_sums(batch, outputs) -> dict of float32 sums (summed over replicas per step);
-      eval_results(step_sums, global_step) -> the final metrics dict.
+    Args:
+      input_files: the record files, in order.
+      bert_config: the model's BertConfig (None: only the loss methods are used).
+      max_seq_length, max_predictions_per_seq: the records' shapes.
+      shuffle_buffer_size: records in the training shuffle buffer (the original: 100).
+      deterministic_input: train on the records in file order (repeated) instead of shuffled.
     """
 
+    name = "pretraining"
     train_metric_names = ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
                           "next_sentence_accuracy")
+
+    def __init__(self, input_files=(), bert_config=None, max_seq_length=128,
+                 max_predictions_per_seq=20, shuffle_buffer_size=100, deterministic_input=False):
+        self.input_files = list(input_files)
+        self.bert_config = bert_config
+        self.max_seq_length = max_seq_length
+        self.max_predictions_per_seq = max_predictions_per_seq
+        self.shuffle_buffer_size = shuffle_buffer_size
+        self.deterministic_input = deterministic_input
+
+    def feature_spec(self):
+        return pretraining_feature_spec(self.max_seq_length, self.max_predictions_per_seq)
+
+    def check_inputs(self, settings):
+        from bert_tf.input_pipeline import check_first_record
+        check_first_record(
+            self.input_files[0], self.feature_spec(),
+            hint=f" (do --max_seq_length={self.max_seq_length} and --max_predictions_per_seq="
+                 f"{self.max_predictions_per_seq} match the data?)")
+        latest = tf.train.latest_checkpoint(settings.output_dir)
+        if (settings.do_train and settings.optimizer != "adamw" and latest
+                and checkpoints.is_original_checkpoint(latest)):
+            raise flag_error("optimizer", f"{settings.optimizer}: --output_dir holds a checkpoint "
+                                          f"of the original run_pretraining ({latest}), which "
+                                          f"trains with adamw; continue it with --optimizer=adamw, "
+                                          f"or pass it as --init_checkpoint with a new --output_dir")
+
+    def dataset_fn(self, mode, global_batch_size, seed=None):
+        from bert_tf import input_pipeline
+        shuffle = mode == "train" and not self.deterministic_input
+        return input_pipeline.dataset_fn(
+            self.input_files, self.feature_spec(), global_batch_size, shuffle=shuffle, seed=seed,
+            shuffle_buffer_size=self.shuffle_buffer_size)
+
+    def build_model(self):
+        from bert_tf.models import BertPretrainer
+        return BertPretrainer(self.bert_config)
+
+    def restore_foreign(self, model, optimizer, path):
+        """Continues the original run_pretraining from its checkpoint: weights, Adam moments and
+        global_step (bert_tf.checkpoints.load_original_training_state)."""
+        if not checkpoints.is_original_checkpoint(path):
+            return False
+        checkpoints.load_original_training_state(model, optimizer, path)
+        return True
+
+    def model_inputs(self, batch):
+        return {name: batch[name] for name in MODEL_INPUTS}
 
     def outputs(self, model, batch, training):
         """The heads' outputs only: the model then skips the last layer's work at positions
         that neither head reads."""
-        inputs = {name: batch[name] for name in MODEL_INPUTS}
-        return model(inputs, training=training, return_encoder_outputs=False)
+        return model(self.model_inputs(batch), training=training, return_encoder_outputs=False)
 
     def normalizers(self, batch):
         return {"masked_lm_weight": tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)),
@@ -162,8 +217,8 @@ class PretrainingTask:
             "next_sentence_accuracy": tf.reduce_sum(nsp_correct) / normalizers["examples"],
         }
 
-    def eval_sums(self, batch, outputs):
-        return eval_sums(outputs, batch)
+    def eval_outputs(self, batch, outputs):
+        return eval_outputs(outputs, batch)
 
-    def eval_results(self, step_sums, global_step):
-        return eval_results(step_sums, global_step)
+    def eval_results(self, outputs, global_step, batch_size):
+        return eval_results(outputs, global_step, batch_size)

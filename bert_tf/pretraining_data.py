@@ -46,24 +46,6 @@ INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions",
 FLOAT_FEATURES = ("masked_lm_weights",)
 
 
-def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
-    """The feature spec for `tf.io.parse_single_example` / `parse_example` of these records.
-
-    The same 7 fixed-length features as the original's `run_pretraining.input_fn_builder`.
-    """
-    import tensorflow as tf
-
-    return {
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
-
-
 # ---------------------------------------------------------------------------------------------
 # Options and vocabulary
 # ---------------------------------------------------------------------------------------------

@@ -1,10 +1,8 @@
-"""A generic custom training loop and eval loop on tf.distribute, reused by every task.
+"""The generic training loop and eval/predict loop on tf.distribute, reused by every task.
 
-The task-specific part is a small *task* object (see `bert_tf.pretraining.PretrainingTask`):
-    outputs(model, batch, training), normalizers(batch), train_metrics(batch, outputs,
-    normalizers) -> {"loss", ...}, train_metric_names, eval_sums(batch, outputs),
-    eval_results(step_sums, global_step).
-Everything else lives here, once:
+The task-specific part is a `bert_tf.task.Task` (its train methods: outputs, normalizers,
+train_metrics, train_metric_names; eval/predict: eval_outputs, predict_outputs;
+restore_foreign). `bert_tf.runner.run` drives these loops for the command lines. Here, once:
 
 - `iterations_per_loop` steps per tf.function call (strategy.run in a tf.range loop), so the host
   is out of the way (the original's TPUEstimator iterations_per_loop).
@@ -20,7 +18,8 @@ Everything else lives here, once:
   through tf.train.CheckpointManager, keeping `keep_checkpoint_max`; TF writes the data and index
   under temporary names and replaces the `checkpoint` state file atomically, so a crash never
   leaves a half-written latest checkpoint. Rerunning resumes from the latest one, which may also
-  be a checkpoint of the original's run_pretraining (weights, Adam moments, global_step).
+  be one the task continues (the original's run_pretraining: weights, Adam moments, step).
+- Eval and predict: per-example outputs gathered across replicas and steps, in record order.
 - TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
   progress lines (bert_tf.progress) with steps/s, examples/s and ETA, and a stop with a message
   naming the step when the loss is not finite.
@@ -32,9 +31,9 @@ import shutil
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints
 from bert_tf.distribution import is_chief
 from bert_tf.progress import Progress
 
@@ -99,8 +98,12 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
 
     Returns this replica's shares of the task's train metrics.
     """
+    from bert_tf import optimization
+
     scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
-    reduce_here = getattr(_inner(optimizer), "expects_reduced_gradients", False)
+    # Our optimizers take gradients summed here, before the loss-scale check and clipping see
+    # them (Keras' own optimizers sum inside `apply`).
+    sums_here = isinstance(_inner(optimizer), optimization.DecoupledWeightDecayOptimizer)
     names = tuple(task.train_metric_names)
 
     def forward_backward(batch, normalizers):
@@ -137,9 +140,12 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
 
             _, metrics, grads = tf.while_loop(lambda i, *_: i < k, body,
                                               (tf.constant(1), metrics, grads))
-        if reduce_here and context.num_replicas_in_sync > 1:
-            grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        optimizer.apply(grads, model.trainable_variables)
+        if sums_here:
+            grads = optimization.sum_across_replicas(grads)
+            with optimization.gradients_summed_across_replicas():
+                optimizer.apply(grads, model.trainable_variables)
+        else:
+            optimizer.apply(grads, model.trainable_variables)
         return dict(zip(names, metrics))
 
     return replica_step
@@ -177,28 +183,27 @@ def _worker_checkpoint_dir(model_dir, strategy):
     return os.path.join(model_dir, f".worker_{strategy.cluster_resolver.task_id}")
 
 
-def restore_latest(checkpoint, manager, model, optimizer):
+def restore_latest(checkpoint, manager, model, optimizer, task=None):
     """Restores the latest checkpoint of `manager`; returns its path or None.
 
-    The latest may be ours or one written by the original release's run_pretraining in the same
-    directory (TF1 names): then its weights, Adam moments and global_step are loaded, so a run
-    moved from the original continues (and our later checkpoints, being newer, win on reruns).
+    The latest may be ours, or one the task knows how to continue (`Task.restore_foreign`: the
+    original run_pretraining's, whose later checkpoints, being ours and newer, win on reruns).
     """
     latest = manager.latest_checkpoint
-    if latest and checkpoints.is_original_checkpoint(latest):
-        checkpoints.load_original_training_state(model, optimizer, latest)
-    elif latest:
+    if latest and not (task is not None and task.restore_foreign(model, optimizer, latest)):
         checkpoint.restore(latest).assert_existing_objects_matched()
     return latest
 
 
-def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, log=print):
+def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, log=print,
+          on_checkpoint=None):
     """Trains until optimizer.iterations == config.num_train_steps; returns the last metrics.
 
     `model` and `optimizer` must have been created under `strategy.scope()`. `dataset_fn(ctx)`
     returns per-replica batches of config.global_batch_size / replicas examples. If model_dir
-    has a checkpoint (ours, or the original's), training resumes from it; otherwise `init_fn()`
-    (if given) initialises the model (e.g. from --init_checkpoint).
+    has a checkpoint (ours, or one `task.restore_foreign` continues), training resumes from
+    it; otherwise `init_fn()` (if given) initialises the model (e.g. from --init_checkpoint).
+    `on_checkpoint(step)` runs after each checkpoint is saved (eval during training).
     """
     chief = is_chief(strategy)
     with strategy.scope():
@@ -207,7 +212,7 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
     manager = tf.train.CheckpointManager(checkpoint, config.model_dir,
                                          max_to_keep=config.keep_checkpoint_max,
                                          checkpoint_name=CHECKPOINT_NAME)
-    restored = restore_latest(checkpoint, manager, model, optimizer)
+    restored = restore_latest(checkpoint, manager, model, optimizer, task)
     if restored:
         log(f"resuming from {restored} at step {global_step(optimizer)}")
     elif init_fn is not None:
@@ -264,6 +269,8 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
         if (config.save_checkpoints_steps and step % config.save_checkpoints_steps == 0
                 or step >= config.num_train_steps):
             manager.save(checkpoint_number=step)
+            if on_checkpoint is not None:
+                on_checkpoint(step)
     writer.flush()
     progress.summary(**last_metrics)
     if not chief:
@@ -271,23 +278,29 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
     return last_metrics
 
 
-def evaluate(strategy, model, task, dataset_fn, num_steps, name="eval"):
-    """Runs `num_steps` eval steps; returns the list of per-step sums (summed over replicas)."""
+def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):
+    """Runs `num_steps` eval or predict steps; returns the per-example outputs, gathered.
+
+    mode "eval" collects `task.eval_outputs`, "predict" `task.predict_outputs`: dicts of
+    [B, ...] tensors per replica, concatenated over replicas (strategy.gather, in global-batch
+    order, across workers too) and over steps, as numpy arrays in record order.
+    """
+    outputs_of = task.eval_outputs if mode == "eval" else task.predict_outputs
 
     def replica_step(batch):
-        return task.eval_sums(batch, task.outputs(model, batch, training=False))
+        return outputs_of(batch, task.outputs(model, batch, training=False))
 
     @tf.function
-    def eval_step(iterator):
+    def step(iterator):
         per_replica = strategy.run(replica_step, args=(next(iterator),))
-        return tf.nest.map_structure(
-            lambda v: strategy.reduce(tf.distribute.ReduceOp.SUM, v, axis=None), per_replica)
+        return tf.nest.map_structure(lambda v: strategy.gather(v, axis=0), per_replica)
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    progress = Progress(name, total=num_steps, unit="steps", interval=30.0)
-    step_sums = []
+    progress = Progress(mode, total=num_steps, unit="steps", interval=30.0)
+    pieces = {}
     for _ in range(num_steps):
-        step_sums.append({k: v.numpy() for k, v in eval_step(iterator).items()})
+        for name, value in step(iterator).items():
+            pieces.setdefault(name, []).append(value.numpy())
         progress.update(1)
     progress.summary()
-    return step_sums
+    return {name: np.concatenate(values, axis=0) for name, values in pieces.items()}

@@ -74,32 +74,12 @@ def read_examples(input_file):
     return examples
 
 
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """Truncates the longer sequence one token at a time until the pair fits (in place)."""
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
 def convert_example(example, seq_length, tokenizer):
     """[CLS] a [SEP] (b [SEP]) with segment ids, mask and zero padding, as the original."""
-    tokens_a = tokenizer.tokenize(example.text_a)
-    tokens_b = tokenizer.tokenize(example.text_b) if example.text_b else None
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, seq_length - 3)
-    elif len(tokens_a) > seq_length - 2:
-        tokens_a = tokens_a[:seq_length - 2]
-    tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-    input_type_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + ["[SEP]"]
-        input_type_ids += [1] * (len(tokens_b) + 1)
-    input_ids = tokenizer.convert_tokens_to_ids(tokens)
-    padding = [0] * (seq_length - len(input_ids))
-    return InputFeatures(example.unique_id, tokens, input_ids + padding,
-                         [1] * len(input_ids) + padding, input_type_ids + padding)
+    from bert_tf.features import convert_text_pair
+    packed = convert_text_pair(tokenizer, example.text_a, example.text_b, seq_length)
+    return InputFeatures(example.unique_id, packed.tokens, packed.input_ids, packed.input_mask,
+                         packed.segment_ids)
 
 
 def round6(values):

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import pretraining_fixtures as fx
 from bert_tf import input_pipeline
-from bert_tf.pretraining_data import pretraining_feature_spec
+from bert_tf.features import pretraining_feature_spec
 
 SPEC = pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)
 

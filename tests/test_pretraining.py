@@ -10,6 +10,7 @@ import tensorflow as tf
 
 import pretraining_fixtures as fx
 from bert_tf import pretraining
+from bert_tf.task import format_results
 
 METRIC_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                "next_sentence_accuracy", "next_sentence_loss"]
@@ -28,7 +29,7 @@ def test_loss_and_metrics_match_metric_fn_on_reference_outputs(rp, refbert, tmp_
     paths, _ = fx.write_record_files(tmp_path, 2, 9)
     expected, batches = fx.reference_eval(rp, refbert, paths, None, eval_batch_size=4,
                                           max_eval_steps=6, with_batches=True)
-    step_sums = []
+    per_example = []
     for features, values in batches:
         (mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss, nsp_log_probs,
          nsp_labels) = values
@@ -50,8 +51,10 @@ def test_loss_and_metrics_match_metric_fn_on_reference_outputs(rp, refbert, tmp_
         np.testing.assert_allclose(mlm_loss, want_mlm, rtol=1e-6)
         np.testing.assert_allclose(nsp_loss, np.mean(nsp_example_loss), rtol=1e-6)
         np.testing.assert_allclose(loss, want_mlm + np.mean(nsp_example_loss), rtol=1e-6)
-        step_sums.append({k: v.numpy() for k, v in pretraining.eval_sums(outputs, batch).items()})
-    ours = pretraining.eval_results(step_sums, global_step=0)
+        per_example.append({k: v.numpy() for k, v in
+                            pretraining.eval_outputs(outputs, batch).items()})
+    gathered = {k: np.concatenate([p[k] for p in per_example]) for k in per_example[0]}
+    ours = pretraining.eval_results(gathered, global_step=0, batch_size=4)
     assert sorted(ours) == METRIC_KEYS
     for key in METRIC_KEYS:
         np.testing.assert_allclose(ours[key], expected[key], rtol=2e-6, err_msg=key)
@@ -79,8 +82,8 @@ def test_shares_add_up_to_the_whole_batch_loss():
                                rtol=1e-6)
 
 
-def test_format_eval_results_is_the_originals():
+def test_format_results_is_the_originals():
     results = {"loss": np.float32(2.5), "global_step": np.int64(20),
                "masked_lm_accuracy": np.float32(1 / 3)}
-    assert pretraining.format_eval_results(results) == (
+    assert format_results(results) == (
         "global_step = 20\nloss = 2.5\nmasked_lm_accuracy = 0.33333334\n")

@@ -114,6 +114,7 @@ def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_pa
     from bert_tf.checkpoints import original_variable_map
     from bert_tf.config import BertConfig
     from bert_tf.models import BertPretrainer
+    from bert_tf.pretraining import PretrainingTask
 
     rp = fx.reference_run_pretraining(refbert, monkeypatch)
     schedule = dict(learning_rate=1e-3, num_train_steps=4, num_warmup_steps=1)
@@ -142,7 +143,7 @@ def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_pa
     optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     manager = tf.train.CheckpointManager(checkpoint, moved_dir, max_to_keep=5)
-    assert training.restore_latest(checkpoint, manager, model, optimizer) == \
+    assert training.restore_latest(checkpoint, manager, model, optimizer, PretrainingTask()) == \
         f"{moved_dir}/model.ckpt-4"
     assert int(optimizer.iterations.numpy()) == 4
     # Our checkpoint at step 4 = the original's: weights and both Adam moments, part by part.

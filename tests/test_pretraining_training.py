@@ -13,7 +13,7 @@ from bert_tf.config import BertConfig
 from bert_tf.errors import InputError
 from bert_tf.models import BertPretrainer
 from bert_tf.pretraining import PretrainingTask
-from bert_tf.pretraining_data import pretraining_feature_spec
+from bert_tf.features import pretraining_feature_spec
 
 SPEC = pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)
 

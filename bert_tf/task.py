@@ -1,0 +1,144 @@
+"""The task contract: what a task (pretraining, classification, tagging, SQuAD) tells the driver.
+
+Every run_* command line is flags plus a `Task`; `bert_tf.runner.run(task, settings)` does the
+rest once for all of them (strategy, precision, optimizer, checkpoints, train/eval/predict loops,
+summaries, export). This follows TF Model Garden's `official/core/base_task.py`: a task builds
+its inputs and model, defines its losses and metrics, and turns the per-example outputs of eval
+and predict into results; it owns no loop.
+
+The loops call the methods below inside `strategy.run` (one replica's shard of the batch) or on
+the host. Tensors in a batch are int32 / float32 (int64 features are cast on read).
+
+Train (see `bert_tf.training`): `outputs(model, batch, training=True)`, then
+`train_metrics(batch, outputs, normalizers)` returns "loss" and other scalars, each the shard's
+*share* of the global-batch value: sums over the shard divided by `normalizers`, which the loop
+has summed over replicas and micro-batches. So 1 device, N replicas and gradient accumulation
+give the same loss and gradients for the same global batch.
+
+Eval and predict: `eval_outputs` / `predict_outputs` return per-example tensors ([B, ...] each);
+the loop gathers them across replicas in global-batch order and across steps, then hands the
+whole arrays (numpy) to `eval_results` / `write_predictions`. Per-example, not sums, because
+some results need every prediction (STS-B's Pearson, entity F1 over whole sentences, SQuAD
+spans by example id). Eval and predict read their records once, in order; a task pads them to a
+multiple of the batch size with the original's padding examples (`is_real_example` = 0), so
+fixed-size batches (TPU) see every real example exactly once, and results weigh them out.
+"""
+import os
+
+
+class Task:
+    """Base class of the tasks; subclasses override what their task needs.
+
+    Attributes:
+      name: short name for logs and summaries.
+      train_metric_names: the keys of `train_metrics` (the first must be "loss").
+    """
+
+    name = "task"
+    train_metric_names = ("loss",)
+
+    # ---- Data.
+    def check_inputs(self, mode):
+        """Raises InputError naming the file or flag when the inputs of `mode` ("train",
+        "eval", "predict") cannot work (runs before any model is built)."""
+
+    def num_examples(self, mode):
+        """Number of records (padding examples included) that eval/predict read, or None:
+        the driver then runs `eval_steps` steps (pretraining's max_eval_steps)."""
+        return None
+
+    def dataset_fn(self, mode, global_batch_size, seed=None):
+        """A function of the tf.distribute.InputContext returning per-replica batches:
+        train shuffled and repeated, eval/predict in file order, once."""
+        raise NotImplementedError
+
+    # ---- Model.
+    def build_model(self):
+        """The keras model, called under the strategy's scope. It must implement
+        `original_variable_parts()` (bert_tf.models) so that checkpoints and the weight-decay
+        exclusions use the original variable names."""
+        raise NotImplementedError
+
+    def initialize(self, model, init_checkpoint, log):
+        """Loads --init_checkpoint into a fresh model (no checkpoint in the output dir yet).
+
+        Returns the LoadReport. The default loads whatever of the model the checkpoint has
+        (the encoder of a pretrained model; a new task head stays initialised).
+        """
+        from bert_tf.checkpoints import load_checkpoint
+        report = load_checkpoint(model, init_checkpoint)
+        log(f"initialised from {init_checkpoint}: {report}")
+        return report
+
+    def restore_foreign(self, model, optimizer, path):
+        """Restores a checkpoint in `--output_dir` that is not one of ours (e.g. the original
+        release's run_pretraining output, to continue it). Returns True if it did; the default
+        knows none."""
+        return False
+
+    # ---- Train.
+    def outputs(self, model, batch, training):
+        """The model's outputs on a batch (a dict of tensors)."""
+        return model(self.model_inputs(batch), training=training)
+
+    def model_inputs(self, batch):
+        return {name: batch[name] for name in ("input_ids", "input_mask", "segment_ids")}
+
+    def normalizers(self, batch):
+        """Float32 sums over the batch that scale each shard's loss to its share."""
+        raise NotImplementedError
+
+    def train_metrics(self, batch, outputs, normalizers):
+        raise NotImplementedError
+
+    # ---- Eval and predict.
+    def eval_outputs(self, batch, outputs):
+        """Per-example tensors [B, ...] for `eval_results`."""
+        raise NotImplementedError
+
+    def eval_results(self, outputs, global_step, batch_size):
+        """The results dict (written to eval_results.txt) from the gathered per-example
+        `outputs` (numpy, every eval record in file order); `batch_size` is the eval batch."""
+        raise NotImplementedError
+
+    def predict_outputs(self, batch, outputs):
+        """Per-example tensors [B, ...] for `write_predictions`; None: the task has no predict."""
+        return None
+
+    def write_predictions(self, outputs, output_dir):
+        """Writes the prediction files from the gathered `outputs`; returns their paths."""
+        raise NotImplementedError
+
+    # ---- Export.
+    def serving_signatures(self, model):
+        """{name: tf.function} to save with the model. The default serves the model on token
+        ids (input_ids, input_mask, segment_ids: int32 [batch, length])."""
+        import tensorflow as tf
+
+        spec = tf.TensorSpec([None, None], tf.int32)
+
+        @tf.function(input_signature=[spec, spec, spec])
+        def serve(input_ids, input_mask, segment_ids):
+            outputs = self.outputs(model, {"input_ids": input_ids, "input_mask": input_mask,
+                                           "segment_ids": segment_ids}, training=False)
+            return self.serving_outputs(outputs)
+
+        return {"serving_default": serve}
+
+    def serving_outputs(self, outputs):
+        """What the token-id signature returns from the model's outputs."""
+        return outputs
+
+
+def format_results(results):
+    """The original's eval_results.txt: `key = value` lines, keys sorted, str() of each value."""
+    return "".join("%s = %s\n" % (key, str(results[key])) for key in sorted(results))
+
+
+def write_results(results, output_dir, filename="eval_results.txt"):
+    """Writes `format_results(results)` atomically into output_dir; returns the path."""
+    from bert_tf.io_utils import atomic_open
+    path = os.path.join(output_dir, filename)
+    with atomic_open(path) as f:
+        f.write(format_results(results))
+    return path

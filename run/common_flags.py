@@ -1,0 +1,119 @@
+"""The flags every training command line shares, defined once, and their RunSettings.
+
+The original's flags (names, defaults and help as google-research/bert's run_pretraining.py,
+run_classifier.py and run_squad.py) plus ours: strategy, precision, XLA, optimizer, checkpoints.
+A command line calls `define_run_flags(...)` with its own defaults for the few that differ
+(batch sizes, learning rate), defines its task's flags, and passes `run_settings()` with its task
+to `bert_tf.runner.run`.
+"""
+import dataclasses
+
+from absl import flags
+
+FLAGS = flags.FLAGS
+
+
+def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=None,
+                     learning_rate=5e-5, do_predict=False):
+    """Defines the shared flags. `predict_batch_size` / `do_predict`: only for the command lines
+    of the original that have them (run_classifier, run_squad)."""
+    flags.DEFINE_string("bert_config_file", None,
+                        "The config json file corresponding to the pre-trained BERT model. "
+                        "This specifies the model architecture.")
+    flags.DEFINE_string("output_dir", None,
+                        "The output directory where the model checkpoints will be written.")
+    flags.DEFINE_string("init_checkpoint", None,
+                        "Initial checkpoint (usually from a pre-trained BERT model): an original "
+                        "TF1 checkpoint, one of ours, or a Hugging Face model directory.")
+    flags.DEFINE_bool("do_train", False, "Whether to run training.")
+    flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+    if do_predict:
+        flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on "
+                                               "the test set.")
+    flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
+    flags.DEFINE_integer("eval_batch_size", eval_batch_size, "Total batch size for eval.")
+    if predict_batch_size is not None:
+        flags.DEFINE_integer("predict_batch_size", predict_batch_size,
+                             "Total batch size for predict.")
+    flags.DEFINE_float("learning_rate", learning_rate, "The initial learning rate for Adam.")
+    flags.DEFINE_integer("save_checkpoints_steps", 1000,
+                         "How often to save the model checkpoint.")
+    flags.DEFINE_integer("iterations_per_loop", 1000,
+                         "How many steps to make in each call of the compiled training loop "
+                         "(the original: in each estimator call).")
+    flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU (implies "
+                      "--distribution_strategy=tpu).")
+    flags.DEFINE_string("tpu_name", None,
+                        "The Cloud TPU to use for training. This should be either the name used "
+                        "when creating the Cloud TPU, or a grpc://ip.address.of.tpu:8470 url.")
+    flags.DEFINE_string("tpu_zone", None,
+                        "[Optional] GCE zone where the Cloud TPU is located in.")
+    flags.DEFINE_string("gcp_project", None,
+                        "[Optional] Project name for the Cloud TPU-enabled project.")
+    flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+    flags.DEFINE_integer("num_tpu_cores", 8,
+                         "Only used if `use_tpu` is True. Total number of TPU cores to use "
+                         "(checked against the TPU found).")
+
+    # ---- Ours.
+    flags.DEFINE_enum("distribution_strategy", "one_device",
+                      ["one_device", "mirrored", "multi_worker_mirrored", "tpu"],
+                      "tf.distribute strategy. mirrored: all --num_gpus GPUs of this machine (or "
+                      "--num_cpu_devices logical CPUs); multi_worker_mirrored: several machines, "
+                      "each run with its TF_CONFIG; tpu: see the TPU flags.")
+    flags.DEFINE_integer("num_gpus", 0,
+                         "GPUs to use (one_device: GPU 0 if > 0; mirrored: this many).")
+    flags.DEFINE_integer("num_cpu_devices", 1,
+                         "mirrored without GPUs: split the CPU into this many logical devices "
+                         "(for testing data parallelism on one machine).")
+    flags.DEFINE_enum("mixed_precision", "off", ["off", "bfloat16", "float16"],
+                      "Compute in bfloat16 or float16 with float32 weights; float16 uses dynamic "
+                      "loss scaling.")
+    flags.DEFINE_bool("jit_compile", False, "Compile the forward/backward pass with XLA.")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
+                      "adamw: the original's AdamWeightDecay; lamb: LAMB for large batches "
+                      "(same weight-decay exclusions).")
+    flags.DEFINE_float("weight_decay_rate", 0.01,
+                       "Decoupled weight decay (not applied to LayerNorm and bias variables).")
+    flags.DEFINE_integer("gradient_accumulation_steps", 1,
+                         "Split each train batch into this many micro-batches and accumulate "
+                         "their gradients (same update, less memory).")
+    flags.DEFINE_integer("keep_checkpoint_max", 5, "Keep this many most recent checkpoints.")
+    flags.DEFINE_integer("log_steps", 100,
+                         "Write TensorBoard summaries and a progress line every this many steps.")
+    flags.DEFINE_integer("seed", None, "Seed for weight initialisation and input shuffling "
+                         "(default: different every run, as the original).")
+    flags.DEFINE_bool("eval_during_training", False,
+                      "With --do_train and --do_eval: also evaluate after every checkpoint "
+                      "(TensorBoard: output_dir/eval).")
+    flags.DEFINE_string("export_dir", None,
+                        "Also save the model as a SavedModel here (serving on token ids).")
+
+
+def check_required(*names):
+    from bert_tf.errors import flag_error
+    for name in names:
+        if not getattr(FLAGS, name):
+            raise flag_error(name, "is required")
+
+
+def load_bert_config():
+    """The --bert_config_file's BertConfig (an InputError naming the flag if it is missing)."""
+    import os
+
+    from bert_tf.config import BertConfig
+    from bert_tf.errors import flag_error
+    if not os.path.exists(FLAGS.bert_config_file):
+        raise flag_error("bert_config_file", f"{FLAGS.bert_config_file} does not exist")
+    return BertConfig.from_json_file(FLAGS.bert_config_file)
+
+
+def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):
+    """RunSettings from the shared flags (plus the task-derived step counts)."""
+    from bert_tf.runner import RunSettings
+
+    names = [f.name for f in dataclasses.fields(RunSettings)]
+    values = {name: getattr(FLAGS, name) for name in names if name in FLAGS}
+    values.update(num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
+    values.update(overrides)
+    return RunSettings(**values)
