@@ -166,3 +166,52 @@ def test_lamb_one_step_against_numpy():
             update = ratio * update
         np.testing.assert_allclose(w[name].numpy(), value - lr * update, rtol=1e-5, atol=1e-7,
                                    err_msg=name)
+
+
+FIT_SCRIPT = r"""
+import json, sys
+import numpy as np
+import tensorflow as tf
+from bert_tf import distribution, optimization
+import keras
+
+replicas = int(sys.argv[1])
+strategy = (distribution.create_strategy("mirrored", num_cpu_devices=2) if replicas == 2
+            else distribution.create_strategy("one_device"))
+rng = np.random.RandomState(0)
+x = rng.normal(size=(64, 8)).astype(np.float32)
+y = (x @ rng.normal(size=(8, 3)) * 5).astype(np.float32)
+with strategy.scope():
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="tanh"),
+                              keras.layers.Dense(3)])
+    model.set_weights([np.random.RandomState(i).normal(size=w.shape).astype(np.float32) * 0.3
+                       for i, w in enumerate(model.get_weights())])
+    # global_clipnorm 0.1 is far below the gradient norm: every step is clipped, so a norm over
+    # one replica's gradient instead of the global one would show.
+    optimizer = optimization.AdamWeightDecay(1e-2, weight_decay_rate=0.01, global_clipnorm=0.1)
+    model.compile(optimizer=optimizer, loss="mse")
+model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+print(json.dumps([w.tolist() for w in model.get_weights()]))
+"""
+
+
+def test_keras_fit_under_mirrored_strategy_equals_one_device(tmp_path):
+    """Plain model.fit (no bert_tf.training loop) under MirroredStrategy on 2 logical CPUs trains
+    exactly as on one device: our optimizers sum the replicas' gradients before clipping."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+
+    weights = {}
+    for replicas in (1, 2):
+        result = subprocess.run([sys.executable, "-c", FIT_SCRIPT, str(replicas)],
+                                cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        weights[replicas] = [np.asarray(w) for w in json.loads(result.stdout.splitlines()[-1])]
+    initial = [np.random.RandomState(i).normal(size=w.shape) * 0.3
+               for i, w in enumerate(weights[1])]
+    assert max(np.abs(a - b).max() for a, b in zip(weights[1], initial)) > 1e-2  # it trained
+    for one, mirrored in zip(weights[1], weights[2]):
+        np.testing.assert_allclose(mirrored, one, rtol=1e-5, atol=1e-6)
