@@ -66,8 +66,24 @@ def _sharding(input_context):
             input_context.num_replicas_in_sync)
 
 
+def trim_to_longest(batch, sequence_features, multiple=8):
+    """Cuts the [B, T] `sequence_features` of a batch to its longest example (input_mask), rounded
+    up to a multiple of `multiple` (fewer distinct shapes to trace). Padding positions are masked
+    out of attention, so the real positions' outputs are the same up to float rounding."""
+    full = tf.shape(batch["input_ids"])[1]
+    longest = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1))
+    length = tf.minimum((longest + multiple - 1) // multiple * multiple, full)
+    return {name: t[:, :length] if name in sequence_features else t for name, t in batch.items()}
+
+
+def length_bucket_boundaries(max_seq_length, width=32):
+    """Bucket edges every `width` tokens (32: a few buckets, each filling fast)."""
+    return list(range(width, max_seq_length, width))
+
+
 def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, input_context=None,
-                     seed=None, shuffle_buffer_size=100, cycle_length=4):
+                     seed=None, shuffle_buffer_size=100, cycle_length=4, repeat=True,
+                     sequence_features=None):
     """Per-replica batches of decoded examples from `input_files` (a list of paths).
 
     Args:
@@ -78,6 +94,12 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
       seed: makes the shuffled order reproducible (None: different every run, as the original).
       shuffle_buffer_size: records in the shuffle buffer (the original: 100).
       cycle_length: files read in parallel (the original: min(4, number of files)).
+      repeat: file order only: False reads the records once (eval / predict of a task that pads
+        its records to a multiple of the batch size), True repeats them (pretraining's eval).
+      sequence_features: names of the [T] features; given, batches are not padded to the full
+        length: training batches group examples of similar length (buckets of 32 tokens) and
+        every batch is cut to its longest example (`trim_to_longest`). Not for TPUs, which
+        want one static shape.
     """
     num_pipelines, pipeline_id, num_replicas = _sharding(input_context)
     if global_batch_size % num_replicas:
@@ -105,23 +127,35 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
             d = d.shard(num_pipelines, pipeline_id)
         d = d.shuffle(shuffle_buffer_size, seed=seed)
         d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
-        d = d.batch(per_replica, drop_remainder=True)
+        if sequence_features:
+            max_length = int(tf.TensorShape(feature_spec["input_ids"].shape)[0])
+            boundaries = length_bucket_boundaries(max_length)
+            d = d.bucket_by_sequence_length(
+                lambda example: tf.reduce_sum(example["input_mask"]), boundaries,
+                [per_replica] * (len(boundaries) + 1), drop_remainder=True)
+        else:
+            d = d.batch(per_replica, drop_remainder=True)
     else:
-        d = tf.data.TFRecordDataset(files).repeat()
+        d = tf.data.TFRecordDataset(files)
+        if repeat:
+            d = d.repeat()
         d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
         d = d.batch(global_batch_size, drop_remainder=True)
-        if num_replicas > 1:
-            replicas_per_pipeline = num_replicas // num_pipelines
-            first = pipeline_id * replicas_per_pipeline
+    if sequence_features:
+        d = d.map(lambda batch: trim_to_longest(batch, sequence_features))
+    if not shuffle and num_replicas > 1:
+        replicas_per_pipeline = num_replicas // num_pipelines
+        first = pipeline_id * replicas_per_pipeline
 
-            def replica_slices(batch):
-                split = {k: tf.reshape(v, [num_replicas, per_replica] + v.shape[1:].as_list())
-                         for k, v in batch.items()}
-                mine = {k: v[first:first + replicas_per_pipeline] for k, v in split.items()}
-                return tf.data.Dataset.from_tensor_slices(mine)
+        def replica_slices(batch):
+            split = {k: tf.reshape(v, tf.concat([[num_replicas, per_replica], tf.shape(v)[1:]], 0))
+                     for k, v in batch.items()}
+            mine = {k: v[first:first + replicas_per_pipeline] for k, v in split.items()}
+            return tf.data.Dataset.from_tensor_slices(mine)
 
-            # Consecutive elements go to consecutive local replicas.
-            d = d.flat_map(replica_slices)
+        # Consecutive elements go to consecutive local replicas (cut first: every replica of
+        # a step gets the same length).
+        d = d.flat_map(replica_slices)
     return d.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 

@@ -8,7 +8,9 @@ what every task needs, the same way for all of them:
 - the model (under the strategy's scope) and the optimizer: the original's AdamWeightDecay or
   LAMB, with the weight-decay exclusions matched against the original variable names;
 - training (`bert_tf.training.train`): resumes from the latest checkpoint in output_dir, else
-  starts from --init_checkpoint; optional eval after every checkpoint;
+  starts from --init_checkpoint; optional eval after every checkpoint; optionally the trained
+  weights also as a TF1 checkpoint in the original's names (output_dir/original_format), which
+  the original release and tools built on it load;
 - the checkpoint that eval and predict use: the model just trained, else the latest checkpoint in
   output_dir (ours, or one the task continues), else --init_checkpoint, which must then hold
   every variable of the model (a task head missing from it would predict at random);
@@ -22,6 +24,9 @@ import os
 import sys
 
 from bert_tf.errors import InputError, flag_error
+
+# --save_original_checkpoint writes output_dir/<this>/model.ckpt-<step> in the original naming.
+ORIGINAL_FORMAT_DIR = "original_format"
 
 
 @dataclasses.dataclass
@@ -47,6 +52,7 @@ class RunSettings:
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
     eval_during_training: bool = False
+    save_original_checkpoint: bool = False
     distribution_strategy: str = "one_device"
     use_tpu: bool = False
     tpu_name: str = None
@@ -294,6 +300,8 @@ def run(task, settings, log=log):
 
 def _train(task, strategy, model, optimizer, settings, log):
     from bert_tf import training
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.distribution import is_chief
 
     config = training.TrainConfig(
         model_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
@@ -317,8 +325,16 @@ def _train(task, strategy, model, optimizer, settings, log):
     log(f"***** Running training *****  batch size {settings.train_batch_size}, "
         f"{settings.num_train_steps} steps")
     try:
-        return training.train(strategy, model, optimizer, task,
-                              task.dataset_fn("train", settings.train_batch_size, settings.seed),
-                              config, init_fn=init_fn, log=log, on_checkpoint=on_checkpoint)
+        metrics = training.train(strategy, model, optimizer, task,
+                                 task.dataset_fn("train", settings.train_batch_size,
+                                                 settings.seed),
+                                 config, init_fn=init_fn, log=log, on_checkpoint=on_checkpoint)
     except training.NonFiniteLossError as e:
         raise InputError(f"training diverged: {e}") from None
+    if settings.save_original_checkpoint and is_chief(strategy):
+        step = training.global_step(optimizer)
+        path = write_tf1_checkpoint(
+            model, os.path.join(settings.output_dir, ORIGINAL_FORMAT_DIR, f"model.ckpt-{step}"),
+            global_step=step)
+        log(f"wrote {path} (the original release's variable names)")
+    return metrics

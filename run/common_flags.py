@@ -86,6 +86,9 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
     flags.DEFINE_bool("eval_during_training", False,
                       "With --do_train and --do_eval: also evaluate after every checkpoint "
                       "(TensorBoard: output_dir/eval).")
+    flags.DEFINE_bool("save_original_checkpoint", False,
+                      "After training, also write the weights as a TF1 checkpoint in the original "
+                      "release's variable names to output_dir/original_format/model.ckpt-<step>.")
     flags.DEFINE_string("export_dir", None,
                         "Also save the model as a SavedModel here (serving on token ids).")
 
@@ -106,6 +109,31 @@ def load_bert_config():
     if not os.path.exists(FLAGS.bert_config_file):
         raise flag_error("bert_config_file", f"{FLAGS.bert_config_file} does not exist")
     return BertConfig.from_json_file(FLAGS.bert_config_file)
+
+
+def resolve_model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case,
+                        do_lower_case_given):
+    """(BertConfig, vocab_file, do_lower_case): flags first, then a Hugging Face directory's."""
+    from bert_tf.checkpoints import hf_directory_files
+    from bert_tf.config import BertConfig
+    from bert_tf.errors import flag_error
+
+    hf = hf_directory_files(init_checkpoint) if init_checkpoint else None
+    if bert_config_file:
+        config = BertConfig.from_json_file(bert_config_file)
+    elif hf is not None:
+        config = hf[0]
+    else:
+        raise flag_error("bert_config_file", "required (unless --init_checkpoint is a Hugging "
+                                             "Face directory)")
+    if not vocab_file:
+        if hf is None or hf[1] is None:
+            raise flag_error("vocab_file", "required (unless --init_checkpoint is a Hugging Face "
+                                           "directory with a vocab.txt)")
+        vocab_file = hf[1]
+    if not do_lower_case_given and hf is not None and hf[2] is not None:
+        do_lower_case = hf[2]
+    return config, vocab_file, do_lower_case
 
 
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):

@@ -117,31 +117,6 @@ def feature_json(feature, layer_indexes, layer_outputs):
     return json.dumps(output_json) + "\n"
 
 
-def resolve_model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case,
-                        do_lower_case_given):
-    """(BertConfig, vocab_file, do_lower_case): flags first, then a Hugging Face directory's."""
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.config import BertConfig
-    from bert_tf.errors import flag_error
-
-    hf = hf_directory_files(init_checkpoint)
-    if bert_config_file:
-        config = BertConfig.from_json_file(bert_config_file)
-    elif hf is not None:
-        config = hf[0]
-    else:
-        raise flag_error("bert_config_file", "required (unless --init_checkpoint is a Hugging "
-                                             "Face directory)")
-    if not vocab_file:
-        if hf is None or hf[1] is None:
-            raise flag_error("vocab_file", "required (unless --init_checkpoint is a Hugging Face "
-                                           "directory with a vocab.txt)")
-        vocab_file = hf[1]
-    if not do_lower_case_given and hf is not None and hf[2] is not None:
-        do_lower_case = hf[2]
-    return config, vocab_file, do_lower_case
-
-
 def parse_layers(value, num_layers):
     from bert_tf.cli import split_comma_list
     from bert_tf.errors import flag_error
@@ -229,6 +204,7 @@ def main(argv):
     import tensorflow as tf
     if not tf.io.gfile.exists(FLAGS.input_file):
         raise file_error(FLAGS.input_file, "input file not found")
+    from run.common_flags import resolve_model_files
     config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)

@@ -1,0 +1,176 @@
+"""Sentence (pair) classification and regression: the original run_classifier's model half.
+
+Model, loss and metrics as the original's `create_model` / `model_fn_builder` / `metric_fn`:
+    logits = pooled_output (dropout 0.1 in training) @ output_weights^T + output_bias
+    per_example_loss = -sum(one_hot(label) * log_softmax(logits));  loss = batch mean
+    eval_accuracy = accuracy weighted by is_real_example; eval_loss = mean per_example_loss
+    weighted by is_real_example; loss = mean over eval batches of the batch loss; global_step
+plus the task's GLUE metric, which the original does not compute: eval_f1 (MRPC, QQP),
+eval_matthews_corrcoef (CoLA), eval_pearson and eval_spearman (STS-B). Regression (STS-B,
+num_labels 1; not in the original) uses the squared error as per-example loss and the logit as
+the prediction.
+
+"loss" is the mean of the batch losses over the batches the original would have run: without
+--use_tpu it does not pad eval sets, so its last batch is short and holds real examples only; with
+it, it pads, and padding examples count in their batch's mean. We always pad (fixed-size batches,
+every example once); the batch losses are recomputed from the per-example losses to give the
+original's number for the flags given.
+
+Predictions (`test_results.tsv`): one line per real example, the class probabilities as
+`str(numpy.float32)` joined by tabs, no header, as the original (regression: the score).
+"""
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import metrics
+from bert_tf.features import classifier_feature_spec
+from bert_tf.task import Task
+
+# The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
+TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
+
+
+def softmax_float32(logits):
+    """float32 probabilities as the original's tf.nn.softmax of float32 logits."""
+    return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
+
+
+class ClassificationTask(Task):
+    """run_classifier's task over records written by `bert_tf.classifier_data`.
+
+    Args:
+      bert_config: the encoder's BertConfig.
+      num_labels: number of classes (1: regression).
+      record_files: {"train"|"eval"|"predict": path of its TFRecord file}.
+      max_seq_length: the records' length.
+      num_records: {"eval"|"predict": records in the file (padding included)}.
+      task_metric: "f1", "matthews_corrcoef", "correlation" or None (see TASK_METRICS).
+      original_pads_eval: the original's eval batches included padding examples (--use_tpu):
+        changes only how "loss" is averaged (see the module docstring).
+      bucket_by_length: batches not padded to max_seq_length (bert_tf.input_pipeline).
+      dropout_rate: dropout on the pooled output in training (the original: 0.1).
+    """
+
+    name = "classifier"
+    train_metric_names = ("loss", "accuracy")
+
+    def __init__(self, bert_config, num_labels, record_files, max_seq_length, num_records=None,
+                 task_metric=None, original_pads_eval=False, bucket_by_length=False,
+                 dropout_rate=0.1, shuffle_buffer_size=100):
+        self.bert_config = bert_config
+        self.num_labels = num_labels
+        self.regression = num_labels == 1
+        self.record_files = dict(record_files)
+        self.max_seq_length = max_seq_length
+        self.num_records = dict(num_records or {})
+        self.task_metric = task_metric
+        self.original_pads_eval = original_pads_eval
+        self.bucket_by_length = bucket_by_length
+        self.dropout_rate = dropout_rate
+        self.shuffle_buffer_size = shuffle_buffer_size
+
+    # ---- Data.
+    def feature_spec(self):
+        return classifier_feature_spec(self.max_seq_length, self.regression)
+
+    def num_examples(self, mode):
+        return self.num_records[mode]
+
+    def dataset_fn(self, mode, global_batch_size, seed=None):
+        from bert_tf import input_pipeline
+        sequence_features = (("input_ids", "input_mask", "segment_ids")
+                             if self.bucket_by_length else None)
+        return input_pipeline.dataset_fn(
+            [self.record_files[mode]], self.feature_spec(), global_batch_size,
+            shuffle=mode == "train", repeat=False, seed=seed,
+            shuffle_buffer_size=self.shuffle_buffer_size, sequence_features=sequence_features)
+
+    # ---- Model.
+    def build_model(self):
+        from bert_tf.models import BertClassifier
+        return BertClassifier(self.bert_config, self.num_labels, self.dropout_rate)
+
+    # ---- Train.
+    def per_example_loss(self, batch, logits):
+        logits = tf.cast(logits, tf.float32)
+        if self.regression:
+            return tf.square(logits[:, 0] - tf.cast(batch["label_ids"], tf.float32))
+        log_probs = tf.nn.log_softmax(logits, axis=-1)
+        one_hot = tf.one_hot(tf.cast(batch["label_ids"], tf.int32), self.num_labels)
+        return -tf.reduce_sum(one_hot * log_probs, axis=-1)
+
+    def predictions(self, logits):
+        if self.regression:
+            return tf.cast(logits[:, 0], tf.float32)
+        return tf.argmax(logits, axis=-1, output_type=tf.int32)
+
+    def normalizers(self, batch):
+        return {"examples": tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)}
+
+    def train_metrics(self, batch, outputs, normalizers):
+        loss = self.per_example_loss(batch, outputs["logits"])
+        if self.regression:
+            correct = tf.zeros_like(loss)
+        else:
+            correct = tf.cast(tf.equal(self.predictions(outputs["logits"]),
+                                       tf.cast(batch["label_ids"], tf.int32)), tf.float32)
+        return {"loss": tf.reduce_sum(loss) / normalizers["examples"],
+                "accuracy": tf.reduce_sum(correct) / normalizers["examples"]}
+
+    # ---- Eval and predict.
+    def eval_outputs(self, batch, outputs):
+        return {"per_example_loss": self.per_example_loss(batch, outputs["logits"]),
+                "prediction": self.predictions(outputs["logits"]),
+                "label": tf.cast(batch["label_ids"], tf.float32 if self.regression else tf.int32),
+                "is_real_example": tf.cast(batch["is_real_example"], tf.float32)}
+
+    def eval_results(self, outputs, global_step, batch_size):
+        weights = outputs["is_real_example"].astype(np.float64)
+        losses = outputs["per_example_loss"].astype(np.float64)
+        real = weights > 0
+        averaged = losses if self.original_pads_eval else losses[real]
+        batch_losses = [averaged[i:i + batch_size].mean()
+                        for i in range(0, len(averaged), batch_size)]
+        results = {
+            "eval_loss": np.float32(np.sum(losses * weights) / max(weights.sum(), 1.0)),
+            "global_step": np.int64(global_step),
+            "loss": np.float32(np.mean(batch_losses)) if batch_losses else np.float32(0.0),
+        }
+        labels, predictions = outputs["label"], outputs["prediction"]
+        if not self.regression:
+            results["eval_accuracy"] = np.float32(metrics.accuracy(labels, predictions, weights))
+        if self.task_metric == "f1":
+            results["eval_f1"] = np.float32(metrics.f1_binary(labels, predictions, weights))
+        elif self.task_metric == "matthews_corrcoef":
+            results["eval_matthews_corrcoef"] = np.float32(
+                metrics.matthews_corrcoef(labels, predictions, weights))
+        elif self.task_metric == "correlation":
+            results["eval_pearson"] = np.float32(metrics.pearson(labels, predictions, weights))
+            results["eval_spearman"] = np.float32(metrics.spearman(labels, predictions, weights))
+        return results
+
+    def predict_outputs(self, batch, outputs):
+        values = (self.predictions(outputs["logits"])[:, None] if self.regression
+                  else softmax_float32(outputs["logits"]))
+        return {"probabilities": values,
+                "is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
+
+    def write_predictions(self, outputs, output_dir):
+        """test_results.tsv as the original: a line of tab-separated probabilities per real
+        example (the padding examples sit at the end and are left out)."""
+        from bert_tf.io_utils import atomic_open
+        path = os.path.join(output_dir, "test_results.tsv")
+        rows = outputs["probabilities"][outputs["is_real_example"] > 0]
+        with atomic_open(path) as writer:
+            for probabilities in rows:
+                writer.write("\t".join(str(p) for p in probabilities) + "\n")
+        return [path]
+
+    # ---- Export.
+    def serving_outputs(self, outputs):
+        logits = tf.cast(outputs["logits"], tf.float32)
+        if self.regression:
+            return {"score": logits[:, 0]}
+        return {"probabilities": softmax_float32(logits), "logits": logits}

@@ -1,0 +1,748 @@
+"""Sentence (pair) classification data: the data half of the original's `run_classifier.py`.
+
+What it does, as the original:
+- processors read a task's train/dev/test files into `InputExample`s (same file names,
+  columns, header skipping, guids, labels; a test example carries the first label as a
+  placeholder);
+- `convert_single_example` turns one into model inputs (packing from `bert_tf.features`),
+  `PaddingInputExample` into an all-zero example that evaluation does not count;
+- `write_classifier_records` writes the original's `file_based_convert_examples_to_features`
+  records (input_ids, input_mask, segment_ids, label_ids, is_real_example).
+
+What it adds:
+- the GLUE tasks the original lacks (SST-2, QNLI, QQP, RTE, STS-B as regression, WNLI, MNLI
+  mismatched) in the layout the standard GLUE download script writes, and `TsvProcessor`, a
+  task described by options (columns by index or header name, TSV or quoted CSV, labels given
+  or inferred from the training file) so a user's data set needs no code;
+- strict reading: a missing file, a row with too few columns, an unknown label or a
+  non-numeric regression score raises an InputError naming the file and 1-based line, where
+  the original fails later with an IndexError or KeyError traceback;
+- `pad_examples`: the original pads eval/predict sets to a multiple of the batch size only on
+  TPU; we always do, so fixed-size batches count every real example exactly once;
+- a tokenizer with `tokenize_batch` (`bert_tf.fast_tokenization.FastTokenizer`) tokenizes a
+  chunk of examples per call; the results are the same as example by example.
+
+Files are decoded as UTF-8 (strictly: a bad byte is an error naming its line, as the
+original's `tf.gfile.Open(path, "r")` would fail too), split into lines on "\\n" only (as
+GFile), and parsed by `csv.reader(delimiter="\\t", quotechar=None)` exactly as the original
+(quotes are ordinary characters in TSV files: GLUE texts contain unbalanced quotes). A leading
+byte order mark is dropped (MRPC's files start with one; the original skips it with the header).
+"""
+import csv
+import dataclasses
+import inspect
+import io
+import math
+import os
+from typing import Optional, Union
+
+from bert_tf import features
+from bert_tf.errors import InputError, file_error, flag_error
+from bert_tf.io_utils import is_url, open_input
+from bert_tf.tokenization import convert_to_unicode
+
+# Examples tokenized per `tokenize_batch` call: large enough to amortize the call, small enough
+# that the chunk's tokens take little memory.
+_BATCH_TOKENIZE_CHUNK = 4096
+
+
+# ---------------------------------------------------------------------------------------------
+# Examples and features
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class InputExample:
+    """A single training/test example for simple sequence classification.
+
+    Args:
+      guid: unique id of the example ("train-12", "dev_matched-3", ...).
+      text_a: the untokenized text of the first sequence (the only one for single-text tasks).
+      text_b: the untokenized text of the second sequence of a pair task, else None.
+      label: the label (a string from the task's label list), a float score for regression
+        tasks; for test examples a placeholder (the first label, or 0.0).
+    """
+    guid: str
+    text_a: str
+    text_b: Optional[str] = None
+    label: Union[str, float, None] = None
+
+
+@dataclasses.dataclass
+class PaddingInputExample:
+    """Fake example so the number of eval/predict examples is a multiple of the batch size.
+
+    Fixed-size batches would otherwise drop the last partial batch, and with it part of the
+    output. Padding examples become all-zero inputs with `is_real_example` False, which metrics
+    weight by zero and prediction writers skip. A class rather than `None`, so that padding can
+    never be mistaken for a missing example.
+    """
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """One example's model inputs (each list max_seq_length long) and its label.
+
+    `label_id` is the label's index in the label list, or the float score for regression.
+    """
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    label_id: Union[int, float]
+    is_real_example: bool = True
+
+    def to_record(self):
+        """The original's record features for `bert_tf.features.write_examples`.
+
+        A float `label_id` (regression) is written as a FloatList, as `classifier_feature_spec(
+        regression=True)` reads it; anything else as Int64List.
+        """
+        return {"input_ids": self.input_ids, "input_mask": self.input_mask,
+                "segment_ids": self.segment_ids, "label_ids": self.label_id,
+                "is_real_example": int(self.is_real_example)}
+
+
+def _check_max_seq_length(max_seq_length):
+    # [CLS] a [SEP] b [SEP] needs 3 positions; below that the original's truncation cannot fit
+    # the special tokens and its length asserts fail.
+    if max_seq_length < 3:
+        raise flag_error("max_seq_length", f"must be at least 3, got {max_seq_length}")
+
+
+def _label_id(example, label_map, regression):
+    """The label's index in the label list, or the float score of a regression example."""
+    if regression:
+        try:
+            return float(example.label)
+        except (TypeError, ValueError):
+            raise InputError(f"example {example.guid!r}: regression label {example.label!r} "
+                             f"is not a number") from None
+    try:
+        return label_map[example.label]
+    except (KeyError, TypeError):
+        raise InputError(f"example {example.guid!r}: label {example.label!r} is not one of the "
+                         f"labels {list(label_map)}") from None
+
+
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer,
+                           regression=False, log=None):
+    """Converts one `InputExample` (or `PaddingInputExample`) into `InputFeatures`.
+
+    The original's function: tokens packed by `bert_tf.features.convert_text_pair` (a pair is
+    truncated longest-first to max_seq_length - 3 tokens, a single text cut to
+    max_seq_length - 2), label mapped to its index in `label_list`. A PaddingInputExample
+    becomes all zeros, label 0, `is_real_example` False.
+
+    Args:
+      ex_index: the example's position; the first 5 are described to `log`, as the original
+        logs them.
+      example: an InputExample or PaddingInputExample.
+      label_list: the task's labels (ignored for regression).
+      max_seq_length: length of the padded inputs (at least 3).
+      tokenizer: a FullTokenizer (or anything with `tokenize` and `convert_tokens_to_ids`).
+      regression: the label is a float score (STS-B), written as is.
+      log: optional callable taking one line of text (e.g. `logging.info`).
+    """
+    _check_max_seq_length(max_seq_length)
+    if isinstance(example, PaddingInputExample):
+        return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
+                             segment_ids=[0] * max_seq_length,
+                             label_id=0.0 if regression else 0, is_real_example=False)
+    label_map = None if regression else {label: i for i, label in enumerate(label_list)}
+    label_id = _label_id(example, label_map, regression)
+    packed = features.convert_text_pair(tokenizer, example.text_a, example.text_b,
+                                        max_seq_length)
+    if log is not None and ex_index < 5:
+        log("*** Example ***")
+        log(f"guid: {example.guid}")
+        log("tokens: " + " ".join(packed.tokens))
+        log("input_ids: " + " ".join(map(str, packed.input_ids)))
+        log("input_mask: " + " ".join(map(str, packed.input_mask)))
+        log("segment_ids: " + " ".join(map(str, packed.segment_ids)))
+        log(f"label: {example.label} (id = {label_id})")
+    return InputFeatures(input_ids=packed.input_ids, input_mask=packed.input_mask,
+                         segment_ids=packed.segment_ids, label_id=label_id,
+                         is_real_example=True)
+
+
+class _PretokenizedTexts:
+    """A tokenizer for one chunk of examples whose texts were tokenized in one batch call.
+
+    Lets `convert_single_example` (and so `features.convert_text_pair`) run unchanged on the
+    fast path: `tokenize` looks the text up instead of tokenizing it again.
+    """
+
+    def __init__(self, tokenizer, examples):
+        texts = set()
+        for example in examples:
+            if not isinstance(example, PaddingInputExample):
+                texts.add(example.text_a)
+                if example.text_b:
+                    texts.add(example.text_b)
+        texts = list(texts)
+        self._tokens = dict(zip(texts, tokenizer.tokenize_batch(texts)))
+        self.convert_tokens_to_ids = tokenizer.convert_tokens_to_ids
+
+    def tokenize(self, text):
+        return self._tokens[text]
+
+
+def iter_features(examples, label_list, max_seq_length, tokenizer, regression=False, log=None):
+    """Yields `convert_single_example` of each example, in order.
+
+    A tokenizer with `tokenize_batch` (FastTokenizer) tokenizes the texts of a few thousand
+    examples per call, which is where its speed comes from; others go example by example.
+    """
+    if not hasattr(tokenizer, "tokenize_batch"):
+        for ex_index, example in enumerate(examples):
+            yield convert_single_example(ex_index, example, label_list, max_seq_length,
+                                         tokenizer, regression, log)
+        return
+    examples = list(examples)
+    for start in range(0, len(examples), _BATCH_TOKENIZE_CHUNK):
+        chunk = examples[start:start + _BATCH_TOKENIZE_CHUNK]
+        chunk_tokenizer = _PretokenizedTexts(tokenizer, chunk)
+        for ex_index, example in enumerate(chunk, start):
+            yield convert_single_example(ex_index, example, label_list, max_seq_length,
+                                         chunk_tokenizer, regression, log)
+
+
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
+                                 regression=False, log=None):
+    """The original's `convert_examples_to_features`: a list of `InputFeatures`."""
+    return list(iter_features(examples, label_list, max_seq_length, tokenizer, regression, log))
+
+
+def write_classifier_records(examples, label_list, max_seq_length, tokenizer, output_file,
+                             regression=False, log=None):
+    """The original's `file_based_convert_examples_to_features`: one tf.train.Example each.
+
+    Features `input_ids`, `input_mask`, `segment_ids` [max_seq_length], `label_ids` [1] (int64,
+    float for regression) and `is_real_example` [1], as `features.classifier_feature_spec`
+    reads them. The file is written under a temporary name and renamed when complete, so a
+    killed run leaves no partial file to be taken for a finished one. Returns the number of
+    records written.
+    """
+    records = (f.to_record() for f in
+               iter_features(examples, label_list, max_seq_length, tokenizer, regression, log))
+    return features.write_examples(output_file, records)
+
+
+def pad_examples(examples, batch_size):
+    """Appends PaddingInputExamples until the count is a multiple of `batch_size`.
+
+    Returns (the padded list, the number of real examples). The input list is not modified.
+    """
+    if batch_size < 1:
+        raise InputError(f"the batch size must be positive, got {batch_size}")
+    padded = list(examples)
+    num_real = len(padded)
+    padded.extend(PaddingInputExample() for _ in range(-num_real % batch_size))
+    return padded, num_real
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading TSV / CSV files
+# ---------------------------------------------------------------------------------------------
+
+
+def _delimiter_name(delimiter):
+    return "tab-separated" if delimiter == "\t" else "comma-separated"
+
+
+def read_rows(path, delimiter="\t", what="input file"):
+    """The records of a TSV (or CSV) file as a list of (1-based line number, list of fields).
+
+    TSV is read as the original reads it: `csv.reader(delimiter="\\t", quotechar=None)` over
+    lines split on "\\n" only. With delimiter "," fields may be quoted ("a, b" and "" for a
+    quote, a quoted field may span lines; the line number is the line a record starts on).
+    A blank line is an empty record. Raises InputError naming the file (and line) when it is
+    missing, not UTF-8, or not parseable (a carriage return inside a TSV line, an unbalanced
+    CSV quote: the line is where the record starts).
+    """
+    path = os.fspath(path)
+    with open_input(path, what) as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_number = data.count(b"\n", 0, e.start) + 1
+        raise file_error(path, f"is not valid UTF-8 (byte {data[e.start]:#04x})",
+                         line_number) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    # CSV is parsed strictly: an unbalanced quote is an error, not a field running to the end.
+    quoting = {"quotechar": None} if delimiter == "\t" else {"quotechar": '"', "strict": True}
+    reader = csv.reader(io.StringIO(text, newline="\n"), delimiter=delimiter, **quoting)
+    rows = []
+    lines_read = 0
+    try:
+        for row in reader:
+            rows.append((lines_read + 1, row))
+            lines_read = reader.line_num
+    except csv.Error as e:
+        raise file_error(path, f"cannot be parsed as {_delimiter_name(delimiter)} values: {e}",
+                         lines_read + 1) from None
+    return rows
+
+
+@dataclasses.dataclass(frozen=True)
+class FileLayout:
+    """Where one file (one split of a task) keeps the fields of its examples.
+
+    Columns are 0-based; `label` -1 means the last column (MNLI's gold label). The guid is
+    "<set_type>-<id>", the id being the `guid` column's value or, when that is None, the
+    row's index in the file counting the header (the original's `enumerate(lines)`).
+    """
+    file_name: str
+    set_type: str
+    has_header: bool
+    text_a: int
+    text_b: Optional[int] = None
+    label: Optional[int] = None  # None: no labels (a test set; the first label stands in)
+    guid: Optional[int] = None
+    label_aliases: tuple = ()  # (file's label, the label it means) pairs
+    strip_labels: bool = False  # " pos" is "pos" (user files; GLUE labels are used as is)
+    delimiter: str = "\t"
+
+    @property
+    def columns_needed(self):
+        used = [c for c in (self.text_a, self.text_b, self.label, self.guid) if c is not None]
+        return max(c + 1 if c >= 0 else -c for c in used)
+
+
+def _parse_label(path, line_number, value, labels, regression):
+    """A row's label, checked: a finite float for regression, else a member of `labels`
+    (None: not checked, when the labels are being inferred)."""
+    if regression:
+        try:
+            score = float(value)
+        except ValueError:
+            score = math.nan
+        if not math.isfinite(score):
+            raise file_error(path, f"regression label {value!r} is not a finite number",
+                             line_number)
+        return score
+    if labels is not None and value not in labels:
+        raise file_error(path, f"label {value!r} is not one of the labels {list(labels)}",
+                         line_number)
+    return value
+
+
+def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=None):
+    """InputExamples of the rows of `path` (from `read_rows`) laid out as `layout`.
+
+    Args:
+      labels: the task's label list; each row's label must be one of them (None: not checked).
+        A file without labels gets the first label (0.0 for regression) as a placeholder.
+      regression: labels are float scores.
+      keep_row: optional predicate on a row's fields; rows it rejects are skipped (XNLI keeps
+        one language).
+    Raises InputError naming the file and line of a row with too few fields or a bad label.
+    """
+    needed = layout.columns_needed
+    expected = f"expected {needed} or more {_delimiter_name(layout.delimiter)} fields"
+    if layout.label is not None:
+        placeholder = None
+    else:
+        placeholder = 0.0 if regression else (labels[0] if labels else None)
+    aliases = dict(layout.label_aliases)
+    examples = []
+    for i, (line_number, row) in enumerate(rows):
+        if layout.has_header and i == 0:
+            continue
+        if not row:
+            raise file_error(path, f"is an empty line; {expected}", line_number)
+        if keep_row is not None and not keep_row(row):
+            continue
+        if len(row) < needed:
+            raise file_error(path, f"has {len(row)} field(s); {expected}", line_number)
+        row_id = i if layout.guid is None else convert_to_unicode(row[layout.guid])
+        text_b = None if layout.text_b is None else convert_to_unicode(row[layout.text_b])
+        if layout.label is None:
+            label = placeholder
+        else:
+            label = convert_to_unicode(row[layout.label])
+            if layout.strip_labels:
+                label = label.strip()
+            label = _parse_label(path, line_number, aliases.get(label, label), labels,
+                                 regression)
+        examples.append(InputExample(guid=f"{layout.set_type}-{row_id}",
+                                     text_a=convert_to_unicode(row[layout.text_a]),
+                                     text_b=text_b, label=label))
+    return examples
+
+
+# ---------------------------------------------------------------------------------------------
+# Processors
+# ---------------------------------------------------------------------------------------------
+
+
+class DataProcessor:
+    """Base class of the readers of sequence classification data sets.
+
+    `get_{train,dev,test}_examples(data_dir)` return lists of InputExamples; `get_labels()`
+    the label list (None for regression tasks, whose `is_regression` is True).
+    """
+    is_regression = False
+
+    def get_train_examples(self, data_dir):
+        """Gets a collection of `InputExample`s for the train set."""
+        raise NotImplementedError()
+
+    def get_dev_examples(self, data_dir):
+        """Gets a collection of `InputExample`s for the dev set."""
+        raise NotImplementedError()
+
+    def get_test_examples(self, data_dir):
+        """Gets a collection of `InputExample`s for prediction."""
+        raise NotImplementedError()
+
+    def get_labels(self):
+        """Gets the list of labels for this data set."""
+        raise NotImplementedError()
+
+
+class FileLayoutProcessor(DataProcessor):
+    """A task whose splits are files of `data_dir` with fixed columns (`FileLayout`s).
+
+    Subclasses set `name` (for messages), `labels` (None for regression) and `layouts`:
+    {"train"|"dev"|"test": FileLayout}.
+    """
+    name = "task"
+    labels = None
+    layouts = {}
+
+    def get_train_examples(self, data_dir):
+        return self._read_split(data_dir, "train")
+
+    def get_dev_examples(self, data_dir):
+        return self._read_split(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._read_split(data_dir, "test")
+
+    def get_labels(self):
+        return None if self.labels is None else list(self.labels)
+
+    def _keep_row(self, split):
+        """(predicate on the rows of the split's file, what it keeps) or (None, "")."""
+        return None, ""
+
+    def _read_split(self, data_dir, split):
+        layout = self.layouts[split]
+        path = os.path.join(os.fspath(data_dir), layout.file_name)
+        rows = read_rows(path, layout.delimiter, what=f"{self.name} {split} file")
+        keep_row, kept = self._keep_row(split)
+        examples = examples_from_rows(path, rows, layout, self.get_labels(), self.is_regression,
+                                      keep_row)
+        if not examples:
+            raise file_error(path, f"has no examples{kept}")
+        return examples
+
+
+def _glue_layouts(text_a, text_b=None, label=None, test_text_a=None, test_text_b=None,
+                  guid=None, test_guid=None, has_header=True, test_has_header=True):
+    """train.tsv / dev.tsv / test.tsv with the same columns, test ones without labels."""
+    labeled = dict(has_header=has_header, text_a=text_a, text_b=text_b, label=label, guid=guid)
+    return {
+        "train": FileLayout("train.tsv", "train", **labeled),
+        "dev": FileLayout("dev.tsv", "dev", **labeled),
+        "test": FileLayout("test.tsv", "test", test_has_header,
+                           text_a if test_text_a is None else test_text_a,
+                           text_b if test_text_b is None else test_text_b, guid=test_guid),
+    }
+
+
+class XnliProcessor(FileLayoutProcessor):
+    """XNLI (the original's): MultiNLI train machine-translated into `language`, XNLI dev.
+
+    Train is `multinli/multinli.train.<language>.tsv` (premise, hypo, label; its
+    "contradictory" means "contradiction"); dev is `xnli.dev.tsv`, all languages in one file,
+    of which the rows of `language` are kept (guids count all rows). The original has no test
+    set; `xnli.test.tsv` (same layout as dev) is read like dev, with the placeholder label.
+    """
+    name = "XNLI"
+    labels = ("contradiction", "entailment", "neutral")
+
+    def __init__(self, language="zh"):
+        self.language = language
+        self.layouts = {
+            "train": FileLayout(f"multinli/multinli.train.{language}.tsv", "train", True, 0, 1,
+                                2, label_aliases=(("contradictory", "contradiction"),)),
+            "dev": FileLayout("xnli.dev.tsv", "dev", True, 6, 7, 1),
+            "test": FileLayout("xnli.test.tsv", "test", True, 6, 7),
+        }
+
+    def _keep_row(self, split):
+        if split == "train":
+            return None, ""
+        return (lambda row: convert_to_unicode(row[0]) == self.language,
+                f" in language {self.language!r}")
+
+
+class MnliProcessor(FileLayoutProcessor):
+    """MultiNLI (GLUE). Dev and test are the matched sets, or with `matched=False` (task
+    "mnli-mm") the mismatched ones. The label is the last column (dev's gold label after
+    label1..label5); guids use the pairID column."""
+    name = "MNLI"
+    labels = ("contradiction", "entailment", "neutral")
+
+    def __init__(self, matched=True):
+        genre = "matched" if matched else "mismatched"
+        self.layouts = {
+            "train": FileLayout("train.tsv", "train", True, 8, 9, -1, guid=0),
+            "dev": FileLayout(f"dev_{genre}.tsv", f"dev_{genre}", True, 8, 9, -1, guid=0),
+            "test": FileLayout(f"test_{genre}.tsv", "test", True, 8, 9, guid=0),
+        }
+
+
+class MnliMismatchedProcessor(MnliProcessor):
+    """MultiNLI with the mismatched dev and test sets (dev_mismatched.tsv,
+    test_mismatched.tsv)."""
+
+    def __init__(self, matched=False):
+        super().__init__(matched=matched)
+
+
+class MrpcProcessor(FileLayoutProcessor):
+    """MRPC (GLUE): Quality, #1 ID, #2 ID, #1 String, #2 String; test has index for Quality."""
+    name = "MRPC"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=3, text_b=4, label=0)
+
+
+class ColaProcessor(FileLayoutProcessor):
+    """CoLA (GLUE): train/dev have no header (source, label, original mark, sentence); test
+    has one (index, sentence)."""
+    name = "CoLA"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=3, label=1, test_text_a=1, has_header=False)
+
+
+class Sst2Processor(FileLayoutProcessor):
+    """SST-2 (GLUE): train/dev "sentence, label"; test "index, sentence". Guids count rows."""
+    name = "SST-2"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=0, label=1, test_text_a=1)
+
+
+class QnliProcessor(FileLayoutProcessor):
+    """QNLI (GLUE): index, question, sentence, label; test without label."""
+    name = "QNLI"
+    labels = ("entailment", "not_entailment")
+    layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
+
+
+class QqpProcessor(FileLayoutProcessor):
+    """QQP (GLUE): id, qid1, qid2, question1, question2, is_duplicate; test: id, question1,
+    question2."""
+    name = "QQP"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=3, text_b=4, label=5, test_text_a=1, test_text_b=2, guid=0,
+                            test_guid=0)
+
+
+class RteProcessor(FileLayoutProcessor):
+    """RTE (GLUE): index, sentence1, sentence2, label; test without label."""
+    name = "RTE"
+    labels = ("entailment", "not_entailment")
+    layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
+
+
+class WnliProcessor(FileLayoutProcessor):
+    """WNLI (GLUE): index, sentence1, sentence2, label; test without label."""
+    name = "WNLI"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
+
+
+class StsbProcessor(FileLayoutProcessor):
+    """STS-B (GLUE), a regression task: the label is the similarity score (0 to 5, float).
+
+    Columns: index, genre, filename, year, old_index, source1, source2, sentence1, sentence2,
+    score; test without score.
+    """
+    name = "STS-B"
+    labels = None
+    is_regression = True
+    layouts = _glue_layouts(text_a=7, text_b=8, label=9, guid=0, test_guid=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# A task described by options
+# ---------------------------------------------------------------------------------------------
+
+_DELIMITERS = {"\t": "\t", "\\t": "\t", "tab": "\t", ",": ",", "comma": ","}
+
+
+class TsvProcessor(DataProcessor):
+    """A classification (or regression) task on the user's own TSV or CSV files.
+
+    Args (each also the name of the flag its errors name):
+      text_a_column: column of the first text: a 0-based index, or a header name.
+      text_b_column: column of the second text of pair tasks (None: single text).
+      label_column: column of the label (index or header name). Test files are not read for
+        labels (a test example carries the first label as a placeholder), so they may lack it.
+      label_list: the labels (a list, or a comma-separated string), in the order of the model's
+        outputs. None or empty: the sorted distinct labels of the training file, which then has
+        to exist (give the list for predict-only runs).
+      skip_header: the first line of each file is a header (needed for columns by name; a name
+        is looked up in each file's own header, so the test file may order columns
+        differently).
+      delimiter: "\\t" (read as the original reads TSV: quotes are ordinary characters) or ","
+        (CSV, with "..." quoting; a quoted field may span lines).
+      regression: labels are float scores (there is no label list).
+      train_file, dev_file, test_file: file names in the data directory.
+    Labels are stripped of surrounding spaces. Guids are "<train|dev|test>-<row index>", the
+    header counting as row 0 (as the original's GLUE processors count).
+    """
+    name = "tsv"
+
+    def __init__(self, text_a_column=None, text_b_column=None, label_column=None,
+                 label_list=None, skip_header=False, delimiter="\t", regression=False,
+                 train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv"):
+        if delimiter not in _DELIMITERS:
+            raise flag_error("delimiter", f"must be a tab (\\t) or a comma, got {delimiter!r}")
+        self.delimiter = _DELIMITERS[delimiter]
+        self.columns = {"text_a_column": self._column(text_a_column, "text_a_column"),
+                        "text_b_column": self._column(text_b_column, "text_b_column"),
+                        "label_column": self._column(label_column, "label_column")}
+        if self.columns["text_a_column"] is None:
+            raise flag_error("text_a_column", "is required for a task read from TSV/CSV files")
+        self.has_header = bool(skip_header)
+        for flag_name, column in self.columns.items():
+            if isinstance(column, str) and not self.has_header:
+                raise flag_error(flag_name, f"{column!r} is a column name, which needs a header "
+                                            f"line (--skip_header)")
+        self.is_regression = bool(regression)
+        if isinstance(label_list, str):
+            from bert_tf.cli import split_comma_list
+            label_list = split_comma_list(label_list)
+        label_list = [str(label).strip() for label in label_list or ()]
+        if label_list and self.is_regression:
+            raise flag_error("label_list", "makes no sense for a regression task")
+        duplicates = sorted({label for label in label_list if label_list.count(label) > 1})
+        if duplicates:
+            raise flag_error("label_list", f"lists {duplicates} more than once")
+        self._labels = label_list or None  # inferred from the training file when None
+        self.file_names = {"train": train_file, "dev": dev_file, "test": test_file}
+
+    @staticmethod
+    def _column(value, flag_name):
+        """A column as an int index or a header name ("3" from a command line is an index)."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise flag_error(flag_name, f"must be a column index or name, got {value!r}")
+        if isinstance(value, int) and value < 0:
+            raise flag_error(flag_name, f"must be a 0-based column index or name, got {value}")
+        return value
+
+    def get_train_examples(self, data_dir):
+        examples = self._read_split(data_dir, "train")
+        if self._labels is None and not self.is_regression:
+            self._labels = sorted({example.label for example in examples})
+        return examples
+
+    def get_dev_examples(self, data_dir):
+        return self._read_split(data_dir, "dev")
+
+    def get_test_examples(self, data_dir):
+        return self._read_split(data_dir, "test")
+
+    def get_labels(self, data_dir=None):
+        """The label list: as given, else inferred from the training file (read now from
+        `data_dir`, or by an earlier `get_train_examples`). None for regression."""
+        if self.is_regression:
+            return None
+        if self._labels is None:
+            train_path = os.path.join(os.fspath(data_dir or ""), self.file_names["train"])
+            if data_dir is None or not (is_url(train_path) or os.path.exists(train_path)):
+                where = "" if data_dir is None else f" ({train_path} not found)"
+                raise flag_error("label_list", f"is needed when there is no training file to "
+                                               f"infer the labels from{where}; give the labels "
+                                               f"in the order of the model's outputs, e.g. "
+                                               f"--label_list=neg,pos")
+            self.get_train_examples(data_dir)
+        return list(self._labels)
+
+    def _layout(self, path, split, rows):
+        """The file's FileLayout: column names looked up in its header."""
+        header = [field.strip() for field in rows[0][1]] if self.has_header and rows else []
+
+        def index(flag_name):
+            column = self.columns[flag_name]
+            if isinstance(column, str):
+                if column not in header:
+                    raise file_error(path, f"has no column named {column!r} (--{flag_name}); "
+                                           f"its header is {header}", 1)
+                return header.index(column)
+            return column
+
+        label = None
+        if split != "test":
+            if self.columns["label_column"] is None:
+                raise flag_error("label_column", f"is required to read the {split} file")
+            label = index("label_column")
+        text_b = None if self.columns["text_b_column"] is None else index("text_b_column")
+        return FileLayout(self.file_names[split], split, self.has_header,
+                          index("text_a_column"), text_b, label, strip_labels=True,
+                          delimiter=self.delimiter)
+
+    def _read_split(self, data_dir, split):
+        path = os.path.join(os.fspath(data_dir), self.file_names[split])
+        rows = read_rows(path, self.delimiter, what=f"{split} file")
+        # The training file defines the labels unless they are given; dev and test need them
+        # (read after the file itself, so that a wrong data_dir is reported as such).
+        labels = self._labels if split == "train" else self.get_labels(data_dir)
+        examples = examples_from_rows(path, rows, self._layout(path, split, rows), labels,
+                                      self.is_regression)
+        if not examples:
+            raise file_error(path, "has no examples")
+        return examples
+
+
+# ---------------------------------------------------------------------------------------------
+# Tasks by name
+# ---------------------------------------------------------------------------------------------
+
+PROCESSORS = {
+    "cola": ColaProcessor,
+    "mnli": MnliProcessor,
+    "mnli-mm": MnliMismatchedProcessor,
+    "mrpc": MrpcProcessor,
+    "xnli": XnliProcessor,
+    "sst-2": Sst2Processor,
+    "qnli": QnliProcessor,
+    "qqp": QqpProcessor,
+    "rte": RteProcessor,
+    "sts-b": StsbProcessor,
+    "wnli": WnliProcessor,
+    "tsv": TsvProcessor,
+}
+
+
+def get_processor(task_name, **tsv_options):
+    """The processor of task `task_name` (case-insensitive, the original's names).
+
+    `tsv_options` are TsvProcessor's arguments, for task "tsv". The named tasks have fixed
+    files and columns: options left at TsvProcessor's defaults (or None) are ignored, any
+    other value is an error naming it (rather than silently unused).
+    """
+    name = (task_name or "").strip().lower()
+    if name not in PROCESSORS:
+        raise flag_error("task_name", f"unknown task {task_name!r}; valid names: "
+                                      f"{', '.join(PROCESSORS)}")
+    if name == "tsv":
+        return TsvProcessor(**tsv_options)
+    defaults = inspect.signature(TsvProcessor).parameters
+    for option, value in tsv_options.items():
+        if option not in defaults:
+            raise TypeError(f"get_processor() got an unexpected option {option!r}")
+        if value is not None and value != defaults[option].default:
+            raise flag_error(option, f"is for --task_name=tsv; task {name!r} has fixed files "
+                                     f"and columns")
+    return PROCESSORS[name]()

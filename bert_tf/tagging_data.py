@@ -1,0 +1,320 @@
+"""Token classification (NER) data: CoNLL files in, TFRecords out, predictions back to words.
+
+The recipe of Google's BERT NER runs and Hugging Face's token classification: every word is
+WordPiece-tokenized on its own and its *first* piece carries the word's tag (`label_mask` 1);
+its other pieces are not scored (`label_mask` 0, `label_ids` 0). Inputs are `[CLS] pieces
+[SEP]`, segment ids 0, zero-padded (bert_tf.features), and stored under
+`features.tagging_feature_spec`'s names.
+
+Choices the recipe leaves open, made so that every word gets exactly one prediction (conlleval
+needs a tag on every word):
+- A word the tokenizer drops entirely (only control characters, U+FFFD, ...) becomes one
+  `[UNK]` piece rather than vanishing, so it still has a first piece to label.
+- A sentence longer than max_seq_length - 2 pieces is split into overlapping windows, as
+  run_squad splits a long document: each window starts `doc_stride` pieces after the previous
+  one, both moved to word boundaries, so a word's pieces are never split across windows (unless
+  a single word is longer than a window: the window then holds its first pieces, including the
+  labelled one). A word in several windows is scored only in the one where it has the most
+  context, run_squad's `_check_is_max_context` applied to its first piece.
+- Each feature records its sentence and, for each labelled position, the word's index in the
+  sentence (not written to the records), so `words_predictions` maps per-position predictions
+  back to words.
+"""
+import bisect
+import dataclasses
+
+from bert_tf.errors import InputError, file_error, flag_error
+from bert_tf.features import pack_tokens, pad_inputs, write_examples
+from bert_tf.io_utils import atomic_open, open_input
+
+DOCSTART = "-DOCSTART-"
+OUTSIDE_TAG = "O"
+UNKNOWN_PIECE = "[UNK]"
+
+# ---------------------------------------------------------------------------------------------
+# CoNLL files
+# ---------------------------------------------------------------------------------------------
+
+
+def _decode_utf8(data, path):
+    """The file's text; a byte that is not UTF-8 is an InputError naming the file and line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line_number = data.count(b"\n", 0, e.start) + 1
+        raise file_error(path, f"not valid UTF-8 ({e.reason}: byte 0x{data[e.start]:02x})",
+                         line_number) from None
+
+
+def read_conll(path, require_tags=True):
+    """The sentences of a CoNLL file, each a (words, tags) pair of lists.
+
+    One `word ... tag` line per word, columns separated by whitespace (the word is the first
+    column, the tag the last, so CoNLL-2003's `word POS chunk NER` works as is); a blank line
+    between sentences; `-DOCSTART-` lines skipped. With require_tags=False (a file to predict),
+    a line holding only the word gets the tag None; otherwise such a line is an InputError
+    naming the file and line, as are a missing file, bytes that are not UTF-8 and a file
+    without sentences.
+    """
+    with open_input(path, "CoNLL file") as f:
+        text = _decode_utf8(f.read(), path)
+    sentences, words, tags = [], [], []
+    for line_number, line in enumerate(text.split("\n"), start=1):
+        columns = line.split()
+        if not columns or columns[0] == DOCSTART:
+            if words:
+                sentences.append((words, tags))
+                words, tags = [], []
+            continue
+        if len(columns) == 1 and require_tags:
+            raise file_error(path, f"{columns[0]!r} has no tag (expected `word ... tag` "
+                                   f"columns)", line_number)
+        words.append(columns[0])
+        tags.append(columns[-1] if len(columns) > 1 else None)
+    if words:
+        sentences.append((words, tags))
+    if not sentences:
+        raise file_error(path, "no sentences (expected `word ... tag` lines, a blank line "
+                               "between sentences)")
+    return sentences
+
+
+def label_list_from(sentences):
+    """The distinct tags of the sentences, sorted, with "O" first when present.
+
+    "O" first gives it id 0, the `label_ids` value of unscored positions. Tags None (words to
+    predict) are not labels.
+    """
+    tags = {tag for _, sentence_tags in sentences for tag in sentence_tags if tag is not None}
+    return sorted(tags, key=lambda tag: (tag != OUTSIDE_TAG, tag))
+
+
+def write_conll_predictions(path, sentences, predicted_tags):
+    """Writes `word gold predicted` lines, a blank line after each sentence (what conlleval reads).
+
+    A sentence without gold tags (read with require_tags=False) is written as `word predicted`.
+    The file appears under `path` only once complete.
+    """
+    if len(sentences) != len(predicted_tags):
+        raise ValueError(f"{len(sentences)} sentences but {len(predicted_tags)} predicted")
+    with atomic_open(path, "w") as f:
+        for index, ((words, tags), predicted) in enumerate(zip(sentences, predicted_tags)):
+            if len(words) != len(predicted):
+                raise ValueError(f"sentence {index}: {len(words)} words but {len(predicted)} "
+                                 f"predicted tags")
+            for word, tag, predicted_tag in zip(words, tags, predicted):
+                columns = (word, predicted_tag) if tag is None else (word, tag, predicted_tag)
+                f.write(" ".join(columns) + "\n")
+            f.write("\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Features
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class TaggingFeature:
+    """One window of one sentence: the record's features, and where its labels come from.
+
+    input_ids, input_mask, segment_ids, label_ids, label_mask: [max_seq_length] each, label_ids
+    the tag's index in the label list where label_mask is 1 and 0 elsewhere (also 0 on words
+    without a gold tag, which are still scored for prediction). Not written to the records:
+    sentence_index, word_indices (the word of each position where label_mask is 1, in order)
+    and num_words (of the sentence, so the inverse mapping can check it covered every word).
+    """
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    label_ids: list
+    label_mask: list
+    is_real_example: int = 1
+    sentence_index: int = -1
+    word_indices: list = dataclasses.field(default_factory=list)
+    num_words: int = 0
+
+    def record(self):
+        """{name: values} for `features.write_examples`, in `tagging_feature_spec`'s names."""
+        return {"input_ids": self.input_ids, "input_mask": self.input_mask,
+                "segment_ids": self.segment_ids, "label_ids": self.label_ids,
+                "label_mask": self.label_mask, "is_real_example": int(self.is_real_example)}
+
+
+def padding_feature(max_seq_length):
+    """The original's PaddingInputExample as a feature: all zeros, is_real_example 0, no words.
+
+    Eval and predict pad their records with these to a multiple of the batch size.
+    """
+    zeros = [0] * max_seq_length
+    return TaggingFeature(list(zeros), list(zeros), list(zeros), list(zeros), list(zeros),
+                          is_real_example=0)
+
+
+def word_pieces(tokenizer, words):
+    """Each word's WordPiece tokens; a word with none becomes [UNK] (see the module doc)."""
+    return [tokenizer.tokenize(word) or [UNKNOWN_PIECE] for word in words]
+
+
+@dataclasses.dataclass
+class Window:
+    """Words first_word .. end_word - 1 of a sentence, as its pieces piece_start .. piece_end - 1.
+
+    piece_end may cut the last word short only when the window holds that single word.
+    """
+    first_word: int
+    end_word: int
+    piece_start: int
+    piece_end: int
+
+    def context_score(self, position):
+        """run_squad's `_check_is_max_context` score of a piece position in this window:
+        the smaller of its left and right context, plus 0.01 x the window length (ties go
+        to the longer window)."""
+        left, right = position - self.piece_start, self.piece_end - 1 - position
+        return min(left, right) + 0.01 * (self.piece_end - self.piece_start)
+
+
+def word_windows(word_starts, num_pieces, max_pieces, doc_stride):
+    """Windows of at most max_pieces pieces covering every word, starting at word boundaries.
+
+    word_starts: each word's first piece (ascending); num_pieces: the sentence's pieces. Each
+    window holds as many whole words as fit; the next starts at the first word at least
+    doc_stride pieces further on, but no later than the word after the window, so no word is
+    skipped, and at least one word on, so the loop ends.
+    """
+    word_ends = word_starts[1:] + [num_pieces]
+    num_words = len(word_starts)
+    windows, first = [], 0
+    while True:
+        piece_start = word_starts[first]
+        end = first + 1
+        while end < num_words and word_ends[end] - piece_start <= max_pieces:
+            end += 1
+        piece_end = min(word_ends[end - 1], piece_start + max_pieces)
+        windows.append(Window(first, end, piece_start, piece_end))
+        if end == num_words:
+            return windows
+        first = bisect.bisect_left(word_starts, piece_start + doc_stride, first + 1, end)
+
+
+def scoring_windows(windows, word_starts):
+    """For each word, the index of the window that scores it: the one where its first piece
+    has the most context (the first such window on ties, as run_squad)."""
+    best = [None] * len(word_starts)
+    best_score = [None] * len(word_starts)
+    for index, window in enumerate(windows):
+        for word in range(window.first_word, window.end_word):
+            score = window.context_score(word_starts[word])
+            if best_score[word] is None or score > best_score[word]:
+                best[word], best_score[word] = index, score
+    return best
+
+
+def _label_ids(sentence_index, words, tags, label_map):
+    """Each word's tag index (0 for a word without a gold tag)."""
+    ids = []
+    for word_index, (word, tag) in enumerate(zip(words, tags)):
+        if tag is not None and tag not in label_map:
+            raise InputError(f"sentence {sentence_index + 1}, word {word_index + 1} ({word!r}): "
+                             f"tag {tag!r} is not in the label list {list(label_map)}")
+        ids.append(0 if tag is None else label_map[tag])
+    return ids
+
+
+def convert_sentence(sentence_index, words, tags, label_map, max_seq_length, tokenizer,
+                     doc_stride):
+    """The features (one per window) of one sentence; see the module doc for the rules."""
+    pieces_per_word = word_pieces(tokenizer, words)
+    word_starts, pieces = [], []
+    for pieces_of_word in pieces_per_word:
+        word_starts.append(len(pieces))
+        pieces.extend(pieces_of_word)
+    word_label_ids = _label_ids(sentence_index, words, tags, label_map)
+    windows = word_windows(word_starts, len(pieces), max_seq_length - 2, doc_stride)
+    scored_in = scoring_windows(windows, word_starts)
+    features = []
+    for index, window in enumerate(windows):
+        tokens, segment_ids = pack_tokens(pieces[window.piece_start:window.piece_end], None,
+                                          max_seq_length)
+        packed = pad_inputs(tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids,
+                            max_seq_length)
+        label_ids, label_mask = [0] * max_seq_length, [0] * max_seq_length
+        scored_words = [word for word in range(window.first_word, window.end_word)
+                        if scored_in[word] == index]
+        for word in scored_words:
+            position = 1 + word_starts[word] - window.piece_start  # 1 for [CLS]
+            label_ids[position], label_mask[position] = word_label_ids[word], 1
+        features.append(TaggingFeature(
+            packed.input_ids, packed.input_mask, packed.segment_ids, label_ids, label_mask,
+            sentence_index=sentence_index, word_indices=scored_words, num_words=len(words)))
+    return features
+
+
+def convert_sentences_to_features(sentences, label_list, max_seq_length, tokenizer,
+                                  doc_stride=None):
+    """The TaggingFeatures of (words, tags) sentences, in order (a sentence's windows in order).
+
+    doc_stride: pieces between the starts of a long sentence's windows (run_squad's flag);
+    default half a window. Every word of every sentence is scored in exactly one feature.
+    """
+    if max_seq_length < 3:
+        raise flag_error("max_seq_length", f"must be at least 3 ([CLS], a piece, [SEP]), "
+                                           f"got {max_seq_length}")
+    if doc_stride is None:
+        doc_stride = max(1, (max_seq_length - 2) // 2)
+    if doc_stride < 1:
+        raise flag_error("doc_stride", f"must be at least 1, got {doc_stride}")
+    label_map = {label: index for index, label in enumerate(label_list)}
+    features = []
+    for sentence_index, (words, tags) in enumerate(sentences):
+        features.extend(convert_sentence(sentence_index, words, tags, label_map,
+                                         max_seq_length, tokenizer, doc_stride))
+    return features
+
+
+def write_tagging_records(features, output_file):
+    """Writes the features' records (tagging_feature_spec) to a TFRecord file, atomically.
+
+    Returns the number of records written.
+    """
+    return write_examples(output_file, (feature.record() for feature in features))
+
+
+# ---------------------------------------------------------------------------------------------
+# Predictions back to words
+# ---------------------------------------------------------------------------------------------
+
+
+def words_predictions(features, predicted_label_ids_per_feature):
+    """Per sentence, the predicted tag index of each word: the inverse of the conversion.
+
+    predicted_label_ids_per_feature: one [max_seq_length] sequence of label ids per feature,
+    in the features' order (padding features included or not: they score no word). Raises
+    ValueError if a word is scored twice or never, which would mean the features and the
+    predictions do not belong together.
+    """
+    features = list(features)
+    predictions = list(predicted_label_ids_per_feature)
+    if len(features) != len(predictions):
+        raise ValueError(f"{len(features)} features but {len(predictions)} predictions")
+    per_sentence = {}
+    for feature, predicted in zip(features, predictions):
+        if not feature.is_real_example:
+            continue
+        positions = [i for i, mask in enumerate(feature.label_mask) if mask]
+        words = per_sentence.setdefault(feature.sentence_index, [None] * feature.num_words)
+        for position, word in zip(positions, feature.word_indices):
+            if words[word] is not None:
+                raise ValueError(f"sentence {feature.sentence_index}: word {word} is scored "
+                                 f"twice")
+            words[word] = int(predicted[position])
+    num_sentences = max(per_sentence, default=-1) + 1
+    result = []
+    for sentence_index in range(num_sentences):
+        words = per_sentence.get(sentence_index)
+        if words is None or None in words:
+            raise ValueError(f"sentence {sentence_index}: "
+                             + ("no features" if words is None else
+                                f"word {words.index(None)} has no prediction"))
+        result.append(words)
+    return result

@@ -1,0 +1,173 @@
+"""BERT fine-tuning for sentence (pair) classification: the original's run_classifier on TF2.
+
+    python -m run.run_classifier --task_name=MRPC --data_dir=glue_data/MRPC \
+        --vocab_file=vocab.txt --bert_config_file=bert_config.json \
+        --init_checkpoint=bert_model.ckpt --output_dir=out --do_train --do_eval --do_predict
+
+Same flags, defaults, processors, records (train.tf_record, eval.tf_record, predict.tf_record
+in --output_dir), model, loss, optimizer and outputs (eval_results.txt, test_results.tsv) as
+google-research/bert's run_classifier.py, plus: the GLUE tasks it lacks (SST-2, QNLI, QQP, RTE,
+STS-B as regression, WNLI, MNLI mismatched) and the task's GLUE metric (F1, Matthews
+correlation, Pearson/Spearman); a user's own TSV or CSV files with --task_name=tsv and the
+column flags; a Hugging Face model directory as --init_checkpoint (its config, vocabulary and
+casing are used unless flags say otherwise); the strategy, precision and optimizer flags of
+run_pretraining; length bucketing (--bucket_by_length).
+
+The number of training steps is int(train examples / train_batch_size * num_train_epochs), with
+warmup_proportion of them warming up, as the original. Eval and predict sets are padded with
+the original's padding examples to a multiple of the batch size (the original does so on TPU
+only), so every example is evaluated once; the reported numbers are the original's (see
+bert_tf.classification). This file is the flags; the task is
+`bert_tf.classification.ClassificationTask`, the data `bert_tf.classifier_data`, the driver
+`bert_tf.runner.run`.
+"""
+import os
+
+from absl import flags
+
+from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+from run import common_flags
+
+FLAGS = flags.FLAGS
+
+common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
+                              learning_rate=5e-5, do_predict=True)
+flags.DEFINE_string("data_dir", None,
+                    "The input data dir. Should contain the .tsv files (or other data files) "
+                    "for the task.")
+flags.DEFINE_string("task_name", None, "The name of the task to train (cola, mnli, mnli-mm, "
+                    "mrpc, xnli, sst-2, qnli, qqp, rte, sts-b, wnli; tsv: your own files, see the "
+                    "column flags).")
+flags.DEFINE_string("vocab_file", None,
+                    "The vocabulary file that the BERT model was trained on (default for a "
+                    "Hugging Face --init_checkpoint: its vocab.txt).")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "The maximum total input sequence length after WordPiece tokenization. "
+                     "Sequences longer than this will be truncated, and sequences shorter than "
+                     "this will be padded.")
+flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+flags.DEFINE_float("warmup_proportion", 0.1,
+                   "Proportion of training to perform linear learning rate warmup for. "
+                   "E.g., 0.1 = 10% of training.")
+
+# ---- --task_name=tsv: the user's own files.
+flags.DEFINE_string("text_a_column", None, "tsv: column of the first text (0-based index, or a "
+                    "header name with --skip_header).")
+flags.DEFINE_string("text_b_column", None, "tsv: column of the second text (pair tasks).")
+flags.DEFINE_string("label_column", None, "tsv: column of the label (test files may lack it).")
+flags.DEFINE_list("label_list", None, "tsv: the labels, comma-separated, in output order "
+                  "(default: the sorted labels of the training file).")
+flags.DEFINE_bool("skip_header", False, "tsv: the first line of each file is a header.")
+flags.DEFINE_enum("delimiter", "tab", ["tab", "comma"], "tsv: tab-separated (read as the "
+                  "original: quotes are plain characters) or comma-separated (CSV quoting).")
+flags.DEFINE_bool("regression", False, "tsv: the label is a real number (one output).")
+flags.DEFINE_string("train_file", "train.tsv", "tsv: training file name in --data_dir.")
+flags.DEFINE_string("dev_file", "dev.tsv", "tsv: dev (eval) file name in --data_dir.")
+flags.DEFINE_string("test_file", "test.tsv", "tsv: test (predict) file name in --data_dir.")
+
+flags.DEFINE_bool("bucket_by_length", False,
+                  "Do not pad every batch to max_seq_length: training batches group examples of "
+                  "similar length and every batch is cut to its longest example. Same results "
+                  "up to float rounding, faster; not on TPU (one static shape there).")
+
+
+def tsv_options():
+    return dict(text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
+                label_column=FLAGS.label_column, label_list=FLAGS.label_list,
+                skip_header=FLAGS.skip_header, regression=FLAGS.regression,
+                delimiter={"tab": "\t", "comma": ","}[FLAGS.delimiter],
+                train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file)
+
+
+def write_records(name, examples, label_list, tokenizer, regression, batch_size=None):
+    """Writes output_dir/<name>.tf_record (padded to a multiple of batch_size if given);
+    returns (records written, real examples)."""
+    from bert_tf import classifier_data, runner
+
+    num_real = len(examples)
+    if not num_real:
+        split = {"train": FLAGS.train_file, "eval": FLAGS.dev_file, "predict": FLAGS.test_file}
+        raise flag_error("data_dir", f"the {name} split holds no examples"
+                         + (f" ({split[name]})" if FLAGS.task_name.lower() == "tsv" else ""))
+    if batch_size:
+        examples, num_real = classifier_data.pad_examples(examples, batch_size)
+    path = os.path.join(FLAGS.output_dir, f"{name}.tf_record")
+    count = classifier_data.write_classifier_records(examples, label_list, FLAGS.max_seq_length,
+                                                     tokenizer, path, regression)
+    runner.log(f"  {name}: {num_real} examples (+{count - num_real} padding) -> {path}")
+    return path, count, num_real
+
+
+def main(argv):
+    del argv
+    import tensorflow as tf
+
+    from bert_tf import classifier_data, runner, tokenization
+    from bert_tf.classification import TASK_METRICS, ClassificationTask
+    from bert_tf.fast_tokenization import FastTokenizer
+
+    common_flags.check_required("data_dir", "task_name", "output_dir")
+    bert_config, vocab_file, do_lower_case = common_flags.resolve_model_files(
+        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
+        FLAGS["do_lower_case"].present)
+    if FLAGS.max_seq_length < 3 or FLAGS.max_seq_length > bert_config.max_position_embeddings:
+        raise flag_error("max_seq_length", f"must be in [3, {bert_config.max_position_embeddings}]"
+                                           f" (max_position_embeddings), got "
+                                           f"{FLAGS.max_seq_length}")
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
+                                     "must be set")
+    if FLAGS.init_checkpoint:
+        tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.init_checkpoint)
+    if os.path.isfile(FLAGS.output_dir):
+        raise flag_error("output_dir", f"{FLAGS.output_dir} is a file, not a directory")
+    processor = classifier_data.get_processor(FLAGS.task_name, **tsv_options())
+    task_name = FLAGS.task_name.strip().lower()
+    regression = processor.is_regression
+    label_list = (None if regression else
+                  (processor.get_labels(FLAGS.data_dir) if task_name == "tsv"
+                   else processor.get_labels()))
+    tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+
+    runner.log(f"*** task {task_name}: "
+               + ("regression" if regression else f"{len(label_list)} labels {label_list}"))
+    record_files, num_records = {}, {}
+    num_train_steps = num_warmup_steps = 0
+    if FLAGS.do_train:
+        train_examples = processor.get_train_examples(FLAGS.data_dir)
+        num_train_steps = int(len(train_examples) / FLAGS.train_batch_size
+                              * FLAGS.num_train_epochs)
+        num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+        if num_train_steps < 1:
+            raise flag_error("num_train_epochs", f"{FLAGS.num_train_epochs} epochs of "
+                                                 f"{len(train_examples)} examples at batch size "
+                                                 f"{FLAGS.train_batch_size} is no training step")
+        record_files["train"], _, _ = write_records("train", train_examples, label_list,
+                                                    tokenizer, regression)
+    if FLAGS.do_eval:
+        record_files["eval"], num_records["eval"], _ = write_records(
+            "eval", processor.get_dev_examples(FLAGS.data_dir), label_list, tokenizer,
+            regression, FLAGS.eval_batch_size)
+    if FLAGS.do_predict:
+        record_files["predict"], num_records["predict"], _ = write_records(
+            "predict", processor.get_test_examples(FLAGS.data_dir), label_list, tokenizer,
+            regression, FLAGS.predict_batch_size)
+
+    task = ClassificationTask(
+        bert_config, 1 if regression else len(label_list), record_files, FLAGS.max_seq_length,
+        num_records, task_metric=TASK_METRICS.get(task_name, "correlation" if regression else None), original_pads_eval=FLAGS.use_tpu,
+        bucket_by_length=FLAGS.bucket_by_length)
+    runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
+
+
+def console_main():
+    run_main(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -1,0 +1,286 @@
+"""run.run_classifier end to end against the original's run_classifier (subprocesses for ours).
+
+The reference's own functions build the oracle: its processors and
+file_based_convert_examples_to_features write the records, its model_fn (create_model +
+metric_fn, driven without Estimator as TPUEstimator would) evaluates and predicts from a TF1
+checkpoint in the original naming with a classifier head (output_weights / output_bias).
+- eval_results.txt and test_results.tsv of ours equal the original's for that checkpoint, on
+  real MRPC rows; with --use_tpu the original pads its eval batches, which changes "loss": ours
+  follows;
+- --bucket_by_length gives the same numbers within float tolerance;
+- a checkpoint we train and save with --save_original_checkpoint loads into the original's
+  model_fn and predicts what ours predicts;
+- bad input exits with a one-line error naming the flag or file.
+"""
+import contextlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
+
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 128,
+        "type_vocab_size": 2, "initializer_range": 0.02}
+SEQ = 64
+GLOBAL_STEP = 7
+
+
+def command(output_dir, **flags):
+    line = [sys.executable, "-m", "run.run_classifier"]
+    for name, value in flags.items():
+        line.append(f"--{name}" if value is True else f"--{name}={value}")
+    line.append(f"--output_dir={output_dir}")
+    return line
+
+
+def run(line, expect=0, timeout=300):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.run(line, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+                             timeout=timeout)
+    output = process.stdout + process.stderr
+    assert process.returncode == expect, output[-4000:]
+    return output
+
+
+def read_results(path):
+    with open(path) as f:
+        lines = f.read().splitlines()
+    assert lines == sorted(lines)
+    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
+
+
+def read_probabilities(path):
+    with open(path) as f:
+        return np.array([[float(v) for v in line.rstrip("\n").split("\t")] for line in f])
+
+
+@contextlib.contextmanager
+def tf1_tensor_shapes(v1):
+    """The original's create_model reads `shape[-1].value` (TF1 TensorShape); only while its
+    graph is built, so that our eager code in the same process keeps TF2 shapes."""
+    v1.disable_v2_tensorshape()
+    try:
+        yield
+    finally:
+        v1.enable_v2_tensorshape()
+
+
+@pytest.fixture(scope="module")
+def reference(refbert):
+    """(run_classifier module, a stand-in for tf.estimator's names)."""
+    import types
+    rc = refbert.import_reference("run_classifier")
+
+    class Spec:
+        last = None
+
+        def __init__(self, **kwargs):
+            Spec.last = kwargs
+
+    rc.tf.estimator = types.SimpleNamespace(
+        ModeKeys=types.SimpleNamespace(TRAIN="train", EVAL="eval", PREDICT="infer"),
+        tpu=types.SimpleNamespace(TPUEstimatorSpec=Spec))
+    return rc, Spec
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert):
+    """A small MRPC data dir (real rows: 64 train, 45 dev, 30 test), the tiny config and a TF1
+    checkpoint of the original's classifier graph (random weights, global_step 7)."""
+    import json
+    root = tmp_path_factory.mktemp("run_classifier")
+    data = root / "MRPC"
+    data.mkdir()
+    source = shared_data / "glue_data" / "MRPC"
+    for name, rows in (("train.tsv", 64), ("dev.tsv", 45), ("test.tsv", 30)):
+        with open(source / name, encoding="utf-8") as f:
+            lines = f.readlines()[:rows + 1]  # + the header
+        with open(data / name, "w", encoding="utf-8") as f:
+            f.writelines(lines)
+    config = root / "bert_config.json"
+    config.write_text(json.dumps(TINY))
+    v1 = refbert.v1
+    rc = refbert.import_reference("run_classifier")
+    with v1.Graph().as_default(), tf1_tensor_shapes(v1):
+        v1.set_random_seed(3)
+        ids = v1.zeros([1, SEQ], v1.int32)
+        rc.create_model(refbert.modeling.BertConfig.from_dict(TINY), False, ids, ids, ids,
+                        v1.zeros([1], v1.int32), 2, False)
+        # The head starts at zero bias in the original: give it a value, so a head that is not
+        # loaded cannot pass.
+        bias = [v for v in v1.global_variables() if v.name == "output_bias:0"][0]
+        step = v1.train.get_or_create_global_step()
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run([bias.assign([0.3, -0.2]), step.assign(GLOBAL_STEP)])
+            checkpoint = v1.train.Saver().save(sess, str(root / "original" / "model.ckpt"),
+                                               global_step=GLOBAL_STEP)
+    return {"root": root, "data": data, "config": str(config), "checkpoint": checkpoint,
+            "vocab": str(uncased_vocab)}
+
+
+def reference_outputs(reference, refbert, workspace, checkpoint, split, mode, batch_size=8,
+                      use_tpu=False):
+    """The original's eval results (mode "eval": metric_fn + loss mean + global_step) or
+    probabilities (mode "infer") for `split` ("dev" / "test"), from its own processor and
+    record writer; use_tpu pads the examples to full batches, as the original on TPU."""
+    rc, spec = reference
+    v1 = refbert.v1
+    processor = rc.MrpcProcessor()
+    examples = (processor.get_dev_examples if split == "dev" else
+                processor.get_test_examples)(str(workspace["data"]))
+    num_real = len(examples)
+    if use_tpu:
+        while len(examples) % batch_size:
+            examples.append(rc.PaddingInputExample())
+    tokenizer = refbert.tokenization.FullTokenizer(workspace["vocab"], do_lower_case=True)
+    records = str(workspace["root"] / f"reference_{split}_{use_tpu}.tf_record")
+    rc.file_based_convert_examples_to_features(examples, processor.get_labels(), SEQ, tokenizer,
+                                               records)
+    with v1.Graph().as_default(), tf1_tensor_shapes(v1):
+        input_fn = rc.file_based_input_fn_builder(records, SEQ, False, use_tpu)
+        features = v1.data.make_one_shot_iterator(
+            input_fn({"batch_size": batch_size})).get_next()
+        model_fn = rc.model_fn_builder(refbert.modeling.BertConfig.from_dict(TINY), 2,
+                                       checkpoint, 5e-5, None, None, False, False)
+        model_fn(features, None, mode, {})
+        with v1.Session() as sess:
+            if mode == "infer":
+                sess.run(v1.global_variables_initializer())
+                rows = []
+                while True:
+                    try:
+                        rows.append(sess.run(spec.last["predictions"]["probabilities"]))
+                    except v1.errors.OutOfRangeError:
+                        return np.concatenate(rows)[:num_real]
+            metric_fn, tensors = spec.last["eval_metrics"]
+            metrics = metric_fn(*tensors)
+            metrics["loss"] = v1.metrics.mean(spec.last["loss"])
+            sess.run([v1.global_variables_initializer(), v1.local_variables_initializer()])
+            update = [op for _, op in metrics.values()]
+            while True:
+                try:
+                    sess.run(update)
+                except v1.errors.OutOfRangeError:
+                    break
+            results = {name: float(sess.run(value)) for name, (value, _) in metrics.items()}
+    results["global_step"] = GLOBAL_STEP
+    return results
+
+
+def model_flags(workspace, **extra):
+    flags = dict(task_name="MRPC", data_dir=workspace["data"], vocab_file=workspace["vocab"],
+                 bert_config_file=workspace["config"], max_seq_length=SEQ, do_lower_case=True)
+    flags.update(extra)
+    return flags
+
+
+@pytest.fixture(scope="module")
+def evaluated(workspace, tmp_path_factory):
+    """Our eval and predict of the original's checkpoint (45 dev rows at batch 8: 3 padding
+    examples; 30 test rows: 2), padded and bucketed."""
+    outputs = {}
+    for name, extra in (("padded", {}), ("bucketed", {"bucket_by_length": True})):
+        output_dir = tmp_path_factory.mktemp(name)
+        log = run(command(output_dir, **model_flags(
+            workspace, init_checkpoint=workspace["checkpoint"], do_eval=True, do_predict=True,
+            **extra)))
+        outputs[name] = output_dir, log
+    return outputs
+
+
+def test_eval_and_predict_equal_the_original(workspace, reference, refbert, evaluated):
+    """The original (no TPU) runs 5 batches of 8 and a last one of 5 real examples; ours pads
+    it with 3 padding examples and reports the same numbers."""
+    output_dir, log = evaluated["padded"]
+    assert "eval: 45 examples (+3 padding)" in log
+    assert "predict: 30 examples (+2 padding)" in log
+    ours = read_results(output_dir / "eval_results.txt")
+    expected = reference_outputs(reference, refbert, workspace, workspace["checkpoint"], "dev",
+                                 "eval")
+    assert sorted(ours) == sorted(list(expected) + ["eval_f1"])
+    for key, value in expected.items():
+        np.testing.assert_allclose(ours[key], value, rtol=1e-5, err_msg=key)
+    # F1 of the original's own predictions, by scikit-learn.
+    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    dev_probabilities = reference_outputs(reference, refbert, workspace, workspace["checkpoint"],
+                                          "dev", "infer")
+    rc, _ = reference
+    labels = [int(e.label) for e in rc.MrpcProcessor().get_dev_examples(str(workspace["data"]))]
+    np.testing.assert_allclose(
+        ours["eval_f1"], sklearn_metrics.f1_score(labels, dev_probabilities.argmax(-1)),
+        rtol=1e-6)
+    probabilities = read_probabilities(output_dir / "test_results.tsv")
+    expected_probabilities = reference_outputs(reference, refbert, workspace,
+                                               workspace["checkpoint"], "test", "infer")
+    assert probabilities.shape == (30, 2)
+    np.testing.assert_allclose(probabilities, expected_probabilities, atol=2e-6)
+
+
+def test_bucketed_batches_give_the_same_numbers(evaluated):
+    padded, bucketed = (evaluated[name][0] for name in ("padded", "bucketed"))
+    ours, theirs = (read_results(d / "eval_results.txt") for d in (padded, bucketed))
+    assert sorted(ours) == sorted(theirs)
+    for key in ours:
+        np.testing.assert_allclose(theirs[key], ours[key], rtol=1e-5, err_msg=key)
+    np.testing.assert_allclose(read_probabilities(bucketed / "test_results.tsv"),
+                               read_probabilities(padded / "test_results.tsv"), atol=2e-6)
+
+
+def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
+    """With --use_tpu the original pads its eval set and the padding examples count in their
+    batch's loss; ours averages the same way from the same per-example outputs (in-process: no
+    TPU here)."""
+    import tensorflow as tf
+
+    from bert_tf import training
+    from bert_tf.checkpoints import load_checkpoint
+    from bert_tf.classification import ClassificationTask
+    from bert_tf.config import BertConfig
+
+    output_dir, _ = evaluated["padded"]
+    task = ClassificationTask(BertConfig.from_dict(TINY), 2,
+                              {"eval": str(output_dir / "eval.tf_record")}, SEQ, {"eval": 48},
+                              task_metric="f1", original_pads_eval=True)
+    model = task.build_model()
+    load_checkpoint(model, workspace["checkpoint"])
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+    outputs = training.gather_outputs(strategy, model, task, task.dataset_fn("eval", 8), 6)
+    ours = task.eval_results(outputs, GLOBAL_STEP, 8)
+    expected = reference_outputs(reference, refbert, workspace, workspace["checkpoint"], "dev",
+                                 "eval", use_tpu=True)
+    unpadded = read_results(output_dir / "eval_results.txt")
+    assert abs(expected["loss"] - unpadded["loss"]) > 1e-4  # padding does change the loss
+    for key, value in expected.items():
+        np.testing.assert_allclose(float(ours[key]), value, rtol=1e-5, err_msg=key)
+
+
+def test_trained_checkpoint_in_the_original_naming_loads_in_the_original(
+        workspace, reference, refbert, tmp_path):
+    """4 training steps from the original's checkpoint; --save_original_checkpoint writes
+    output_weights/output_bias and bert/...; the original's model_fn predicts from it what ours
+    predicts."""
+    import tensorflow as tf
+
+    output_dir = tmp_path / "trained"
+    log = run(command(output_dir, **model_flags(
+        workspace, init_checkpoint=workspace["checkpoint"], do_train=True, do_predict=True,
+        train_batch_size=16, num_train_epochs=1.0, learning_rate=1e-3, seed=2,
+        save_original_checkpoint=True)))
+    assert "***** Running training *****  batch size 16, 4 steps" in log
+    written = tf.train.latest_checkpoint(str(output_dir / "original_format"))
+    assert written.endswith("model.ckpt-4")
+    names = {name for name, _ in tf.train.list_variables(written)}
+    assert {"output_weights", "output_bias", "bert/pooler/dense/kernel", "global_step"} <= names
+    trained = tf.train.load_checkpoint(written).get_tensor("output_bias")
+    assert np.abs(trained - np.array([0.3, -0.2])).max() > 1e-4  # training moved the head
+    expected = reference_outputs(reference, refbert, workspace, written, "test", "infer")
+    np.testing.assert_allclose(read_probabilities(output_dir / "test_results.tsv"), expected,
+                               atol=2e-6)
