@@ -20,13 +20,15 @@ What it adds:
 - `pad_examples`: the original pads eval/predict sets to a multiple of the batch size only on
   TPU; we always do, so fixed-size batches count every real example exactly once;
 - a tokenizer with `tokenize_batch` (`bert_tf.fast_tokenization.FastTokenizer`) tokenizes a
-  chunk of examples per call; the results are the same as example by example.
+  chunk of examples per call (`iter_features`); the results are the same as example by
+  example.
 
-Files are decoded as UTF-8 (strictly: a bad byte is an error naming its line, as the
-original's `tf.gfile.Open(path, "r")` would fail too), split into lines on "\\n" only (as
-GFile), and parsed by `csv.reader(delimiter="\\t", quotechar=None)` exactly as the original
-(quotes are ordinary characters in TSV files: GLUE texts contain unbalanced quotes). A leading
-byte order mark is dropped (MRPC's files start with one; the original skips it with the header).
+Files are read as the original reads them through `tf.gfile.Open(path, "r")`: decoded as
+UTF-8 strictly (a bad byte is an error naming its line; the original fails too, with a
+traceback), split into lines on "\\n" only, every "\\r" dropped (GFile's readline does that),
+and parsed by `csv.reader(delimiter="\\t", quotechar=None)` (quotes are ordinary characters in
+TSV files: GLUE texts contain unbalanced quotes). A leading byte order mark is dropped (MRPC's
+files start with one; the original skips it with the header).
 """
 import csv
 import dataclasses
@@ -190,8 +192,10 @@ class _PretokenizedTexts:
 def iter_features(examples, label_list, max_seq_length, tokenizer, regression=False, log=None):
     """Yields `convert_single_example` of each example, in order.
 
-    A tokenizer with `tokenize_batch` (FastTokenizer) tokenizes the texts of a few thousand
-    examples per call, which is where its speed comes from; others go example by example.
+    A tokenizer with `tokenize_batch` (FastTokenizer) gets the texts of a few thousand
+    examples per call, which is where its speed comes from (measured: 2.4x FullTokenizer's on
+    QNLI's long texts, the same on SST-2's short ones, where FullTokenizer's word cache
+    already does most of the work); others tokenize example by example.
     """
     if not hasattr(tokenizer, "tokenize_batch"):
         for ex_index, example in enumerate(examples):
@@ -254,11 +258,12 @@ def read_rows(path, delimiter="\t", what="input file"):
     """The records of a TSV (or CSV) file as a list of (1-based line number, list of fields).
 
     TSV is read as the original reads it: `csv.reader(delimiter="\\t", quotechar=None)` over
-    lines split on "\\n" only. With delimiter "," fields may be quoted ("a, b" and "" for a
-    quote, a quoted field may span lines; the line number is the line a record starts on).
-    A blank line is an empty record. Raises InputError naming the file (and line) when it is
-    missing, not UTF-8, or not parseable (a carriage return inside a TSV line, an unbalanced
-    CSV quote: the line is where the record starts).
+    the lines of `tf.gfile.Open(path, "r")`: split on "\\n" only, every "\\r" dropped (so
+    CRLF files read as LF ones). With delimiter "," fields may be quoted ("a, b" and "" for
+    a quote; a quoted field may span lines, and the line number is the line a record starts
+    on). A blank line is an empty record. Raises InputError naming the file (and line) when
+    it is missing, not UTF-8, or not parseable (an unbalanced CSV quote, a field over the csv
+    module's size limit).
     """
     path = os.fspath(path)
     with open_input(path, what) as f:
@@ -271,6 +276,8 @@ def read_rows(path, delimiter="\t", what="input file"):
                          line_number) from None
     if text.startswith("\ufeff"):
         text = text[1:]
+    # GFile's readline, through which the original reads, drops every carriage return.
+    text = text.replace("\r", "")
     # CSV is parsed strictly: an unbalanced quote is an error, not a field running to the end.
     quoting = {"quotechar": None} if delimiter == "\t" else {"quotechar": '"', "strict": True}
     reader = csv.reader(io.StringIO(text, newline="\n"), delimiter=delimiter, **quoting)

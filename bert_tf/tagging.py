@@ -1,0 +1,144 @@
+"""Token classification (NER): the task on records of `bert_tf.tagging_data`.
+
+Model: `BertTokenClassifier` (dropout 0.1 + output_weights/output_bias per token). Loss: the
+cross-entropy of each word's first piece (label_mask 1), averaged over the labelled pieces of the
+global batch; other pieces, [CLS], [SEP] and padding are not scored.
+
+Eval maps the per-piece predictions back to one tag per word (`tagging_data.words_predictions`)
+and scores whole entities as conlleval does (`metrics.conll_entity_scores`, IOB1 or IOB2):
+eval_precision, eval_recall, eval_f1 (micro over entities), eval_f1_<TYPE> per entity type,
+eval_accuracy (per word), eval_loss (per labelled piece), global_step. It also writes
+eval_predictions.txt (`word gold predicted`, the format conlleval reads); predict writes
+test_predictions.txt the same way.
+"""
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import metrics, tagging_data
+from bert_tf.features import tagging_feature_spec
+from bert_tf.task import Task
+
+SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
+
+
+class TaggingTask(Task):
+    """Args:
+      bert_config: the encoder's BertConfig.
+      label_list: the tags, in output order ("O" first).
+      record_files: {"train"|"eval"|"predict": TFRecord path}.
+      max_seq_length: the records' length.
+      features: {"eval"|"predict": the TaggingFeatures written (padding included)}.
+      sentences: {"eval"|"predict": the (words, tags) sentences they came from}.
+      output_dir: where eval/test predictions are written.
+      scheme: "IOB2" or "IOB1" (how entities are read from the tags).
+      bucket_by_length: batches not padded to max_seq_length (bert_tf.input_pipeline).
+    """
+
+    name = "tagging"
+    train_metric_names = ("loss", "accuracy")
+
+    def __init__(self, bert_config, label_list, record_files, max_seq_length, features=None,
+                 sentences=None, output_dir=".", scheme="IOB2", bucket_by_length=False,
+                 dropout_rate=0.1, shuffle_buffer_size=100):
+        self.bert_config = bert_config
+        self.label_list = list(label_list)
+        self.record_files = dict(record_files)
+        self.max_seq_length = max_seq_length
+        self.features = dict(features or {})
+        self.sentences = dict(sentences or {})
+        self.output_dir = output_dir
+        self.scheme = scheme
+        self.bucket_by_length = bucket_by_length
+        self.dropout_rate = dropout_rate
+        self.shuffle_buffer_size = shuffle_buffer_size
+
+    # ---- Data.
+    def num_examples(self, mode):
+        return len(self.features[mode])
+
+    def dataset_fn(self, mode, global_batch_size, seed=None):
+        from bert_tf import input_pipeline
+        return input_pipeline.dataset_fn(
+            [self.record_files[mode]], tagging_feature_spec(self.max_seq_length),
+            global_batch_size, shuffle=mode == "train", repeat=False, seed=seed,
+            shuffle_buffer_size=self.shuffle_buffer_size,
+            sequence_features=SEQUENCE_FEATURES if self.bucket_by_length else None)
+
+    # ---- Model.
+    def build_model(self):
+        from bert_tf.models import BertTokenClassifier
+        return BertTokenClassifier(self.bert_config, len(self.label_list), self.dropout_rate)
+
+    # ---- Train.
+    def _nll(self, batch, logits):
+        log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+        one_hot = tf.one_hot(batch["label_ids"], len(self.label_list))
+        return -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B, T]
+
+    def _predictions(self, logits):
+        return tf.argmax(logits, axis=-1, output_type=tf.int32)
+
+    def normalizers(self, batch):
+        return {"labels": tf.reduce_sum(tf.cast(batch["label_mask"], tf.float32))}
+
+    def train_metrics(self, batch, outputs, normalizers):
+        mask = tf.cast(batch["label_mask"], tf.float32)
+        correct = tf.cast(tf.equal(self._predictions(outputs["logits"]), batch["label_ids"]),
+                          tf.float32)
+        labels = tf.maximum(normalizers["labels"], 1.0)
+        return {"loss": tf.reduce_sum(mask * self._nll(batch, outputs["logits"])) / labels,
+                "accuracy": tf.reduce_sum(mask * correct) / labels}
+
+    # ---- Eval and predict.
+    def _full_length(self, values):
+        """Per-piece values padded back to max_seq_length (batches may be cut shorter), so the
+        steps' arrays concatenate."""
+        return tf.pad(values, [[0, 0], [0, self.max_seq_length - tf.shape(values)[1]]])
+
+    def eval_outputs(self, batch, outputs):
+        mask = tf.cast(batch["label_mask"], tf.float32)
+        return {"prediction": self._full_length(self._predictions(outputs["logits"])),
+                "loss_sum": tf.reduce_sum(mask * self._nll(batch, outputs["logits"]), axis=-1),
+                "labels": tf.reduce_sum(mask, axis=-1)}
+
+    def predict_outputs(self, batch, outputs):
+        return {"prediction": self._full_length(self._predictions(outputs["logits"]))}
+
+    def _word_tags(self, mode, predictions):
+        word_ids = tagging_data.words_predictions(self.features[mode], predictions)
+        return [[self.label_list[i] for i in words] for words in word_ids]
+
+    def eval_results(self, outputs, global_step, batch_size):
+        predicted = self._word_tags("eval", outputs["prediction"])
+        gold = [tags for _, tags in self.sentences["eval"]]
+        scores = metrics.conll_entity_scores(gold, predicted, scheme=self.scheme)
+        words = sum(len(tags) for tags in gold)
+        correct = sum(g == p for gold_tags, tags in zip(gold, predicted)
+                      for g, p in zip(gold_tags, tags))
+        results = {
+            "eval_accuracy": np.float32(correct / max(words, 1)),
+            "eval_f1": np.float32(scores["f1"]),
+            "eval_loss": np.float32(outputs["loss_sum"].sum() / max(outputs["labels"].sum(), 1)),
+            "eval_precision": np.float32(scores["precision"]),
+            "eval_recall": np.float32(scores["recall"]),
+            "global_step": np.int64(global_step),
+        }
+        for entity_type, type_scores in scores["per_type"].items():
+            results[f"eval_f1_{entity_type}"] = np.float32(type_scores["f1"])
+        tagging_data.write_conll_predictions(
+            os.path.join(self.output_dir, "eval_predictions.txt"), self.sentences["eval"],
+            predicted)
+        return results
+
+    def write_predictions(self, outputs, output_dir):
+        path = os.path.join(output_dir, "test_predictions.txt")
+        tagging_data.write_conll_predictions(path, self.sentences["predict"],
+                                             self._word_tags("predict", outputs["prediction"]))
+        return [path]
+
+    # ---- Export.
+    def serving_outputs(self, outputs):
+        logits = tf.cast(outputs["logits"], tf.float32)
+        return {"tag_ids": self._predictions(logits), "logits": logits}

