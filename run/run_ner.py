@@ -77,6 +77,10 @@ def main(argv):
     if os.path.isfile(FLAGS.output_dir):
         raise flag_error("output_dir", f"{FLAGS.output_dir} is a file, not a directory")
 
+    if not FLAGS.label_list and not FLAGS.do_train:
+        raise flag_error("label_list", "is required without --do_train (the tags in output "
+                                       "order, as the model was trained)")
+
     def read(name, require_tags=True):
         sentences = tagging_data.read_conll(os.path.join(FLAGS.data_dir, name), require_tags)
         if not sentences:
@@ -92,11 +96,8 @@ def main(argv):
         splits["predict"] = read(FLAGS.test_file, require_tags=False)
     if FLAGS.label_list:
         label_list = FLAGS.label_list
-    elif "train" in splits:
-        label_list = tagging_data.label_list_from(splits["train"])
     else:
-        raise flag_error("label_list", "is required without --do_train (the tags in output "
-                                       "order, as the model was trained)")
+        label_list = tagging_data.label_list_from(splits["train"])
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
     tf.io.gfile.makedirs(FLAGS.output_dir)
     runner.log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
