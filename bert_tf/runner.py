@@ -242,7 +242,8 @@ def export(task, model, export_dir, log=log):
     tmp = temporary_path(export_dir.rstrip("/"))
     signatures = task.serving_signatures(model)
     module = tf.Module()
-    module.model = model
+    # The variables only: a Keras model attached here would add Keras' own default signature.
+    module.model_variables = [v.value for v in model.variables]
     tf.saved_model.save(module, tmp, signatures=signatures)
     if tf.io.gfile.exists(export_dir):
         shutil.rmtree(export_dir)

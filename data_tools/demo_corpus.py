@@ -85,6 +85,36 @@ def write_corpus(path, num_documents, seed=0):
     return num_documents, num_sentences, num_bytes
 
 
+def pair_examples(num_documents, seed):
+    """(sentence_a, sentence_b, label) pairs about new people (not the corpus's): label "same"
+    when both sentences describe the same person, "different" when b comes from another
+    document. Balanced, deterministic from `seed`."""
+    rng = random.Random(seed)
+    documents = list(generate_documents(num_documents, seed=seed, min_sentences=2))
+    examples = []
+    for index, document in enumerate(documents):
+        first, second = rng.sample(range(len(document)), 2)
+        if rng.random() < 0.5:
+            examples.append((document[first], document[second], "same"))
+        else:
+            other = documents[(index + rng.randrange(1, len(documents))) % len(documents)]
+            examples.append((document[first], rng.choice(other), "different"))
+    return examples
+
+
+def write_pair_task(directory, num_train=2000, num_dev=400, num_test=200, seed=1):
+    """Writes the demo's fine-tuning task as a user's TSV files (header sentence_a, sentence_b,
+    label) in `directory`: train.tsv, dev.tsv, test.tsv, each about other new people."""
+    import os
+    sizes = {"train.tsv": num_train, "dev.tsv": num_dev, "test.tsv": num_test}
+    for offset, (name, size) in enumerate(sizes.items()):
+        with atomic_open(os.path.join(directory, name), "w") as f:
+            f.write("sentence_a\tsentence_b\tlabel\n")
+            for example in pair_examples(size, seed * 1000 + offset):
+                f.write("\t".join(example) + "\n")
+    return sizes
+
+
 FLAGS = flags.FLAGS
 
 
@@ -95,6 +125,8 @@ def define_flags():
                         "blank line between documents).")
     flags.DEFINE_integer("num_documents", 2000, "How many documents (invented people) to write.")
     flags.DEFINE_integer("seed", 0, "Random seed; the same seed gives the same corpus.")
+    flags.DEFINE_string("task_dir", None, "Also write a sentence-pair fine-tuning task here "
+                        "(train/dev/test.tsv: do two sentences describe the same person?).")
 
 
 def main(argv):
@@ -105,6 +137,10 @@ def main(argv):
         raise flag_error("num_documents", f"must be >= 1, got {FLAGS.num_documents}")
     documents, sentences, size = write_corpus(FLAGS.output_file, FLAGS.num_documents, FLAGS.seed)
     print(f"wrote {FLAGS.output_file}: {documents} documents, {sentences} sentences, {size} bytes")
+    if FLAGS.task_dir:
+        sizes = write_pair_task(FLAGS.task_dir, seed=FLAGS.seed + 1)
+        print(f"wrote the pair task in {FLAGS.task_dir}: "
+              + ", ".join(f"{name} {size} pairs" for name, size in sizes.items()))
 
 
 def console_main():

@@ -9,6 +9,10 @@ Stages (each prints the command it runs and that command's own progress):
   4. records     data_tools.create_pretraining_data   masked-LM / next-sentence TFRecords
   5. pretrain    run.run_pretraining            a small BERT, trained then evaluated
   6. features    run.extract_features           contextual vectors from the trained model
+  7. finetune    run.run_classifier             the pretrained model fine-tuned on a sentence-pair
+                                                task in the corpus's world (user TSV files: do two
+                                                sentences describe the same person?), evaluated,
+                                                predicted and exported as a SavedModel
 A summary table closes the run. Nothing is downloaded.
 """
 import json
@@ -29,6 +33,7 @@ flags.DEFINE_integer("num_documents", 3000, "Documents in the generated corpus."
 flags.DEFINE_integer("vocab_size", 2000, "Size of the learned WordPiece vocabulary.")
 flags.DEFINE_integer("num_train_steps", 1500, "Pretraining steps for the small model.")
 flags.DEFINE_integer("max_seq_length", 64, "Sequence length of the pretraining records.")
+flags.DEFINE_float("finetune_epochs", 3.0, "Epochs of fine-tuning on the pair task.")
 
 # A small BERT that learns the demo corpus in a few minutes on 2 CPU cores.
 SMALL_BERT_CONFIG = {
@@ -108,8 +113,9 @@ def main(argv):
     model_dir = os.path.join(out, "pretrained")
     timings = {}
 
+    task_dir = os.path.join(out, "pair_task")
     timings["corpus"] = run_stage("corpus", "data_tools.demo_corpus", output_file=corpus,
-                                  num_documents=FLAGS.num_documents)
+                                  num_documents=FLAGS.num_documents, task_dir=task_dir)
     timings["vocabulary"] = run_stage("vocabulary", "data_tools.build_vocab", input_file=corpus,
                                       output_file=vocab, vocab_size=FLAGS.vocab_size,
                                       do_lower_case=True)
@@ -144,6 +150,18 @@ def main(argv):
         vocab_file=vocab, bert_config_file=config_file, init_checkpoint=model_dir,
         do_lower_case=True, layers="-1", max_seq_length=FLAGS.max_seq_length, batch_size=8)
 
+    classifier_dir = os.path.join(out, "classifier")
+    timings["finetune"] = run_stage(
+        "finetune", "run.run_classifier", task_name="tsv", data_dir=task_dir, skip_header=True,
+        text_a_column="sentence_a", text_b_column="sentence_b", label_column="label",
+        vocab_file=vocab, bert_config_file=config_file, init_checkpoint=model_dir,
+        output_dir=classifier_dir, do_train=True, do_eval=True, do_predict=True,
+        do_lower_case=True, max_seq_length=FLAGS.max_seq_length, train_batch_size=32,
+        eval_batch_size=32, predict_batch_size=32, learning_rate=1e-4,
+        num_train_epochs=FLAGS.finetune_epochs, bucket_by_length=True, log_steps=50,
+        export_dir=os.path.join(out, "exported_classifier"))
+    finetuned = read_key_values(os.path.join(classifier_dir, "eval_results.txt"))
+
     chance = 1.0 / vocab_size
     print("\n=== summary")
     print(f"  corpus: {FLAGS.num_documents} documents; vocabulary: {vocab_size} pieces; "
@@ -152,6 +170,9 @@ def main(argv):
     print(f"  pretraining eval: masked_lm_accuracy={evaluation['masked_lm_accuracy']:.3f} "
           f"(chance {chance:.4f}), next_sentence_accuracy="
           f"{evaluation['next_sentence_accuracy']:.3f} (chance 0.5), loss={evaluation['loss']:.3f}")
+    print(f"  fine-tuning eval (same person?): eval_accuracy={finetuned['eval_accuracy']:.3f} "
+          f"(chance 0.5), eval_loss={finetuned['eval_loss']:.3f}; SavedModel in "
+          f"{os.path.join(out, 'exported_classifier')}")
     for stage, seconds in timings.items():
         print(f"  {stage:<11} {seconds:7.1f} s")
     print(f"  artifacts in {out}")

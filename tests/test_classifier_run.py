@@ -189,6 +189,8 @@ def evaluated(workspace, tmp_path_factory):
     outputs = {}
     for name, extra in (("padded", {}), ("bucketed", {"bucket_by_length": True})):
         output_dir = tmp_path_factory.mktemp(name)
+        if name == "padded":
+            extra = {"export_dir": output_dir / "exported"}
         log = run(command(output_dir, **model_flags(
             workspace, init_checkpoint=workspace["checkpoint"], do_eval=True, do_predict=True,
             **extra)))
@@ -222,6 +224,24 @@ def test_eval_and_predict_equal_the_original(workspace, reference, refbert, eval
                                                workspace["checkpoint"], "test", "infer")
     assert probabilities.shape == (30, 2)
     np.testing.assert_allclose(probabilities, expected_probabilities, atol=2e-6)
+
+
+def test_exported_savedmodel_predicts_as_the_run(evaluated):
+    """--export_dir: the SavedModel's token-id signature gives test_results.tsv's probabilities
+    on the predict records (loaded without bert_tf's Python classes)."""
+    import tensorflow as tf
+
+    from bert_tf.features import classifier_feature_spec
+
+    output_dir, _ = evaluated["padded"]
+    serve = tf.saved_model.load(str(output_dir / "exported")).signatures["serving_default"]
+    records = tf.data.TFRecordDataset(str(output_dir / "predict.tf_record")).map(
+        lambda r: tf.io.parse_single_example(r, classifier_feature_spec(SEQ))).batch(32)
+    batch = next(iter(records))
+    outputs = serve(**{k: tf.cast(batch[k], tf.int32)
+                       for k in ("input_ids", "input_mask", "segment_ids")})
+    expected = read_probabilities(output_dir / "test_results.tsv")
+    np.testing.assert_allclose(outputs["probabilities"].numpy()[:30], expected, atol=1e-6)
 
 
 def test_bucketed_batches_give_the_same_numbers(evaluated):
