@@ -85,33 +85,33 @@ def write_corpus(path, num_documents, seed=0):
     return num_documents, num_sentences, num_bytes
 
 
-def pair_examples(num_documents, seed):
-    """(sentence_a, sentence_b, label) pairs about new people (not the corpus's): label "same"
-    when both sentences describe the same person, "different" when b comes from another
-    document. Balanced, deterministic from `seed`."""
-    rng = random.Random(seed)
-    documents = list(generate_documents(num_documents, seed=seed, min_sentences=2))
-    examples = []
-    for index, document in enumerate(documents):
-        first, second = rng.sample(range(len(document)), 2)
-        if rng.random() < 0.5:
-            examples.append((document[first], document[second], "same"))
-        else:
-            other = documents[(index + rng.randrange(1, len(documents))) % len(documents)]
-            examples.append((document[first], rng.choice(other), "different"))
-    return examples
+def tagged_sentence(template, facts, day):
+    """(words, tags) of a template sentence: the person's name B-PER, the city B-LOC, other
+    words O; punctuation split off as its own word (CoNLL style)."""
+    entities = {facts["name"]: "B-PER", facts["city"]: "B-LOC"}
+    words, tags = [], []
+    for word in template.format(day=day, **facts).split():
+        core = word.rstrip(".,")
+        for piece in (core, word[len(core):]):
+            if piece:
+                words.append(piece)
+                tags.append(entities.get(piece, "O"))
+    return words, tags
 
 
-def write_pair_task(directory, num_train=2000, num_dev=400, num_test=200, seed=1):
-    """Writes the demo's fine-tuning task as a user's TSV files (header sentence_a, sentence_b,
-    label) in `directory`: train.tsv, dev.tsv, test.tsv, each about other new people."""
+def write_tagging_task(directory, num_train=2000, num_valid=300, num_test=200, seed=1):
+    """Writes the demo's fine-tuning task as CoNLL files (`word tag`, blank line between
+    sentences) in `directory`: train.txt, valid.txt, test.txt, each about other new people, so
+    names must be recognised from context and WordPiece shape, not remembered."""
     import os
-    sizes = {"train.tsv": num_train, "dev.tsv": num_dev, "test.tsv": num_test}
+    sizes = {"train.txt": num_train, "valid.txt": num_valid, "test.txt": num_test}
     for offset, (name, size) in enumerate(sizes.items()):
+        rng = random.Random(seed * 1000 + offset)
         with atomic_open(os.path.join(directory, name), "w") as f:
-            f.write("sentence_a\tsentence_b\tlabel\n")
-            for example in pair_examples(size, seed * 1000 + offset):
-                f.write("\t".join(example) + "\n")
+            for _ in range(size):
+                words, tags = tagged_sentence(rng.choice(_TEMPLATES), _person(rng),
+                                              rng.choice(_DAYS))
+                f.write("".join(f"{w} {t}\n" for w, t in zip(words, tags)) + "\n")
     return sizes
 
 
@@ -125,8 +125,8 @@ def define_flags():
                         "blank line between documents).")
     flags.DEFINE_integer("num_documents", 2000, "How many documents (invented people) to write.")
     flags.DEFINE_integer("seed", 0, "Random seed; the same seed gives the same corpus.")
-    flags.DEFINE_string("task_dir", None, "Also write a sentence-pair fine-tuning task here "
-                        "(train/dev/test.tsv: do two sentences describe the same person?).")
+    flags.DEFINE_string("task_dir", None, "Also write a tagging task here (CoNLL train/valid/"
+                        "test.txt: the person's name B-PER, the city B-LOC, other words O).")
 
 
 def main(argv):
@@ -138,9 +138,9 @@ def main(argv):
     documents, sentences, size = write_corpus(FLAGS.output_file, FLAGS.num_documents, FLAGS.seed)
     print(f"wrote {FLAGS.output_file}: {documents} documents, {sentences} sentences, {size} bytes")
     if FLAGS.task_dir:
-        sizes = write_pair_task(FLAGS.task_dir, seed=FLAGS.seed + 1)
-        print(f"wrote the pair task in {FLAGS.task_dir}: "
-              + ", ".join(f"{name} {size} pairs" for name, size in sizes.items()))
+        sizes = write_tagging_task(FLAGS.task_dir, seed=FLAGS.seed + 1)
+        print(f"wrote the tagging task in {FLAGS.task_dir}: "
+              + ", ".join(f"{name} {size} sentences" for name, size in sizes.items()))
 
 
 def console_main():

@@ -9,9 +9,9 @@ Stages (each prints the command it runs and that command's own progress):
   4. records     data_tools.create_pretraining_data   masked-LM / next-sentence TFRecords
   5. pretrain    run.run_pretraining            a small BERT, trained then evaluated
   6. features    run.extract_features           contextual vectors from the trained model
-  7. finetune    run.run_classifier             the pretrained model fine-tuned on a sentence-pair
-                                                task in the corpus's world (user TSV files: do two
-                                                sentences describe the same person?), evaluated,
+  7. finetune    run.run_ner                    the pretrained model fine-tuned to tag people and
+                                                cities in sentences about new people (CoNLL files
+                                                the corpus stage writes), evaluated (entity F1),
                                                 predicted and exported as a SavedModel
 A summary table closes the run. Nothing is downloaded.
 """
@@ -33,7 +33,7 @@ flags.DEFINE_integer("num_documents", 3000, "Documents in the generated corpus."
 flags.DEFINE_integer("vocab_size", 2000, "Size of the learned WordPiece vocabulary.")
 flags.DEFINE_integer("num_train_steps", 1500, "Pretraining steps for the small model.")
 flags.DEFINE_integer("max_seq_length", 64, "Sequence length of the pretraining records.")
-flags.DEFINE_float("finetune_epochs", 3.0, "Epochs of fine-tuning on the pair task.")
+flags.DEFINE_float("finetune_epochs", 2.0, "Epochs of fine-tuning on the tagging task.")
 
 # A small BERT that learns the demo corpus in a few minutes on 2 CPU cores.
 SMALL_BERT_CONFIG = {
@@ -113,7 +113,7 @@ def main(argv):
     model_dir = os.path.join(out, "pretrained")
     timings = {}
 
-    task_dir = os.path.join(out, "pair_task")
+    task_dir = os.path.join(out, "tagging_task")
     timings["corpus"] = run_stage("corpus", "data_tools.demo_corpus", output_file=corpus,
                                   num_documents=FLAGS.num_documents, task_dir=task_dir)
     timings["vocabulary"] = run_stage("vocabulary", "data_tools.build_vocab", input_file=corpus,
@@ -137,7 +137,7 @@ def main(argv):
         output_dir=model_dir, do_train=True, do_eval=True, train_batch_size=32,
         eval_batch_size=32, max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=10,
         num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_train_steps // 10,
-        learning_rate=1e-3, save_checkpoints_steps=500, iterations_per_loop=100,
+        learning_rate=5e-4, save_checkpoints_steps=500, iterations_per_loop=100,
         max_eval_steps=20, log_steps=100)
     evaluation = read_key_values(os.path.join(model_dir, "eval_results.txt"))
 
@@ -150,17 +150,15 @@ def main(argv):
         vocab_file=vocab, bert_config_file=config_file, init_checkpoint=model_dir,
         do_lower_case=True, layers="-1", max_seq_length=FLAGS.max_seq_length, batch_size=8)
 
-    classifier_dir = os.path.join(out, "classifier")
+    tagger_dir = os.path.join(out, "tagger")
     timings["finetune"] = run_stage(
-        "finetune", "run.run_classifier", task_name="tsv", data_dir=task_dir, skip_header=True,
-        text_a_column="sentence_a", text_b_column="sentence_b", label_column="label",
-        vocab_file=vocab, bert_config_file=config_file, init_checkpoint=model_dir,
-        output_dir=classifier_dir, do_train=True, do_eval=True, do_predict=True,
-        do_lower_case=True, max_seq_length=FLAGS.max_seq_length, train_batch_size=32,
-        eval_batch_size=32, predict_batch_size=32, learning_rate=1e-4,
-        num_train_epochs=FLAGS.finetune_epochs, bucket_by_length=True, log_steps=50,
-        export_dir=os.path.join(out, "exported_classifier"))
-    finetuned = read_key_values(os.path.join(classifier_dir, "eval_results.txt"))
+        "finetune", "run.run_ner", data_dir=task_dir, vocab_file=vocab,
+        bert_config_file=config_file, init_checkpoint=model_dir, output_dir=tagger_dir,
+        do_train=True, do_eval=True, do_predict=True, do_lower_case=True,
+        max_seq_length=FLAGS.max_seq_length, train_batch_size=32, eval_batch_size=32,
+        predict_batch_size=32, learning_rate=2e-4, num_train_epochs=FLAGS.finetune_epochs,
+        bucket_by_length=True, log_steps=40, export_dir=os.path.join(out, "exported_tagger"))
+    finetuned = read_key_values(os.path.join(tagger_dir, "eval_results.txt"))
 
     chance = 1.0 / vocab_size
     print("\n=== summary")
@@ -170,14 +168,17 @@ def main(argv):
     print(f"  pretraining eval: masked_lm_accuracy={evaluation['masked_lm_accuracy']:.3f} "
           f"(chance {chance:.4f}), next_sentence_accuracy="
           f"{evaluation['next_sentence_accuracy']:.3f} (chance 0.5), loss={evaluation['loss']:.3f}")
-    print(f"  fine-tuning eval (same person?): eval_accuracy={finetuned['eval_accuracy']:.3f} "
-          f"(chance 0.5), eval_loss={finetuned['eval_loss']:.3f}; SavedModel in "
-          f"{os.path.join(out, 'exported_classifier')}")
+    print(f"  fine-tuning eval (people and cities in new sentences): entity F1="
+          f"{finetuned['eval_f1']:.3f} (PER {finetuned['eval_f1_PER']:.3f}, LOC "
+          f"{finetuned['eval_f1_LOC']:.3f}); SavedModel in {os.path.join(out, 'exported_tagger')}")
     for stage, seconds in timings.items():
         print(f"  {stage:<11} {seconds:7.1f} s")
     print(f"  artifacts in {out}")
     if evaluation["masked_lm_accuracy"] < 10 * chance:
         print("demo: masked-LM accuracy is not clearly above chance", file=sys.stderr)
+        sys.exit(1)
+    if finetuned["eval_f1"] < 0.5:
+        print("demo: the fine-tuned tagger finds too few entities (F1 < 0.5)", file=sys.stderr)
         sys.exit(1)
 
 
