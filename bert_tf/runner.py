@@ -317,11 +317,12 @@ def _train(task, strategy, model, optimizer, settings, log):
         if settings.init_checkpoint:
             task.initialize(model, settings.init_checkpoint, log)
 
-    on_checkpoint = None
-    if settings.do_eval and settings.eval_during_training:
-        def on_checkpoint(step):
-            if step < settings.num_train_steps:  # the final eval runs after training
-                evaluate(task, strategy, model, settings, step, log)
+    def evaluate_at_checkpoint(step):
+        if step < settings.num_train_steps:  # the final eval runs after training
+            evaluate(task, strategy, model, settings, step, log)
+
+    on_checkpoint = (evaluate_at_checkpoint
+                     if settings.do_eval and settings.eval_during_training else None)
 
     log(f"***** Running training *****  batch size {settings.train_batch_size}, "
         f"{settings.num_train_steps} steps")

@@ -14,9 +14,10 @@ FLAGS = flags.FLAGS
 
 
 def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=None,
-                     learning_rate=5e-5, do_predict=False):
-    """Defines the shared flags. `predict_batch_size` / `do_predict`: only for the command lines
-    of the original that have them (run_classifier, run_squad)."""
+                     learning_rate=5e-5, fine_tuning=False):
+    """Defines the shared flags. `fine_tuning`: also the flags of the original's fine-tuning
+    command lines (run_classifier, run_squad): --do_predict, --vocab_file, --do_lower_case,
+    --num_train_epochs, --warmup_proportion, and our --bucket_by_length."""
     flags.DEFINE_string("bert_config_file", None,
                         "The config json file corresponding to the pre-trained BERT model. "
                         "This specifies the model architecture.")
@@ -27,9 +28,24 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                         "TF1 checkpoint, one of ours, or a Hugging Face model directory.")
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-    if do_predict:
+    if fine_tuning:
         flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on "
                                                "the test set.")
+        flags.DEFINE_string("vocab_file", None,
+                            "The vocabulary file that the BERT model was trained on (default for "
+                            "a Hugging Face --init_checkpoint: its vocab.txt).")
+        flags.DEFINE_bool("do_lower_case", True,
+                          "Whether to lower case the input text. Should be True for uncased "
+                          "models and False for cased models.")
+        flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+        flags.DEFINE_float("warmup_proportion", 0.1,
+                           "Proportion of training to perform linear learning rate warmup for. "
+                           "E.g., 0.1 = 10% of training.")
+        flags.DEFINE_bool("bucket_by_length", False,
+                          "Do not pad every batch to max_seq_length: training batches group "
+                          "examples of similar length and every batch is cut to its longest "
+                          "example. Same results up to float rounding, faster; not on TPU (one "
+                          "static shape there).")
     flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
     flags.DEFINE_integer("eval_batch_size", eval_batch_size, "Total batch size for eval.")
     if predict_batch_size is not None:
@@ -134,6 +150,50 @@ def resolve_model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_
     if not do_lower_case_given and hf is not None and hf[2] is not None:
         do_lower_case = hf[2]
     return config, vocab_file, do_lower_case
+
+
+def check_max_seq_length(bert_config, minimum=3):
+    """--max_seq_length must fit [CLS] + a token + [SEP] and the model's positions."""
+    from bert_tf.errors import flag_error
+    limit = bert_config.max_position_embeddings
+    if FLAGS.max_seq_length < minimum or FLAGS.max_seq_length > limit:
+        raise flag_error("max_seq_length", f"must be in [{minimum}, {limit}] "
+                                           f"(max_position_embeddings), got {FLAGS.max_seq_length}")
+
+
+def fine_tuning_model_files():
+    """(BertConfig, vocab_file, do_lower_case) of a fine-tuning command line, after the checks
+    they all make before reading any data: something to do, --max_seq_length, --do_lower_case
+    against the checkpoint's name, --output_dir not a file."""
+    import os
+
+    from bert_tf import tokenization
+    from bert_tf.errors import flag_error
+
+    bert_config, vocab_file, do_lower_case = resolve_model_files(
+        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
+        FLAGS["do_lower_case"].present)
+    check_max_seq_length(bert_config)
+    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
+                                     "must be set")
+    if FLAGS.init_checkpoint:
+        tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.init_checkpoint)
+    if os.path.isfile(FLAGS.output_dir):
+        raise flag_error("output_dir", f"{FLAGS.output_dir} is a file, not a directory")
+    return bert_config, vocab_file, do_lower_case
+
+
+def epoch_steps(num_examples, what="examples"):
+    """(num_train_steps, num_warmup_steps) as the original: int(examples / train_batch_size *
+    num_train_epochs), warmup_proportion of them."""
+    from bert_tf.errors import flag_error
+    num_train_steps = int(num_examples / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+    if num_train_steps < 1:
+        raise flag_error("num_train_epochs", f"{FLAGS.num_train_epochs} epochs of {num_examples} "
+                                             f"{what} at batch size {FLAGS.train_batch_size} is "
+                                             f"no training step")
+    return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
 
 
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):

@@ -208,9 +208,8 @@ def main(argv):
     config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
-    if FLAGS.max_seq_length < 3 or FLAGS.max_seq_length > config.max_position_embeddings:
-        raise flag_error("max_seq_length", f"must be in [3, {config.max_position_embeddings}] "
-                                           f"(max_position_embeddings), got {FLAGS.max_seq_length}")
+    from run.common_flags import check_max_seq_length
+    check_max_seq_length(config)
     layer_indexes = parse_layers(FLAGS.layers, config.num_hidden_layers)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
 

@@ -32,28 +32,18 @@ from run import common_flags
 FLAGS = flags.FLAGS
 
 common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
-                              learning_rate=5e-5, do_predict=True)
+                              learning_rate=5e-5, fine_tuning=True)
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 flags.DEFINE_string("data_dir", None,
                     "The input data dir. Should contain the .tsv files (or other data files) "
                     "for the task.")
 flags.DEFINE_string("task_name", None, "The name of the task to train (cola, mnli, mnli-mm, "
                     "mrpc, xnli, sst-2, qnli, qqp, rte, sts-b, wnli; tsv: your own files, see the "
                     "column flags).")
-flags.DEFINE_string("vocab_file", None,
-                    "The vocabulary file that the BERT model was trained on (default for a "
-                    "Hugging Face --init_checkpoint: its vocab.txt).")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. Should be True for uncased models and "
-                  "False for cased models.")
 flags.DEFINE_integer("max_seq_length", 128,
                      "The maximum total input sequence length after WordPiece tokenization. "
                      "Sequences longer than this will be truncated, and sequences shorter than "
                      "this will be padded.")
-flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-flags.DEFINE_float("warmup_proportion", 0.1,
-                   "Proportion of training to perform linear learning rate warmup for. "
-                   "E.g., 0.1 = 10% of training.")
-
 # ---- --task_name=tsv: the user's own files.
 flags.DEFINE_string("text_a_column", None, "tsv: column of the first text (0-based index, or a "
                     "header name with --skip_header).")
@@ -69,10 +59,6 @@ flags.DEFINE_string("train_file", "train.tsv", "tsv: training file name in --dat
 flags.DEFINE_string("dev_file", "dev.tsv", "tsv: dev (eval) file name in --data_dir.")
 flags.DEFINE_string("test_file", "test.tsv", "tsv: test (predict) file name in --data_dir.")
 
-flags.DEFINE_bool("bucket_by_length", False,
-                  "Do not pad every batch to max_seq_length: training batches group examples of "
-                  "similar length and every batch is cut to its longest example. Same results "
-                  "up to float rounding, faster; not on TPU (one static shape there).")
 
 
 def tsv_options():
@@ -106,25 +92,12 @@ def main(argv):
     del argv
     import tensorflow as tf
 
-    from bert_tf import classifier_data, runner, tokenization
+    from bert_tf import classifier_data, runner
     from bert_tf.classification import TASK_METRICS, ClassificationTask
     from bert_tf.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
-    bert_config, vocab_file, do_lower_case = common_flags.resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-        FLAGS["do_lower_case"].present)
-    if FLAGS.max_seq_length < 3 or FLAGS.max_seq_length > bert_config.max_position_embeddings:
-        raise flag_error("max_seq_length", f"must be in [3, {bert_config.max_position_embeddings}]"
-                                           f" (max_position_embeddings), got "
-                                           f"{FLAGS.max_seq_length}")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
-                                     "must be set")
-    if FLAGS.init_checkpoint:
-        tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.init_checkpoint)
-    if os.path.isfile(FLAGS.output_dir):
-        raise flag_error("output_dir", f"{FLAGS.output_dir} is a file, not a directory")
+    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
     processor = classifier_data.get_processor(FLAGS.task_name, **tsv_options())
     task_name = FLAGS.task_name.strip().lower()
     regression = processor.is_regression
@@ -140,13 +113,7 @@ def main(argv):
     num_train_steps = num_warmup_steps = 0
     if FLAGS.do_train:
         train_examples = processor.get_train_examples(FLAGS.data_dir)
-        num_train_steps = int(len(train_examples) / FLAGS.train_batch_size
-                              * FLAGS.num_train_epochs)
-        num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-        if num_train_steps < 1:
-            raise flag_error("num_train_epochs", f"{FLAGS.num_train_epochs} epochs of "
-                                                 f"{len(train_examples)} examples at batch size "
-                                                 f"{FLAGS.train_batch_size} is no training step")
+        num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(train_examples))
         record_files["train"], _, _ = write_records("train", train_examples, label_list,
                                                     tokenizer, regression)
     if FLAGS.do_eval:
@@ -160,8 +127,8 @@ def main(argv):
 
     task = ClassificationTask(
         bert_config, 1 if regression else len(label_list), record_files, FLAGS.max_seq_length,
-        num_records, task_metric=TASK_METRICS.get(task_name, "correlation" if regression else None), original_pads_eval=FLAGS.use_tpu,
-        bucket_by_length=FLAGS.bucket_by_length)
+        num_records, task_metric=TASK_METRICS.get(task_name, "correlation" if regression else None),
+        original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length)
     runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
 
 

@@ -27,32 +27,22 @@ from run import common_flags
 FLAGS = flags.FLAGS
 
 common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
-                              learning_rate=5e-5, do_predict=True)
+                              learning_rate=5e-5, fine_tuning=True)
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 flags.DEFINE_string("data_dir", None, "The directory of the CoNLL files.")
 flags.DEFINE_string("train_file", "train.txt", "Training file name in --data_dir.")
 flags.DEFINE_string("dev_file", "valid.txt", "Eval file name in --data_dir.")
 flags.DEFINE_string("test_file", "test.txt", "Predict file name in --data_dir (tags optional).")
-flags.DEFINE_string("vocab_file", None,
-                    "The vocabulary file that the BERT model was trained on (default for a "
-                    "Hugging Face --init_checkpoint: its vocab.txt).")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Whether to lower case the input text. Should be True for uncased models and "
-                  "False for cased models.")
 flags.DEFINE_integer("max_seq_length", 128,
                      "The maximum total input length in WordPiece tokens; longer sentences are "
                      "split into overlapping windows.")
 flags.DEFINE_integer("doc_stride", None, "Pieces between the starts of a long sentence's "
                      "windows (default: half a window).")
-flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
-flags.DEFINE_float("warmup_proportion", 0.1,
-                   "Proportion of training to perform linear learning rate warmup for.")
 flags.DEFINE_list("label_list", None, "The tags, comma-separated, in output order (default: "
                   "the training file's, \"O\" first; required to predict without training data).")
 flags.DEFINE_enum("tag_scheme", "IOB2", ["IOB2", "IOB1", "IOBES"],
                   "How entities are read from the tags for evaluation (conlleval reads IOB1 and "
                   "IOB2 alike).")
-flags.DEFINE_bool("bucket_by_length", False,
-                  "Do not pad every batch to max_seq_length (see run_classifier).")
 
 
 def main(argv):
@@ -64,19 +54,7 @@ def main(argv):
     from bert_tf.tagging import TaggingTask
 
     common_flags.check_required("data_dir", "output_dir")
-    bert_config, vocab_file, do_lower_case = common_flags.resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-        FLAGS["do_lower_case"].present)
-    if FLAGS.max_seq_length < 3 or FLAGS.max_seq_length > bert_config.max_position_embeddings:
-        raise flag_error("max_seq_length", f"must be in [3, {bert_config.max_position_embeddings}]"
-                                           f" (max_position_embeddings), got "
-                                           f"{FLAGS.max_seq_length}")
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
-                                     "must be set")
-    if os.path.isfile(FLAGS.output_dir):
-        raise flag_error("output_dir", f"{FLAGS.output_dir} is a file, not a directory")
-
+    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
     if not FLAGS.label_list and not FLAGS.do_train:
         raise flag_error("label_list", "is required without --do_train (the tags in output "
                                        "order, as the model was trained)")
@@ -119,14 +97,8 @@ def main(argv):
                    f"(+{len(mode_features) - num_real} padding) -> {path}")
         record_files[mode], features[mode] = path, mode_features
     if FLAGS.do_train:
-        num_train_steps = int(len(features["train"]) / FLAGS.train_batch_size
-                              * FLAGS.num_train_epochs)
-        num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-        if num_train_steps < 1:
-            raise flag_error("num_train_epochs", f"{FLAGS.num_train_epochs} epochs of "
-                                                 f"{len(features['train'])} windows at batch "
-                                                 f"size {FLAGS.train_batch_size} is no training "
-                                                 f"step")
+        num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(features["train"]),
+                                                                      "windows")
 
     task = TaggingTask(bert_config, label_list, record_files, FLAGS.max_seq_length,
                        features={m: f for m, f in features.items() if m != "train"},

@@ -29,6 +29,7 @@ from run import common_flags
 FLAGS = flags.FLAGS
 
 common_flags.define_run_flags()
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 flags.DEFINE_string("input_file", None,
                     "Input TF example files (can be a glob or comma separated).")
 flags.DEFINE_integer("max_seq_length", 128,

@@ -18,7 +18,8 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import features, pretraining_data
+from bert_tf import pretraining_data
+from bert_tf.features import pretraining_feature_spec
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import PROJECT_ROOT
@@ -214,7 +215,8 @@ def test_parallel_tokenization_reads_the_same_corpus(wikitext_files, uncased_voc
     same arrays as with one, over many blocks."""
     script = f"""
 import numpy as np
-from bert_tf import features, pretraining_data
+from bert_tf import pretraining_data
+from bert_tf.features import pretraining_feature_spec
 from bert_tf.tokenization import FullTokenizer
 files = {[str(p) for p in wikitext_files]!r}
 tokenizer = FullTokenizer({str(uncased_vocab)!r})
@@ -238,7 +240,7 @@ def test_records_parse_with_feature_spec(shared_data, uncased_vocab, tmp_path):
                                                dupe_factor=1)
     [records], summary = our_records([shared_data / "sample_text.txt"],
                                      [tmp_path / "o.tfrecord"], uncased_vocab, options, 5)
-    spec = features.pretraining_feature_spec(32, 6)
+    spec = pretraining_feature_spec(32, 6)
     vocab = FullTokenizer(str(uncased_vocab)).vocab
     masked_total = real_total = random_next = 0
     for record in records:
