@@ -163,10 +163,9 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
                              f"{settings.init_checkpoint} has no {report.new[0]} ({len(report.new)} "
                              f"variables of the model missing, e.g. the task head): train first "
                              f"(--do_train) or pass a checkpoint that holds them")
-        import numpy as np
         reader = tf.train.load_checkpoint(report.path) if report.format == "tf1" else None
         if reader is not None and reader.has_tensor("global_step"):
-            return int(np.asarray(reader.get_tensor("global_step")))
+            return int(reader.get_tensor("global_step"))
         return 0
     if settings.do_predict:
         raise flag_error("init_checkpoint", f"no checkpoint in --output_dir={settings.output_dir} "
@@ -201,6 +200,8 @@ def evaluate(task, strategy, model, settings, step, log=log):
     results = task.eval_results(outputs, step, batch_size)
     if is_chief(strategy):
         write_results(results, settings.output_dir)
+        for path in task.write_eval_outputs(outputs, settings.output_dir):
+            log(f"wrote {path}")
         writer = tf.summary.create_file_writer(os.path.join(settings.output_dir, "eval"))
         with writer.as_default():
             for key, value in results.items():

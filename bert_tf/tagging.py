@@ -31,7 +31,6 @@ class TaggingTask(Task):
       max_seq_length: the records' length.
       features: {"eval"|"predict": the TaggingFeatures written (padding included)}.
       sentences: {"eval"|"predict": the (words, tags) sentences they came from}.
-      output_dir: where eval/test predictions are written.
       scheme: "IOB2" or "IOB1" (how entities are read from the tags).
       bucket_by_length: batches not padded to max_seq_length (bert_tf.input_pipeline).
     """
@@ -40,7 +39,7 @@ class TaggingTask(Task):
     train_metric_names = ("loss", "accuracy")
 
     def __init__(self, bert_config, label_list, record_files, max_seq_length, features=None,
-                 sentences=None, output_dir=".", scheme="IOB2", bucket_by_length=False,
+                 sentences=None, scheme="IOB2", bucket_by_length=False,
                  dropout_rate=0.1, shuffle_buffer_size=100):
         self.bert_config = bert_config
         self.label_list = list(label_list)
@@ -48,7 +47,6 @@ class TaggingTask(Task):
         self.max_seq_length = max_seq_length
         self.features = dict(features or {})
         self.sentences = dict(sentences or {})
-        self.output_dir = output_dir
         self.scheme = scheme
         self.bucket_by_length = bucket_by_length
         self.dropout_rate = dropout_rate
@@ -127,10 +125,13 @@ class TaggingTask(Task):
         }
         for entity_type, type_scores in scores["per_type"].items():
             results[f"eval_f1_{entity_type}"] = np.float32(type_scores["f1"])
-        tagging_data.write_conll_predictions(
-            os.path.join(self.output_dir, "eval_predictions.txt"), self.sentences["eval"],
-            predicted)
         return results
+
+    def write_eval_outputs(self, outputs, output_dir):
+        path = os.path.join(output_dir, "eval_predictions.txt")
+        tagging_data.write_conll_predictions(path, self.sentences["eval"],
+                                             self._word_tags("eval", outputs["prediction"]))
+        return [path]
 
     def write_predictions(self, outputs, output_dir):
         path = os.path.join(output_dir, "test_predictions.txt")

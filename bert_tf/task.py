@@ -101,6 +101,11 @@ class Task:
         `outputs` (numpy, every eval record in file order); `batch_size` is the eval batch."""
         raise NotImplementedError
 
+    def write_eval_outputs(self, outputs, output_dir):
+        """Writes files from the eval outputs besides eval_results.txt (on the chief only);
+        returns their paths. The default writes none."""
+        return []
+
     def predict_outputs(self, batch, outputs):
         """Per-example tensors [B, ...] for `write_predictions`; None: the task has no predict."""
         return None

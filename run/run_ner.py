@@ -102,7 +102,7 @@ def main(argv):
 
     task = TaggingTask(bert_config, label_list, record_files, FLAGS.max_seq_length,
                        features={m: f for m, f in features.items() if m != "train"},
-                       sentences=splits, output_dir=FLAGS.output_dir, scheme=FLAGS.tag_scheme,
+                       sentences=splits, scheme=FLAGS.tag_scheme,
                        bucket_by_length=FLAGS.bucket_by_length)
     runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
 
