@@ -69,8 +69,7 @@ class RunSettings:
 
     def validate(self):
         """InputError naming the flag for values no task can run with."""
-        if not (self.do_train or self.do_eval or self.do_predict):
-            raise InputError("at least one of --do_train, --do_eval or --do_predict must be set")
+        check_request(self.do_train, self.do_eval, self.do_predict, self.output_dir)
         positive = ["train_batch_size", "eval_batch_size", "predict_batch_size",
                     "iterations_per_loop", "max_eval_steps", "gradient_accumulation_steps",
                     "keep_checkpoint_max"]
@@ -88,8 +87,16 @@ class RunSettings:
             raise flag_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
         if self.mixed_precision not in ("off", "bfloat16", "float16"):
             raise flag_error("mixed_precision", "must be off, bfloat16 or float16")
-        if os.path.isfile(self.output_dir):
-            raise flag_error("output_dir", f"{self.output_dir} is a file, not a directory")
+
+
+def check_request(do_train, do_eval, do_predict, output_dir):
+    """Something to do, and an output dir that can be one; command lines call it before they
+    read any data, `RunSettings.validate` again for Python callers."""
+    if not (do_train or do_eval or do_predict):
+        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
+                                     "must be set")
+    if os.path.isfile(output_dir):
+        raise flag_error("output_dir", f"{output_dir} is a file, not a directory")
 
 
 def log(message):

@@ -165,22 +165,15 @@ def fine_tuning_model_files():
     """(BertConfig, vocab_file, do_lower_case) of a fine-tuning command line, after the checks
     they all make before reading any data: something to do, --max_seq_length, --do_lower_case
     against the checkpoint's name, --output_dir not a file."""
-    import os
-
-    from bert_tf import tokenization
-    from bert_tf.errors import flag_error
+    from bert_tf import runner, tokenization
 
     bert_config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
     check_max_seq_length(bert_config)
-    if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
-        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
-                                     "must be set")
+    runner.check_request(FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.output_dir)
     if FLAGS.init_checkpoint:
         tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.init_checkpoint)
-    if os.path.isfile(FLAGS.output_dir):
-        raise flag_error("output_dir", f"{FLAGS.output_dir} is a file, not a directory")
     return bert_config, vocab_file, do_lower_case
 
 
