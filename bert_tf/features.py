@@ -6,8 +6,10 @@ One place for what every task shares with the original release:
   `_truncate_seq_pair` (pop from the longer list, the second on ties), a single text cut to
   max_seq_length - 2 tokens (`pack_tokens`, `convert_text_pair`);
 - the feature specs of each task's records (`pretraining_feature_spec`,
-  `classifier_feature_spec`, `tagging_feature_spec`), in the original's names: run_classifier's
-  `input_ids`, `input_mask`, `segment_ids`, `label_ids`, `is_real_example`;
+  `classifier_feature_spec`, `tagging_feature_spec`, `squad_feature_spec`), in the original's
+  names: run_classifier's `input_ids`, `input_mask`, `segment_ids`, `label_ids`,
+  `is_real_example`; run_squad's `unique_ids`, `start_positions`, `end_positions`,
+  `is_impossible`;
 - writing records (`write_examples`): tf.train.Example files written under a temporary name and
   renamed when complete.
 
@@ -123,6 +125,18 @@ def tagging_feature_spec(max_seq_length):
                 label_ids=_fixed(max_seq_length, tf.int64),
                 label_mask=_fixed(max_seq_length, tf.int64),
                 is_real_example=tf.io.FixedLenFeature([], tf.int64))
+
+
+def squad_feature_spec(max_seq_length, is_training):
+    """run_squad's records: `unique_ids` [], inputs, and for training `start_positions` [],
+    `end_positions` [], `is_impossible` [] (the original's FeatureWriter and input_fn_builder;
+    the original's reader leaves `is_impossible` out, its records have it)."""
+    import tensorflow as tf
+    spec = dict(unique_ids=tf.io.FixedLenFeature([], tf.int64), **_input_spec(max_seq_length))
+    if is_training:
+        for name in ("start_positions", "end_positions", "is_impossible"):
+            spec[name] = tf.io.FixedLenFeature([], tf.int64)
+    return spec
 
 
 # ---------------------------------------------------------------------------------------------

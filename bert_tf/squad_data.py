@@ -1,0 +1,516 @@
+"""SQuAD data: the data half of the original's `run_squad.py` (reading and features).
+
+What it does, as the original:
+- `read_squad_examples` reads a SQuAD JSON file (v1.1 or v2.0) into `SquadExample`s: the
+  context split into words on the original's whitespace (" ", \\t, \\r, \\n, U+202F) with its
+  char-to-word offsets; for training, the answer's words from its character offset, and
+  (`version_2_with_negative`) impossible questions with positions -1 and answer text "". A
+  training answer whose text is not found in the words at its offset is skipped with a warning
+  (the original: "Could not find answer"); here the skipped questions are also counted
+  (`skipped`, a list to append to).
+- `convert_examples_to_features` turns examples into `InputFeatures`: the question cut to
+  max_query_length pieces, the context's WordPiece tokens in sliding windows of at most
+  max_seq_length - len(question) - 3 tokens moved by doc_stride, `[CLS] question [SEP] window
+  [SEP]`, `token_to_orig_map` (position -> context word), `token_is_max_context` (the
+  original's `_check_is_max_context`: the window where the token has the most context on its
+  smaller side), training answer positions narrowed by `_improve_answer_span` (0, 0 when the
+  answer is not in the window or the question is impossible), and unique ids counting from
+  1000000000.
+- `write_squad_records` writes the original FeatureWriter's records: `unique_ids`,
+  `input_ids`, `input_mask`, `segment_ids`, and for training `start_positions`,
+  `end_positions`, `is_impossible` (spec: `bert_tf.features.squad_feature_spec`).
+- `shuffle_training_examples`: the original's main shuffles the training examples with
+  `random.Random(12345)` before writing them.
+
+What it adds:
+- bad input is an InputError naming the file and the question: malformed JSON (with its line),
+  a missing or mistyped field, a training question without exactly one answer (the original's
+  ValueError), an answer offset outside the context (the original's IndexError; here it is
+  skipped and counted like a mismatching answer);
+- questions of the same paragraph share its WordPiece tokens (the original re-tokenizes the
+  context for every question; the result is the same);
+- window flags that cannot work (a window of no tokens, doc_stride < 1) are errors, where the
+  original loops forever.
+"""
+import collections
+import dataclasses
+import json
+import random
+from typing import Optional
+
+from bert_tf import features as features_lib
+from bert_tf.errors import InputError, file_error, flag_error
+from bert_tf.io_utils import open_input
+
+FIRST_UNIQUE_ID = 1000000000
+TRAINING_SHUFFLE_SEED = 12345
+
+
+# ---------------------------------------------------------------------------------------------
+# Examples
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class SquadExample:
+    """One question about one paragraph (the original's SquadExample).
+
+    `doc_tokens` are the paragraph's whitespace words (the same list object for all questions
+    of a paragraph). For training, `start_position` / `end_position` are the answer's first and
+    last word (-1 for an impossible question) and `orig_answer_text` its text ("" if
+    impossible); for prediction they are None.
+    """
+    qas_id: str
+    question_text: str
+    doc_tokens: list
+    orig_answer_text: Optional[str] = None
+    start_position: Optional[int] = None
+    end_position: Optional[int] = None
+    is_impossible: bool = False
+
+
+@dataclasses.dataclass
+class SkippedAnswer:
+    """A training question skipped because its answer text is not where its offset says:
+    `answer_text` (whitespace-normalized) was not found in `found_text`, the words the offset
+    and length cover ("" when the offset lies outside the context)."""
+    qas_id: str
+    answer_text: str
+    found_text: str
+
+
+def _is_whitespace(c):
+    return c == " " or c == "\t" or c == "\r" or c == "\n" or ord(c) == 0x202F
+
+
+def split_context(paragraph_text):
+    """(doc_tokens, char_to_word_offset): the original's whitespace words of a context and, for
+    each character, the index of the word it belongs to (whitespace: the word before it, -1
+    before the first word)."""
+    doc_tokens = []
+    char_to_word_offset = []
+    prev_is_whitespace = True
+    for c in paragraph_text:
+        if _is_whitespace(c):
+            prev_is_whitespace = True
+        else:
+            if prev_is_whitespace:
+                doc_tokens.append(c)
+            else:
+                doc_tokens[-1] += c
+            prev_is_whitespace = False
+        char_to_word_offset.append(len(doc_tokens) - 1)
+    return doc_tokens, char_to_word_offset
+
+
+def load_squad_json(input_file):
+    """The parsed JSON of a SQuAD file; InputError naming the file (and line) if it is not
+    UTF-8 JSON with a "data" list."""
+    with open_input(input_file, "SQuAD file") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise file_error(input_file, f"not UTF-8 (byte {e.start}: {e.reason})") from None
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise file_error(input_file, f"malformed JSON: {e.msg} (column {e.colno})",
+                         e.lineno) from None
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("data"), list):
+        raise file_error(input_file, 'not a SQuAD file: expected a JSON object with a "data" '
+                                     "list of articles")
+    return parsed
+
+
+class _Where:
+    """Names a place in a SQuAD file for error messages."""
+
+    def __init__(self, input_file):
+        self.input_file = input_file
+
+    def error(self, message, article=None, paragraph=None, qa_index=None, qas_id=None):
+        if qas_id is not None:
+            where = f"question {qas_id!r}"
+        elif qa_index is not None:
+            where = f"question {qa_index} of paragraph {paragraph} of article {article}"
+        elif paragraph is not None:
+            where = f"paragraph {paragraph} of article {article}"
+        else:
+            where = f"article {article}"
+        return file_error(self.input_file, f"{where}: {message}")
+
+
+def _field(obj, name, kind, where, **at):
+    """obj[name], checked to be of `kind` (a type or tuple of types)."""
+    if not isinstance(obj, dict):
+        raise where.error(f"expected a JSON object, got {type(obj).__name__}", **at)
+    if name not in obj:
+        raise where.error(f"missing field {name!r}", **at)
+    value = obj[name]
+    # bool is an int in Python; an answer_start true/false is a mistake, not an offset.
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        kind_name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise where.error(f"field {name!r} should be {kind_name}, got "
+                          f"{type(value).__name__}", **at)
+    return value
+
+
+def read_squad_examples(input_file, is_training, version_2_with_negative=False, skipped=None,
+                        log=None, data=None):
+    """Reads a SQuAD JSON file into a list of `SquadExample` (the original's function).
+
+    Args:
+      input_file: the file (local path or URL); also names it in errors when `data` is given.
+      is_training: read answers (positions), as the original's training mode.
+      version_2_with_negative: SQuAD 2.0: training questions carry `is_impossible`.
+      skipped: optional list; each training question skipped because its answer text does not
+        match the context at its offset is appended as a `SkippedAnswer`.
+      log: optional callable taking a warning line per skipped question.
+      data: the file's parsed JSON, if already loaded (`load_squad_json`).
+
+    Raises InputError naming the file and the question for malformed JSON, missing or mistyped
+    fields, and a training question without exactly one answer.
+    """
+    if data is None:
+        data = load_squad_json(input_file)
+    where = _Where(input_file)
+    examples = []
+    for a, entry in enumerate(data["data"]):
+        paragraphs = _field(entry, "paragraphs", list, where, article=a)
+        for p, paragraph in enumerate(paragraphs):
+            at = dict(article=a, paragraph=p)
+            paragraph_text = _field(paragraph, "context", str, where, **at)
+            qas = _field(paragraph, "qas", list, where, **at)
+            doc_tokens, char_to_word_offset = split_context(paragraph_text)
+            for q, qa in enumerate(qas):
+                qas_id = _field(qa, "id", str, where, **at, qa_index=q)
+                qat = dict(qas_id=qas_id)
+                question_text = _field(qa, "question", str, where, **qat)
+                example = SquadExample(qas_id=qas_id, question_text=question_text,
+                                       doc_tokens=doc_tokens)
+                if is_training:
+                    if not _read_training_answer(example, qa, where, version_2_with_negative,
+                                                 char_to_word_offset, skipped, log):
+                        continue
+                examples.append(example)
+    return examples
+
+
+def _read_training_answer(example, qa, where, version_2_with_negative, char_to_word_offset,
+                          skipped, log):
+    """Sets the example's answer fields; False if the answer does not match (skipped)."""
+    at = dict(qas_id=example.qas_id)
+    is_impossible = False
+    if version_2_with_negative:
+        is_impossible = _field(qa, "is_impossible", bool, where, **at)
+    answers = _field(qa, "answers", list, where, **at)
+    example.is_impossible = is_impossible
+    if is_impossible:
+        example.start_position = example.end_position = -1
+        example.orig_answer_text = ""
+        return True
+    if len(answers) != 1:
+        raise where.error(f"for training, each question should have exactly 1 answer, this "
+                          f"one has {len(answers)}", **at)
+    orig_answer_text = _field(answers[0], "text", str, where, **at)
+    answer_offset = _field(answers[0], "answer_start", int, where, **at)
+    cleaned_answer_text = " ".join(orig_answer_text.split())
+    doc_tokens = example.doc_tokens
+    try:  # Python indexing, as the original (a negative offset counts from the end)
+        start_position = char_to_word_offset[answer_offset]
+        end_position = char_to_word_offset[answer_offset + len(orig_answer_text) - 1]
+    except IndexError:
+        actual_text = None
+    else:
+        actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+    if actual_text is None or actual_text.find(cleaned_answer_text) == -1:
+        if skipped is not None:
+            skipped.append(SkippedAnswer(example.qas_id, cleaned_answer_text, actual_text or ""))
+        if log is not None:
+            if actual_text is None:
+                log(f"Could not find answer of {example.qas_id}: offset {answer_offset} is "
+                    f"outside the context")
+            else:
+                log(f"Could not find answer: '{actual_text}' vs. '{cleaned_answer_text}'")
+        return False
+    example.orig_answer_text = orig_answer_text
+    example.start_position = start_position
+    example.end_position = end_position
+    return True
+
+
+def shuffle_training_examples(examples, seed=TRAINING_SHUFFLE_SEED):
+    """Shuffles in place as the original's main: `random.Random(12345).shuffle(examples)`."""
+    random.Random(seed).shuffle(examples)
+    return examples
+
+
+# ---------------------------------------------------------------------------------------------
+# Features
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class InputFeatures:
+    """One window of one example (the original's InputFeatures).
+
+    `tokens` are unpadded; `token_to_orig_map` maps each context position of `tokens` to its
+    word in `example.doc_tokens`, `token_is_max_context` to whether this window is the one
+    where that token has the most context. Training fields are None for prediction.
+    """
+    unique_id: int
+    example_index: int
+    doc_span_index: int
+    tokens: list
+    token_to_orig_map: dict
+    token_is_max_context: dict
+    input_ids: list
+    input_mask: list
+    segment_ids: list
+    start_position: Optional[int] = None
+    end_position: Optional[int] = None
+    is_impossible: Optional[bool] = None
+
+
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+    """The original's sliding windows over `num_tokens` context tokens."""
+    spans = []
+    start_offset = 0
+    while start_offset < num_tokens:
+        length = min(num_tokens - start_offset, max_tokens_for_doc)
+        spans.append(DocSpan(start=start_offset, length=length))
+        if start_offset + length == num_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return spans
+
+
+def _check_is_max_context(doc_spans_, cur_span_index, position):
+    """The original's check: is `cur_span_index` the window with the most context for the
+    token at `position` (the minimum of its left and right context, plus 0.01 x the window
+    length; the first window wins ties)?"""
+    return _max_context_spans(doc_spans_).get(position) == cur_span_index
+
+
+def _max_context_spans(spans):
+    """{position: index of its max-context window} for every position in a window, with the
+    original's score and tie rule, computed once per example instead of once per token."""
+    best_score = {}
+    best_span = {}
+    for span_index, span in enumerate(spans):
+        end = span.start + span.length - 1
+        bonus = 0.01 * span.length
+        for position in range(span.start, end + 1):
+            score = min(position - span.start, end - position) + bonus
+            previous = best_score.get(position)
+            if previous is None or score > previous:
+                best_score[position] = score
+                best_span[position] = span_index
+    return best_span
+
+
+def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
+    """The original's narrowing of a word-level answer span to the tokens that spell the
+    answer (e.g. "1895" inside "(1895-1943)."), if some sub-span does."""
+    tok_answer_text = " ".join(tokenizer.tokenize(orig_answer_text))
+    for new_start in range(input_start, input_end + 1):
+        for new_end in range(input_end, new_start - 1, -1):
+            text_span = " ".join(doc_tokens[new_start:(new_end + 1)])
+            if text_span == tok_answer_text:
+                return (new_start, new_end)
+    return (input_start, input_end)
+
+
+def check_window_flags(max_seq_length, doc_stride, max_query_length):
+    """InputError naming the flag when the windows cannot work (the original's
+    validate_flags_or_throw for max_seq_length; it loops forever on doc_stride < 1)."""
+    if max_query_length < 0:
+        raise flag_error("max_query_length", f"must be >= 0, got {max_query_length}")
+    if max_seq_length <= max_query_length + 3:
+        raise flag_error("max_seq_length", f"the max_seq_length ({max_seq_length}) must be "
+                         f"greater than max_query_length ({max_query_length}) + 3")
+    if doc_stride < 1:
+        raise flag_error("doc_stride", f"must be >= 1, got {doc_stride}")
+
+
+class _ContextTokens:
+    """WordPiece tokens of a paragraph's words, kept for the next question on it."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self._doc_tokens = None
+        self._result = None
+
+    def __call__(self, doc_tokens):
+        if doc_tokens is not self._doc_tokens:
+            tok_to_orig_index = []
+            orig_to_tok_index = []
+            all_doc_tokens = []
+            for (i, token) in enumerate(doc_tokens):
+                orig_to_tok_index.append(len(all_doc_tokens))
+                sub_tokens = self.tokenizer.tokenize(token)
+                tok_to_orig_index.extend([i] * len(sub_tokens))
+                all_doc_tokens.extend(sub_tokens)
+            self._doc_tokens = doc_tokens
+            self._result = (tok_to_orig_index, orig_to_tok_index, all_doc_tokens)
+        return self._result
+
+
+def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                  is_training, log=None, first_unique_id=FIRST_UNIQUE_ID):
+    """Yields the `InputFeatures` of each example in order (the original's
+    convert_examples_to_features). `log` (a callable taking a line) gets the original's
+    description of the first 20 examples' features."""
+    check_window_flags(max_seq_length, doc_stride, max_query_length)
+    unique_id = first_unique_id
+    context_tokens = _ContextTokens(tokenizer)
+    for (example_index, example) in enumerate(examples):
+        query_tokens = tokenizer.tokenize(example.question_text)
+        if len(query_tokens) > max_query_length:
+            query_tokens = query_tokens[0:max_query_length]
+
+        tok_to_orig_index, orig_to_tok_index, all_doc_tokens = context_tokens(
+            example.doc_tokens)
+
+        tok_start_position = None
+        tok_end_position = None
+        if is_training and example.is_impossible:
+            tok_start_position = -1
+            tok_end_position = -1
+        if is_training and not example.is_impossible:
+            tok_start_position = orig_to_tok_index[example.start_position]
+            if example.end_position < len(example.doc_tokens) - 1:
+                tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+            else:
+                tok_end_position = len(all_doc_tokens) - 1
+            (tok_start_position, tok_end_position) = _improve_answer_span(
+                all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+                example.orig_answer_text)
+
+        # The -3 accounts for [CLS], [SEP] and [SEP].
+        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+        spans = doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+        max_context = _max_context_spans(spans)
+        head = ["[CLS]"] + query_tokens + ["[SEP]"]
+        doc_offset = len(head)
+        head_ids = tokenizer.convert_tokens_to_ids(head)
+
+        for (doc_span_index, doc_span) in enumerate(spans):
+            span_end = doc_span.start + doc_span.length
+            tokens = head + all_doc_tokens[doc_span.start:span_end] + ["[SEP]"]
+            token_to_orig_map = {}
+            token_is_max_context = {}
+            for i in range(doc_span.length):
+                split_token_index = doc_span.start + i
+                token_to_orig_map[doc_offset + i] = tok_to_orig_index[split_token_index]
+                token_is_max_context[doc_offset + i] = (
+                    max_context[split_token_index] == doc_span_index)
+            num_tokens = len(tokens)
+            input_ids = head_ids + tokenizer.convert_tokens_to_ids(tokens[doc_offset:])
+            padding = [0] * (max_seq_length - num_tokens)
+            input_mask = [1] * num_tokens + padding
+            segment_ids = [0] * doc_offset + [1] * (doc_span.length + 1) + padding
+            input_ids += padding
+
+            start_position = None
+            end_position = None
+            if is_training and not example.is_impossible:
+                # A window without the whole answer has nothing to predict: 0, 0 ([CLS]).
+                doc_start = doc_span.start
+                doc_end = span_end - 1
+                if tok_start_position >= doc_start and tok_end_position <= doc_end:
+                    start_position = tok_start_position - doc_start + doc_offset
+                    end_position = tok_end_position - doc_start + doc_offset
+                else:
+                    start_position = 0
+                    end_position = 0
+            if is_training and example.is_impossible:
+                start_position = 0
+                end_position = 0
+
+            feature = InputFeatures(
+                unique_id=unique_id, example_index=example_index,
+                doc_span_index=doc_span_index, tokens=tokens,
+                token_to_orig_map=token_to_orig_map,
+                token_is_max_context=token_is_max_context, input_ids=input_ids,
+                input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
+                end_position=end_position, is_impossible=example.is_impossible)
+            if log is not None and example_index < 20:
+                _describe(log, feature, is_training)
+            yield feature
+            unique_id += 1
+
+
+def _describe(log, feature, is_training):
+    log("*** Example ***")
+    log(f"unique_id: {feature.unique_id}")
+    log(f"example_index: {feature.example_index}")
+    log(f"doc_span_index: {feature.doc_span_index}")
+    log("tokens: " + " ".join(feature.tokens))
+    log("token_to_orig_map: " + " ".join(
+        f"{x}:{y}" for x, y in feature.token_to_orig_map.items()))
+    log("token_is_max_context: " + " ".join(
+        f"{x}:{y}" for x, y in feature.token_is_max_context.items()))
+    log("input_ids: " + " ".join(map(str, feature.input_ids)))
+    log("input_mask: " + " ".join(map(str, feature.input_mask)))
+    log("segment_ids: " + " ".join(map(str, feature.segment_ids)))
+    if is_training and feature.is_impossible:
+        log("impossible example")
+    if is_training and not feature.is_impossible:
+        answer = " ".join(feature.tokens[feature.start_position:(feature.end_position + 1)])
+        log(f"start_position: {feature.start_position}")
+        log(f"end_position: {feature.end_position}")
+        log(f"answer: {answer}")
+
+
+def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                 max_query_length, is_training, output_fn=None, log=None):
+    """The original's convert_examples_to_features: calls `output_fn(feature)` for each
+    feature (as the original); without `output_fn`, returns the list of features."""
+    features = iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
+                             is_training, log=log)
+    if output_fn is None:
+        return list(features)
+    for feature in features:
+        output_fn(feature)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Records
+# ---------------------------------------------------------------------------------------------
+
+
+def feature_record(feature, is_training):
+    """The original FeatureWriter's features of one InputFeatures, for
+    `bert_tf.features.make_example` (all int64)."""
+    record = {
+        "unique_ids": [feature.unique_id],
+        "input_ids": feature.input_ids,
+        "input_mask": feature.input_mask,
+        "segment_ids": feature.segment_ids,
+    }
+    if is_training:
+        record["start_positions"] = [feature.start_position]
+        record["end_positions"] = [feature.end_position]
+        record["is_impossible"] = [1 if feature.is_impossible else 0]
+    return record
+
+
+def write_squad_records(path, features, is_training):
+    """Writes features (an iterable of InputFeatures) as the original's TFRecords at `path`,
+    atomically. Returns the number written."""
+    return features_lib.write_examples(
+        path, (feature_record(feature, is_training) for feature in features))
+
+
+__all__ = [
+    "FIRST_UNIQUE_ID", "TRAINING_SHUFFLE_SEED", "SquadExample", "SkippedAnswer", "InputError",
+    "InputFeatures", "DocSpan", "split_context", "load_squad_json", "read_squad_examples",
+    "shuffle_training_examples", "doc_spans", "check_window_flags", "iter_features",
+    "convert_examples_to_features", "feature_record", "write_squad_records",
+]
