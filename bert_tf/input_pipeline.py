@@ -76,6 +76,28 @@ def trim_to_longest(batch, sequence_features, multiple=8):
     return {name: t[:, :length] if name in sequence_features else t for name, t in batch.items()}
 
 
+EXAMPLE_INDEX = "example_index"
+SORT_WINDOW_EXAMPLES = 2048
+
+
+def sort_windows_by_length(examples, global_batch_size, window_examples=SORT_WINDOW_EXAMPLES):
+    """Eval/predict in file order, batched by length: each window of ~`window_examples` records
+    (a multiple of the batch) is sorted by length (stable), so a batch cut to its longest
+    example (`trim_to_longest`) carries little padding. Each example gets its record number as
+    `EXAMPLE_INDEX`; `bert_tf.training.gather_outputs` puts the outputs back in file order.
+    Memory stays bounded by the window (the file is never read whole)."""
+    window = max(1, window_examples // global_batch_size) * global_batch_size
+
+    def sort(batch):
+        order = tf.argsort(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1),
+                           stable=True)
+        return {name: tf.gather(t, order) for name, t in batch.items()}
+
+    examples = examples.enumerate().map(lambda index, example: dict(example,
+                                                                   **{EXAMPLE_INDEX: index}))
+    return examples.batch(window).map(sort).unbatch()
+
+
 def length_bucket_boundaries(max_seq_length, width=8):
     """Bucket edges every `width` tokens: 8, the rounding of `trim_to_longest`, so no new shapes.
     Measured with MiniLM at batch 32 (bench/bench_finetuning.py --ours_bucket_width): SST-2
@@ -99,7 +121,8 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
       repeat: file order only: False reads the records once (eval / predict of a task that pads
         its records to a multiple of the batch size), True repeats them (pretraining's eval).
       sequence_features: names of the [T] features; given, batches are not padded to the full
-        length: training batches group examples of similar length (buckets of 8 tokens) and
+        length: training batches group examples of similar length (buckets of 8 tokens), eval
+        and predict batches are read in length-sorted windows (`sort_windows_by_length`), and
         every batch is cut to its longest example (`trim_to_longest`). Not for TPUs, which
         want one static shape.
     """
@@ -142,6 +165,8 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
         if repeat:
             d = d.repeat()
         d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        if sequence_features and not repeat:
+            d = sort_windows_by_length(d, global_batch_size)
         d = d.batch(global_batch_size, drop_remainder=True)
     if sequence_features:
         d = d.map(lambda batch: trim_to_longest(batch, sequence_features))

@@ -35,6 +35,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.distribution import is_chief
+from bert_tf.input_pipeline import EXAMPLE_INDEX
 from bert_tf.progress import Progress
 
 CHECKPOINT_NAME = "model.ckpt"  # -> model.ckpt-<step>, as the original's checkpoints
@@ -285,16 +286,7 @@ def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):
     [B, ...] tensors per replica, concatenated over replicas (strategy.gather, in global-batch
     order, across workers too) and over steps, as numpy arrays in record order.
     """
-    outputs_of = task.eval_outputs if mode == "eval" else task.predict_outputs
-
-    def replica_step(batch):
-        return outputs_of(batch, task.outputs(model, batch, training=False))
-
-    @tf.function
-    def step(iterator):
-        per_replica = strategy.run(replica_step, args=(next(iterator),))
-        return tf.nest.map_structure(lambda v: strategy.gather(v, axis=0), per_replica)
-
+    step = _gather_step(strategy, model, task, mode)
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
     progress = Progress(mode, total=num_steps, unit="steps", interval=30.0)
     pieces = {}
@@ -303,4 +295,32 @@ def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):
             pieces.setdefault(name, []).append(value.numpy())
         progress.update(1)
     progress.summary()
-    return {name: np.concatenate(values, axis=0) for name, values in pieces.items()}
+    outputs = {name: np.concatenate(values, axis=0) for name, values in pieces.items()}
+    if EXAMPLE_INDEX in outputs:  # batches were sorted by length: back to record order
+        order = np.argsort(outputs.pop(EXAMPLE_INDEX), kind="stable")
+        outputs = {name: values[order] for name, values in outputs.items()}
+    return outputs
+
+
+def _gather_step(strategy, model, task, mode):
+    """The compiled eval/predict step, kept on the task: a second call (the Python API, eval
+    then predict on one model) does not trace again."""
+    cache = task.__dict__.setdefault("_gather_steps", {})
+    key = (model, strategy, mode)
+    if key in cache:
+        return cache[key]
+    outputs_of = task.eval_outputs if mode == "eval" else task.predict_outputs
+
+    def replica_step(batch):
+        outputs = outputs_of(batch, task.outputs(model, batch, training=False))
+        if EXAMPLE_INDEX in batch:
+            outputs = dict(outputs, **{EXAMPLE_INDEX: batch[EXAMPLE_INDEX]})
+        return outputs
+
+    @tf.function
+    def step(iterator):
+        per_replica = strategy.run(replica_step, args=(next(iterator),))
+        return tf.nest.map_structure(lambda v: strategy.gather(v, axis=0), per_replica)
+
+    cache[key] = step
+    return step

@@ -91,3 +91,49 @@ def test_first_record_check_names_the_file(tmp_path):
     text.write_text("not records\n")
     with pytest.raises(InputError, match=r"notes\.txt: not a TFRecord file"):
         input_pipeline.check_first_record(text, SPEC)
+
+
+def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
+    """Eval/predict with sequence_features: each window of records is sorted by length, every
+    record is read exactly once, batches are cut to their longest example, and gather_outputs
+    returns the outputs in file order."""
+    from bert_tf import features, training
+    from bert_tf.features import classifier_feature_spec
+
+    rng = np.random.RandomState(0)
+    lengths = rng.randint(2, 33, size=40)
+    records = []
+    for i, length in enumerate(lengths):
+        ids = list(range(1, length + 1)) + [0] * (32 - length)
+        records.append({"input_ids": ids, "input_mask": [1] * length + [0] * (32 - length),
+                        "segment_ids": [0] * 32, "label_ids": i, "is_real_example": 1})
+    path = str(tmp_path / "eval.tf_record")
+    features.write_examples(path, records)
+    make = input_pipeline.dataset_fn(
+        [path], classifier_feature_spec(32), 4, shuffle=False, repeat=False,
+        sequence_features=("input_ids", "input_mask", "segment_ids"))
+    batches = list(input_pipeline.sort_windows_by_length(
+        tf.data.TFRecordDataset([path]).map(
+            lambda r: input_pipeline.decode_record(r, classifier_feature_spec(32))),
+        4, window_examples=16).batch(4))
+    seen = np.concatenate([b[input_pipeline.EXAMPLE_INDEX].numpy() for b in batches])
+    assert sorted(seen) == list(range(40))
+    for start in range(0, 40, 16):  # windows of 16 records, sorted within
+        window = seen[start:start + 16]
+        assert sorted(window) == list(range(start, min(start + 16, 40)))
+        assert list(lengths[window]) == sorted(lengths[window])
+    # The library's default window covers these 40 records: batches are globally sorted and cut.
+    widths = [b["input_ids"].shape[1] for b in make()]
+    assert widths == sorted(widths) and widths[0] < 32
+
+    class Echo:  # a task whose per-example output is its label, to check the order
+        def outputs(self, model, batch, training):
+            return {}
+
+        def predict_outputs(self, batch, outputs):
+            return {"label": batch["label_ids"]}
+
+    strategy = tf.distribute.get_strategy()
+    gathered = training.gather_outputs(strategy, None, Echo(), make, 10, "predict")
+    assert list(gathered) == ["label"]
+    assert list(gathered["label"]) == list(range(40))

@@ -334,6 +334,31 @@ def test_dense_with_transposed_kernel_gradient_matches_autodiff():
     assert float(tf.reduce_max(tf.abs(ours[1]))) > 0.1  # the input gradient is not trivially 0
 
 
+@pytest.mark.parametrize("name, approximate", [("gelu", True), ("gelu_exact", False)])
+def test_training_gelu_kernels_match_autodiff(name, approximate):
+    """The training variants of both GELUs (one XLA kernel each way, hand-written derivative)
+    give tf.nn.gelu's values and its automatic gradient."""
+    from bert_tf import layers
+
+    rng = np.random.RandomState(2)
+    x = tf.constant((rng.randn(64, 96) * 3).astype(np.float32))
+    upstream = tf.constant(rng.randn(64, 96).astype(np.float32))
+
+    def value_and_grad(fn):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+            loss = tf.reduce_sum(y * upstream)
+        return np.asarray(y), np.asarray(tape.gradient(loss, x))
+
+    fused = layers.get_activation(name, training=True)
+    assert fused is not layers.get_activation(name)  # the training path is the fused kernel
+    ours = value_and_grad(fused)
+    plain = value_and_grad(lambda t: tf.nn.gelu(t, approximate=approximate))
+    for a, b in zip(ours, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
 def test_fused_layer_norm_matches_keras_values_and_gradients():
     """LayerNorm(x, residual) (one XLA pass each way, hand-written gradient) against Keras'
     LayerNormalization of x + residual with automatic differentiation."""
