@@ -1,4 +1,4 @@
-"""Bad input to run_classifier and run_ner: one line `error: ...` naming the flag, file or line,
+"""Bad input to run_classifier, run_ner and run_squad: one line `error: ...` naming the flag, file or line,
 exit status 2, no traceback. A table of cases, each run as the real command line."""
 import json
 import os
@@ -36,6 +36,14 @@ def files(tmp_path_factory, uncased_vocab):
     (conll / "train.txt").write_text("EU B-ORG\nrejects O\n\nPeter B-PER\n")
     (conll / "valid.txt").write_text("EU B-ORG\nrejects\n")
     (conll / "test.txt").write_bytes(b"EU\n\xff\n")
+    squad = root / "squad"
+    squad.mkdir()
+    (squad / "malformed.json").write_text('{"data": [\n  {"title": "x",\n  "paragraphs": [}]}')
+    (squad / "no_question.json").write_text(json.dumps(
+        {"data": [{"paragraphs": [{"context": "Paris is in France.", "qas": [{"id": "q1"}]}]}]}))
+    (squad / "two_answers.json").write_text(json.dumps({"data": [{"paragraphs": [{
+        "context": "Paris is in France.", "qas": [{"id": "q2", "question": "Where?", "answers": [
+            {"text": "France", "answer_start": 12}, {"text": "France", "answer_start": 12}]}]}]}]}))
     # A checkpoint of the encoder alone (no classifier head), in the original naming.
     from bert_tf.checkpoints import write_tf1_checkpoint
     from bert_tf.config import BertConfig
@@ -61,6 +69,14 @@ def ner(files, **flags):
             "data_dir": files["root"] / "conll"}
     base.update(flags)
     return "run.run_ner", base
+
+
+def squad(files, **flags):
+    base = {"vocab_file": files["vocab"], "bert_config_file": files["config"],
+            "output_dir": files["root"] / "squad_out", "max_seq_length": 64,
+            "max_query_length": 16}
+    base.update(flags)
+    return "run.run_squad", base
 
 
 CASES = [
@@ -99,6 +115,22 @@ CASES = [
      "error: --label_list: is required without --do_train"),
     ("NER tag not in the label list", lambda f: ner(f, do_train=True, label_list="O,B-ORG"),
      "B-PER"),
+    ("SQuAD file not JSON", lambda f: squad(f, do_predict=True,
+                                            predict_file=f["root"] / "squad" / "malformed.json"),
+     "malformed.json:3: malformed JSON"),
+    ("SQuAD question without its text",
+     lambda f: squad(f, do_predict=True, predict_file=f["root"] / "squad" / "no_question.json"),
+     "'q1'"),
+    ("SQuAD training question with two answers",
+     lambda f: squad(f, do_train=True, train_file=f["root"] / "squad" / "two_answers.json"),
+     "exactly 1 answer"),
+    ("SQuAD predict without a file", lambda f: squad(f, do_predict=True),
+     "error: --predict_file: is required"),
+    ("SQuAD has no eval mode", lambda f: squad(f, do_eval=True),
+     "error: --do_eval: run_squad has no eval mode"),
+    ("SQuAD window flags", lambda f: squad(f, do_predict=True, max_query_length=64,
+                                           predict_file=f["root"] / "squad" / "no_question.json"),
+     "error: --max_seq_length: "),
 ]
 
 

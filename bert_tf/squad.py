@@ -1,0 +1,148 @@
+"""SQuAD 1.1 / 2.0 question answering: the original run_squad's model half, as a Task.
+
+Model and loss as the original's `create_model` / `model_fn_builder`: start and end logits from
+the final hidden states (`cls/squad/output_weights` [2, hidden], `output_bias` [2]), the loss
+the mean of the start and end cross-entropies over all max_seq_length positions (padding
+included, as the original: which is why SQuAD batches are never cut to their longest example;
+the n-best of the original's post-processing also ranks padding positions).
+
+Predict gathers (unique_id, start_logits, end_logits) per window; `write_predictions` runs the
+original's post-processing (`bert_tf.squad_postprocess`: predictions.json,
+nbest_predictions.json and, for SQuAD 2.0, null_odds.json) and, when the predict file has
+answers, the official evaluation script's numbers (`bert_tf.squad_metrics`) into
+eval_results.txt. The predict records are padded to a multiple of the batch with windows whose
+unique_id is 0 (real ones count from 1000000000), which post-processing leaves out.
+"""
+import os
+import time
+
+import tensorflow as tf
+
+from bert_tf.features import squad_feature_spec
+from bert_tf.task import Task
+
+PADDING_UNIQUE_ID = 0
+
+
+def has_answers(dataset):
+    """True if the SQuAD file's questions carry answers (a dev set), so it can be scored."""
+    for entry in dataset:
+        for paragraph in entry.get("paragraphs", ()):
+            for qa in paragraph.get("qas", ()):
+                if qa.get("answers") or "is_impossible" in qa:
+                    return True
+    return False
+
+
+class SquadTask(Task):
+    """Args:
+      bert_config: the encoder's BertConfig.
+      record_files: {"train"|"predict": TFRecord path}.
+      max_seq_length: the records' length.
+      num_records: {"predict": records written (padding included)}.
+      predict_data: (dataset, examples, features): the predict file's parsed "data" list, its
+        SquadExamples and InputFeatures (bert_tf.squad_data), for post-processing.
+      n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
+      null_score_diff_threshold, verbose_logging: the original's post-processing flags.
+      log: where post-processing reports (its time, verbose_logging lines).
+    """
+
+    name = "squad"
+
+    def __init__(self, bert_config, record_files, max_seq_length, num_records=None,
+                 predict_data=None, n_best_size=20, max_answer_length=30, do_lower_case=True,
+                 version_2_with_negative=False, null_score_diff_threshold=0.0,
+                 verbose_logging=False, log=print, shuffle_buffer_size=100):
+        self.bert_config = bert_config
+        self.record_files = dict(record_files)
+        self.max_seq_length = max_seq_length
+        self.num_records = dict(num_records or {})
+        self.predict_data = predict_data
+        self.n_best_size = n_best_size
+        self.max_answer_length = max_answer_length
+        self.do_lower_case = do_lower_case
+        self.version_2_with_negative = version_2_with_negative
+        self.null_score_diff_threshold = null_score_diff_threshold
+        self.verbose_logging = verbose_logging
+        self.log = log
+        self.shuffle_buffer_size = shuffle_buffer_size
+
+    # ---- Data.
+    def num_examples(self, mode):
+        return self.num_records[mode]
+
+    def dataset_fn(self, mode, global_batch_size, seed=None):
+        from bert_tf import input_pipeline
+        return input_pipeline.dataset_fn(
+            [self.record_files[mode]], squad_feature_spec(self.max_seq_length, mode == "train"),
+            global_batch_size, shuffle=mode == "train", repeat=False, seed=seed,
+            shuffle_buffer_size=self.shuffle_buffer_size)
+
+    # ---- Model.
+    def build_model(self):
+        from bert_tf.models import BertSpanLabeler
+        return BertSpanLabeler(self.bert_config)
+
+    # ---- Train.
+    def normalizers(self, batch):
+        return {"examples": tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)}
+
+    def train_metrics(self, batch, outputs, normalizers):
+        def cross_entropy(logits, positions):
+            log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+            one_hot = tf.one_hot(positions, tf.shape(logits)[1], dtype=tf.float32)
+            return -tf.reduce_sum(one_hot * log_probs, axis=-1)
+
+        per_example = (cross_entropy(outputs["start_logits"], batch["start_positions"])
+                       + cross_entropy(outputs["end_logits"], batch["end_positions"])) / 2.0
+        return {"loss": tf.reduce_sum(per_example) / normalizers["examples"]}
+
+    # ---- Predict.
+    def predict_outputs(self, batch, outputs):
+        return {"unique_ids": batch["unique_ids"],
+                "start_logits": tf.cast(outputs["start_logits"], tf.float32),
+                "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
+
+    def write_predictions(self, outputs, output_dir):
+        """The original's three prediction files, then eval_results.txt if the file has
+        answers (the official script's numbers)."""
+        from bert_tf import squad_metrics, squad_postprocess
+        from bert_tf.task import format_results, write_results
+
+        dataset, examples, features = self.predict_data
+        real = outputs["unique_ids"] != PADDING_UNIQUE_ID
+        started = time.perf_counter()
+        paths = [os.path.join(output_dir, name) for name in (
+            squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE,
+            squad_postprocess.NULL_ODDS_FILE)]
+        predictions, _, null_odds = squad_postprocess.write_predictions(
+            examples, features, outputs["unique_ids"][real], outputs["start_logits"][real],
+            outputs["end_logits"][real], self.n_best_size, self.max_answer_length,
+            self.do_lower_case, *paths, version_2_with_negative=self.version_2_with_negative,
+            null_score_diff_threshold=self.null_score_diff_threshold,
+            log=self.log if self.verbose_logging else None)
+        self.log(f"post-processing: {len(examples)} questions, {len(features)} windows in "
+                 f"{time.perf_counter() - started:.1f} s")
+        if not self.version_2_with_negative:
+            paths.pop()
+        if has_answers(dataset):
+            if self.version_2_with_negative:
+                results = squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+            else:
+                results = squad_metrics.evaluate_v1(dataset, predictions)
+            paths.append(write_results(results, output_dir))
+            print("***** Eval results *****\n" + format_results(results), end="", flush=True)
+        return paths
+
+    # ---- Export.
+    def serving_outputs(self, outputs):
+        return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
+                "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
+
+
+def padding_record(max_seq_length):
+    """A predict window that is not one (unique_id 0, no tokens): pads the predict records to a
+    multiple of the batch, as the original's padding examples do for the classifier."""
+    zeros = [0] * max_seq_length
+    return {"unique_ids": [PADDING_UNIQUE_ID], "input_ids": zeros, "input_mask": zeros,
+            "segment_ids": zeros}

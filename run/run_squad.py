@@ -1,0 +1,162 @@
+"""BERT fine-tuning for SQuAD 1.1 and 2.0 question answering: the original's run_squad on TF2.
+
+    python -m run.run_squad --vocab_file=vocab.txt --bert_config_file=bert_config.json \
+        --init_checkpoint=bert_model.ckpt --output_dir=out \
+        --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json
+
+Same flags, defaults, preprocessing (bert_tf.squad_data: windows of max_seq_length moved by
+doc_stride, questions cut to max_query_length, `_improve_answer_span`, `_check_is_max_context`,
+unique ids from 1000000000, training examples shuffled with random.Random(12345)), records
+(train.tf_record and eval.tf_record in --output_dir), model, loss, optimizer and output files
+(predictions.json, nbest_predictions.json, and null_odds.json with --version_2_with_negative;
+bert_tf.squad_postprocess) as google-research/bert's run_squad.py, plus: the official
+evaluation's numbers in eval_results.txt when --predict_file has answers (exact match and F1;
+SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.squad_metrics), a count of the training
+answers skipped because their text is not at their offset (the original only warns), the time
+post-processing takes, a Hugging Face model directory as --init_checkpoint, and the strategy,
+precision and optimizer flags of run_pretraining.
+
+The number of training steps is int(training questions / train_batch_size * num_train_epochs)
+(questions, not windows, as the original). This file is the flags; the task is
+`bert_tf.squad.SquadTask`, the driver `bert_tf.runner.run`.
+"""
+import os
+
+from absl import flags
+
+from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+from run import common_flags
+
+FLAGS = flags.FLAGS
+
+common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
+                              learning_rate=5e-5, fine_tuning=True)
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
+
+flags.DEFINE_string("train_file", None,
+                    "SQuAD json for training. E.g., train-v1.1.json")
+flags.DEFINE_string("predict_file", None,
+                    "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
+flags.DEFINE_integer("max_seq_length", 384,
+                     "The maximum total input sequence length after WordPiece tokenization. "
+                     "Sequences longer than this will be truncated, and sequences shorter than "
+                     "this will be padded.")
+flags.DEFINE_integer("doc_stride", 128,
+                     "When splitting up a long document into chunks, how much stride to take "
+                     "between chunks.")
+flags.DEFINE_integer("max_query_length", 64,
+                     "The maximum number of tokens for the question. Questions longer than this "
+                     "will be truncated to this length.")
+flags.DEFINE_integer("n_best_size", 20,
+                     "The total number of n-best predictions to generate in the "
+                     "nbest_predictions.json output file.")
+flags.DEFINE_integer("max_answer_length", 30,
+                     "The maximum length of an answer that can be generated. This is needed "
+                     "because the start and end predictions are not conditioned on one another.")
+flags.DEFINE_bool("verbose_logging", False,
+                  "If true, all of the warnings related to data processing will be printed. "
+                  "A number of warnings are expected for a normal SQuAD evaluation.")
+flags.DEFINE_bool("version_2_with_negative", False,
+                  "If true, the SQuAD examples contain some that do not have an answer.")
+flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                   "If null_score - best_non_null is greater than the threshold predict null.")
+
+
+def check_flags():
+    """The original's validate_flags_or_throw, plus what it leaves to a traceback."""
+    if FLAGS.do_eval:
+        raise flag_error("do_eval", "run_squad has no eval mode (as the original): "
+                                    "--do_predict scores --predict_file when it has answers")
+    if FLAGS.bucket_by_length:
+        raise flag_error("bucket_by_length", "not for run_squad: the original's loss and n-best "
+                                             "include the padding positions")
+    if FLAGS.do_train:
+        common_flags.check_required("train_file")
+    if FLAGS.do_predict:
+        common_flags.check_required("predict_file")
+    if FLAGS.n_best_size < 1:
+        raise flag_error("n_best_size", f"must be >= 1, got {FLAGS.n_best_size}")
+    if FLAGS.max_answer_length < 1:
+        raise flag_error("max_answer_length", f"must be >= 1, got {FLAGS.max_answer_length}")
+
+
+def read_examples(path, is_training):
+    """(parsed file, examples); skipped training answers counted and reported."""
+    from bert_tf import runner, squad_data
+
+    dataset = squad_data.load_squad_json(path)
+    skipped = []
+    examples = squad_data.read_squad_examples(
+        path, is_training, FLAGS.version_2_with_negative, skipped=skipped,
+        log=runner.log if FLAGS.verbose_logging else None, data=dataset)
+    if skipped:
+        runner.log(f"  skipped {len(skipped)} training question(s) of {path} whose answer text "
+                   f"is not at its offset (first: id {skipped[0].qas_id}: "
+                   f"{skipped[0].answer_text!r} vs {skipped[0].found_text!r})")
+    if not examples:
+        raise flag_error("train_file" if is_training else "predict_file",
+                         f"{path} holds no usable question")
+    return dataset["data"], examples
+
+
+def main(argv):
+    del argv
+    import tensorflow as tf
+
+    from bert_tf import features as features_lib
+    from bert_tf import runner, squad, squad_data
+    from bert_tf.fast_tokenization import FastTokenizer
+
+    common_flags.check_required("output_dir")
+    check_flags()
+    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
+    squad_data.check_window_flags(FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
+    tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+    tf.io.gfile.makedirs(FLAGS.output_dir)
+    windows = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
+                   doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
+
+    record_files, num_records = {}, {}
+    num_train_steps = num_warmup_steps = 0
+    predict_data = None
+    if FLAGS.do_train:
+        _, train_examples = read_examples(FLAGS.train_file, is_training=True)
+        squad_data.shuffle_training_examples(train_examples)
+        num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(train_examples),
+                                                                     "questions")
+        path = os.path.join(FLAGS.output_dir, "train.tf_record")
+        count = squad_data.write_squad_records(
+            path, squad_data.iter_features(train_examples, is_training=True, **windows),
+            is_training=True)
+        record_files["train"] = path
+        runner.log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
+    if FLAGS.do_predict:
+        dataset, examples = read_examples(FLAGS.predict_file, is_training=False)
+        features = squad_data.convert_examples_to_features(examples, is_training=False,
+                                                           **windows)
+        padding = [squad.padding_record(FLAGS.max_seq_length)] * (
+            -len(features) % FLAGS.predict_batch_size)
+        path = os.path.join(FLAGS.output_dir, "eval.tf_record")
+        count = features_lib.write_examples(
+            path, [squad_data.feature_record(f, is_training=False) for f in features] + padding)
+        record_files["predict"], num_records["predict"] = path, count
+        predict_data = (dataset, examples, features)
+        runner.log(f"  predict: {len(examples)} questions, {len(features)} windows "
+                   f"(+{len(padding)} padding) -> {path}")
+
+    task = squad.SquadTask(
+        bert_config, record_files, FLAGS.max_seq_length, num_records, predict_data,
+        n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
+        do_lower_case=do_lower_case, version_2_with_negative=FLAGS.version_2_with_negative,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+        verbose_logging=FLAGS.verbose_logging, log=runner.log)
+    runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
+
+
+def console_main():
+    run_main(main)
+
+
+if __name__ == "__main__":
+    console_main()

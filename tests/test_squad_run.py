@@ -1,0 +1,270 @@
+"""run.run_squad end to end against the original's run_squad (subprocesses for ours).
+
+The oracle is the reference release's own pipeline: read_squad_examples,
+convert_examples_to_features and FeatureWriter write the records, its model_fn (create_model,
+driven without Estimator as TPUEstimator would) gives the logits from a TF1 checkpoint in the
+original naming with the SQuAD head (cls/squad/output_weights, output_bias), and its
+write_predictions writes the files. On slices of the real dev v1.1 and v2.0 sets, with windows
+small enough that long paragraphs take several:
+- our predictions.json equals the original's; nbest_predictions.json has the same answers in
+  the same order with the same probabilities and logits (float tolerance), and so has
+  null_odds.json (v2.0);
+- eval_results.txt holds the official evaluation of those predictions;
+- our training loss on a batch equals the original's total_loss on it;
+- training then predicting runs end to end and answers every question.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from test_classifier_run import run, tf1_tensor_shapes
+
+pytestmark = pytest.mark.slow
+
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 128,
+        "type_vocab_size": 2, "initializer_range": 0.02}
+WINDOWS = {"max_seq_length": 96, "doc_stride": 32, "max_query_length": 24}
+GLOBAL_STEP = 5
+
+
+@pytest.fixture(scope="module")
+def reference(refbert):
+    """(run_squad module with its absl flags, a stand-in for tf.estimator's names)."""
+    import importlib
+    import types
+
+    from absl import flags
+    rs = refbert.import_reference("run_squad")
+    if "version_2_with_negative" not in flags.FLAGS:  # imported earlier, its flags dropped
+        rs = importlib.reload(rs)
+
+    class Spec:
+        last = None
+
+        def __init__(self, **kwargs):
+            Spec.last = kwargs
+
+    rs.tf.estimator = types.SimpleNamespace(
+        ModeKeys=types.SimpleNamespace(TRAIN="train", EVAL="eval", PREDICT="infer"),
+        tpu=types.SimpleNamespace(TPUEstimatorSpec=Spec))
+    return rs, Spec
+
+
+def dev_slice(shared_data, version, articles, paragraphs):
+    data = json.loads((shared_data / "SQuAD" / f"dev-v{version}.json").read_text("utf-8"))
+    return {"version": version,
+            "data": [dict(a, paragraphs=a["paragraphs"][:paragraphs])
+                     for a in data["data"][:articles]]}
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert, reference):
+    """Dev slices (v1.1, v2.0, and v1.1 in the training format: first answer only), the tiny
+    config, and a TF1 checkpoint of the original's SQuAD graph (random weights, a non-zero
+    head bias, global_step 5)."""
+    rs, _ = reference
+    root = tmp_path_factory.mktemp("run_squad")
+    files = {}
+    for version in ("1.1", "2.0"):
+        files[version] = root / f"dev-v{version}.json"
+        files[version].write_text(json.dumps(dev_slice(shared_data, version, 2, 3)), "utf-8")
+    train = dev_slice(shared_data, "1.1", 1, 6)
+    for paragraph in train["data"][0]["paragraphs"]:
+        for qa in paragraph["qas"]:
+            qa["answers"] = qa["answers"][:1]
+    files["train"] = root / "train-v1.1.json"
+    files["train"].write_text(json.dumps(train), "utf-8")
+    config = root / "bert_config.json"
+    config.write_text(json.dumps(TINY))
+    v1 = refbert.v1
+    with v1.Graph().as_default(), tf1_tensor_shapes(v1):
+        v1.set_random_seed(5)
+        ids = v1.zeros([1, WINDOWS["max_seq_length"]], v1.int32)
+        rs.create_model(refbert.modeling.BertConfig.from_dict(TINY), False, ids, ids, ids, False)
+        bias = [v for v in v1.global_variables() if v.name == "cls/squad/output_bias:0"][0]
+        step = v1.train.get_or_create_global_step()
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            sess.run([bias.assign([0.4, -0.3]), step.assign(GLOBAL_STEP)])
+            checkpoint = v1.train.Saver().save(sess, str(root / "original" / "model.ckpt"),
+                                               global_step=GLOBAL_STEP)
+    return {"root": root, "files": files, "config": str(config), "checkpoint": checkpoint,
+            "vocab": str(uncased_vocab)}
+
+
+def set_reference_flags(version_2):
+    from absl import flags
+    flags.FLAGS.version_2_with_negative = version_2
+    flags.FLAGS.verbose_logging = False
+    flags.FLAGS.null_score_diff_threshold = 0.0
+
+
+def reference_features(rs, refbert, workspace, path, is_training, records):
+    """The original's examples and features of `path`, its records written to `records`."""
+    examples = rs.read_squad_examples(str(path), is_training=is_training)
+    tokenizer = refbert.tokenization.FullTokenizer(workspace["vocab"], do_lower_case=True)
+    writer = rs.FeatureWriter(filename=str(records), is_training=is_training)
+    features = []
+
+    def append(feature):
+        features.append(feature)
+        writer.process_feature(feature)
+
+    rs.convert_examples_to_features(examples, tokenizer, is_training=is_training,
+                                    output_fn=append, **WINDOWS)
+    writer.close()
+    return examples, features
+
+
+def reference_predictions(reference, refbert, workspace, version, out_dir):
+    """The original's three files for the dev slice of `version`, from its model's logits."""
+    rs, spec = reference
+    v1 = refbert.v1
+    set_reference_flags(version == "2.0")
+    records = out_dir / "eval.tf_record"
+    examples, features = reference_features(rs, refbert, workspace, workspace["files"][version],
+                                            False, records)
+    results = []
+    with v1.Graph().as_default(), tf1_tensor_shapes(v1):
+        input_fn = rs.input_fn_builder(str(records), WINDOWS["max_seq_length"], False, False)
+        batch = v1.data.make_one_shot_iterator(input_fn({"batch_size": 8})).get_next()
+        model_fn = rs.model_fn_builder(refbert.modeling.BertConfig.from_dict(TINY),
+                                       workspace["checkpoint"], 5e-5, None, None, False, False)
+        model_fn(batch, None, "infer", {})
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            while True:
+                try:
+                    out = sess.run(spec.last["predictions"])
+                except v1.errors.OutOfRangeError:
+                    break
+                for u, s, e in zip(out["unique_ids"], out["start_logits"], out["end_logits"]):
+                    results.append(rs.RawResult(unique_id=int(u),
+                                                start_logits=[float(x) for x in s],
+                                                end_logits=[float(x) for x in e]))
+    names = ("predictions.json", "nbest_predictions.json", "null_odds.json")
+    rs.write_predictions(examples, features, results, 20, 30, True,
+                         *(str(out_dir / name) for name in names))
+    return {name: json.loads((out_dir / name).read_text()) for name in names
+            if (out_dir / name).exists()}
+
+
+def squad_command(workspace, output_dir, **flags):
+    line = [sys.executable, "-m", "run.run_squad", f"--vocab_file={workspace['vocab']}",
+            f"--bert_config_file={workspace['config']}", "--do_lower_case",
+            f"--output_dir={output_dir}"]
+    line += [f"--{name}={value}" for name, value in WINDOWS.items()]
+    for name, value in flags.items():
+        line.append(f"--{name}" if value is True else f"--{name}={value}")
+    return line
+
+
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_predictions_equal_the_originals(reference, refbert, workspace, version,
+                                         tmp_path_factory):
+    from bert_tf import squad_metrics
+
+    theirs = reference_predictions(reference, refbert, workspace, version,
+                                   tmp_path_factory.mktemp(f"reference_{version}"))
+    output_dir = tmp_path_factory.mktemp(f"ours_{version}")
+    extra = {"version_2_with_negative": True} if version == "2.0" else {}
+    log = run(squad_command(workspace, output_dir, do_predict=True,
+                            predict_file=workspace["files"][version],
+                            init_checkpoint=workspace["checkpoint"], predict_batch_size=8,
+                            **extra))
+    assert "post-processing:" in log
+
+    ours = json.loads((output_dir / "predictions.json").read_text())
+    assert ours == theirs["predictions.json"]
+    assert len(ours) > 40 and sum(bool(text) for text in ours.values()) > 10
+
+    ours_nbest = json.loads((output_dir / "nbest_predictions.json").read_text())
+    assert list(ours_nbest) == list(theirs["nbest_predictions.json"])
+    for qid, entries in theirs["nbest_predictions.json"].items():
+        mine = ours_nbest[qid]
+        assert [e["text"] for e in mine] == [e["text"] for e in entries], qid
+        for key in ("probability", "start_logit", "end_logit"):
+            np.testing.assert_allclose([e[key] for e in mine], [e[key] for e in entries],
+                                       rtol=1e-5, atol=1e-5)
+    if version == "2.0":
+        ours_odds = json.loads((output_dir / "null_odds.json").read_text())
+        assert list(ours_odds) == list(theirs["null_odds.json"])
+        np.testing.assert_allclose(list(ours_odds.values()),
+                                   list(theirs["null_odds.json"].values()), atol=1e-5)
+    else:
+        assert not (output_dir / "null_odds.json").exists()
+
+    dataset = json.loads(workspace["files"][version].read_text())["data"]
+    expected = (squad_metrics.evaluate_v2(dataset, theirs["predictions.json"],
+                                          na_probs=theirs["null_odds.json"])
+                if version == "2.0" else
+                squad_metrics.evaluate_v1(dataset, theirs["predictions.json"]))
+    with open(output_dir / "eval_results.txt") as f:
+        written = dict(line.rstrip("\n").split(" = ") for line in f)
+    assert set(written) == set(expected)
+    for key, value in expected.items():
+        assert float(written[key]) == pytest.approx(float(value), abs=1e-9), key
+
+
+def test_training_loss_equals_the_originals(reference, refbert, workspace, tmp_path):
+    """Without dropout (the config's probabilities 0), our loss on the original's training
+    records equals its model_fn's total_loss."""
+    import tensorflow as tf
+
+    from bert_tf.config import BertConfig
+    from bert_tf.features import squad_feature_spec
+    from bert_tf.squad import SquadTask
+
+    rs, spec = reference
+    v1 = refbert.v1
+    set_reference_flags(False)
+    records = tmp_path / "train.tf_record"
+    reference_features(rs, refbert, workspace, workspace["files"]["train"], True, records)
+    no_dropout = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    feature_spec = squad_feature_spec(WINDOWS["max_seq_length"], True)
+
+    def first_batch(parse):  # the first 16 records, in file order
+        return tf.data.TFRecordDataset(str(records)).take(16).batch(16).map(
+            lambda r: {k: tf.cast(v, tf.int32) for k, v in parse(r, feature_spec).items()})
+
+    with v1.Graph().as_default(), tf1_tensor_shapes(v1):
+        batch = v1.data.make_one_shot_iterator(first_batch(v1.io.parse_example)).get_next()
+        model_fn = rs.model_fn_builder(refbert.modeling.BertConfig.from_dict(no_dropout),
+                                       workspace["checkpoint"], 5e-5, 10, 1, False, False)
+        model_fn(batch, None, "train", {})
+        with v1.Session() as sess:
+            sess.run(v1.global_variables_initializer())
+            theirs = float(sess.run(spec.last["loss"]))
+
+    task = SquadTask(BertConfig.from_dict(no_dropout), {"train": str(records)},
+                     WINDOWS["max_seq_length"])
+    model = task.build_model()
+    task.initialize(model, workspace["checkpoint"], log=lambda message: None)
+    batch = next(iter(first_batch(tf.io.parse_example)))
+    outputs = task.outputs(model, batch, training=True)
+    ours = float(task.train_metrics(batch, outputs, task.normalizers(batch))["loss"])
+    assert ours == pytest.approx(theirs, rel=1e-5)
+    assert 1.0 < ours < 20.0
+
+
+def test_train_then_predict_answers_every_question(workspace, tmp_path):
+    output_dir = tmp_path / "out"
+    log = run(squad_command(workspace, output_dir, do_train=True, do_predict=True,
+                            train_file=workspace["files"]["train"],
+                            predict_file=workspace["files"]["1.1"],
+                            init_checkpoint=workspace["checkpoint"], train_batch_size=8,
+                            num_train_epochs=0.5, save_checkpoints_steps=1000))
+    assert "[train] done:" in log
+    questions = [qa["id"] for a in json.loads(workspace["files"]["1.1"].read_text())["data"]
+                 for p in a["paragraphs"] for qa in p["qas"]]
+    predictions = json.loads((output_dir / "predictions.json").read_text())
+    assert sorted(predictions) == sorted(questions)
+    assert os.path.exists(output_dir / "train.tf_record")
+    results = dict(line.split(" = ") for line in
+                   (output_dir / "eval_results.txt").read_text().splitlines())
+    assert set(results) == {"exact_match", "f1"}
