@@ -6,7 +6,8 @@ Oracles:
   threshold search);
 - Hugging Face transformers' `squad_metrics.py` (a port of the v2.0 script's functions), when
   the transformers peer's venv of bench/hf_env.sh exists (~/.cache/bert_tf/hf-venv, or
-  $BERT_TF_HF_VENV): its functions on every 4th article of dev v2.0 and v1.1 with varied predictions.
+  $BERT_TF_HF_VENV): its functions on every 4th article of dev v2.0 and v1.1 with varied
+  predictions.
   That venv is a benchmark's, not the suite's: without it the test skips, under CI too.
 
 The official scripts' own text (not on this machine) gave the same dicts on both dev sets with
