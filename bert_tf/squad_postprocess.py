@@ -24,9 +24,9 @@ are filtered as arrays, so the Python work left is the n-best texts (`get_final_
 basic tokenization cached by word) and the JSON (written by a specialised encoder with
 json.dumps' exact output, as the standard one has no C path with indent). Dev v1.1 (10,570
 questions, 10,833 windows, seeded random logits), the whole write_predictions call: the
-reference 66 s, this 7.9 s; dev v2.0: 120 s and 14.7 s; the files identical
-(`python bench/bench_squad_postprocess.py [--version=2.0]`, 2 cores shared with other jobs,
-load ~4, 2026-11-23).
+reference 78 s, this 9.0 s (8.7x); dev v2.0 (11,873 questions): 120 s and 14.7 s; the files
+identical (`python bench/bench_squad_postprocess.py [--version=2.0]`, 2 cores shared with
+other jobs at load ~4.5, so both times are about 2x what an idle machine gives; 2026-11-23).
 
 One case the original does not survive: with SQuAD 2.0, a question whose only candidate is the
 null answer (no window has a valid span) makes the original fail (`best_non_null_entry` is
@@ -130,6 +130,7 @@ class _BasicTokens:
     def __init__(self, do_lower_case):
         self.tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
         self.cache = {}
+        self.texts = {}  # whole word -> its tokens joined by spaces
 
     def __call__(self, text):
         cache = self.cache
@@ -143,18 +144,36 @@ class _BasicTokens:
             tokens.extend(pieces)
         return tokens
 
+    def joined(self, words):
+        """`" ".join(self(" ".join(words)))`, from each word's tokens cached by word (the
+        tokens of words joined by spaces are the concatenation of theirs)."""
+        texts = self.texts
+        parts = []
+        for word in words:
+            text = texts.get(word)
+            if text is None:
+                text = texts[word] = " ".join(self(word))
+                if len(texts) > 1 << 18:
+                    texts.clear()
+            if text:
+                parts.append(text)
+        return " ".join(parts)
 
-def get_final_text(pred_text, orig_text, do_lower_case, log=None, basic_tokens=None):
+
+def get_final_text(pred_text, orig_text, do_lower_case, log=None, basic_tokens=None,
+                   tok_text=None):
     """The original's projection of a de-tokenized prediction back onto the original text.
 
     The original words are basic-tokenized and aligned character by character with them
     (spaces removed); `pred_text` is located in that tokenization and its ends mapped back.
     When that fails (not found, lengths differ, an end not mapped), returns `orig_text`, and
-    tells `log` why (the original's verbose_logging).
+    tells `log` why (the original's verbose_logging). `tok_text`, if given, is `orig_text`'s
+    basic tokens joined by spaces.
     """
-    if basic_tokens is None:
-        basic_tokens = _BasicTokens(do_lower_case)
-    tok_text = " ".join(basic_tokens(orig_text))
+    if tok_text is None:
+        if basic_tokens is None:
+            basic_tokens = _BasicTokens(do_lower_case)
+        tok_text = " ".join(basic_tokens(orig_text))
 
     start_position = tok_text.find(pred_text)
     if start_position == -1:
@@ -312,7 +331,7 @@ def compute_predictions(examples, features, unique_ids, start_logits, end_logits
             tok_text = " ".join(tok_text.strip().split())
             orig_text = " ".join(orig_tokens)
             final_text = get_final_text(tok_text, orig_text, do_lower_case, log=log,
-                                        basic_tokens=basic_tokens)
+                                        tok_text=basic_tokens.joined(orig_tokens))
             if final_text in seen_predictions:
                 continue
             seen_predictions.add(final_text)
