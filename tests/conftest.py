@@ -64,6 +64,56 @@ def refbert():
     return module
 
 
+def stub_estimator(module):
+    """Replaces tf.estimator's names in a reference script with stand-ins, so that its
+    model_fn can be driven without Estimator (as TPUEstimator would call it). Returns the spec
+    class; `Spec.last` holds the keyword arguments of the last TPUEstimatorSpec built."""
+    import types
+
+    class Spec:
+        last = None
+
+        def __init__(self, **kwargs):
+            Spec.last = kwargs
+
+    module.tf.estimator = types.SimpleNamespace(
+        ModeKeys=types.SimpleNamespace(TRAIN="train", EVAL="eval", PREDICT="infer"),
+        tpu=types.SimpleNamespace(TPUEstimatorSpec=Spec))
+    return Spec
+
+
+@pytest.fixture(scope="module")
+def rs(refbert):
+    """The reference run_squad module with its absl flags defined (defaults parsed).
+
+    `import_reference` drops the flags of the reference scripts imported before; when
+    run_squad itself was imported before (by another test module), its flags are gone too,
+    and the module is executed again to define them.
+    """
+    import importlib
+
+    from absl import flags
+    module = refbert.import_reference("run_squad")
+    if "version_2_with_negative" not in flags.FLAGS:
+        module = importlib.reload(module)
+    return module
+
+
+@pytest.fixture
+def ref_flags(rs):
+    """Sets the reference's absl FLAGS for a test and restores them after."""
+    from absl import flags
+    saved = {}
+
+    def set_flags(**values):
+        for name, value in values.items():
+            saved.setdefault(name, getattr(flags.FLAGS, name))
+            setattr(flags.FLAGS, name, value)
+    yield set_flags
+    for name, value in saved.items():
+        setattr(flags.FLAGS, name, value)
+
+
 # Tokenizer oracles (tests/test_*tokenization.py), each computed once per session; the texts and
 # helpers are in tests/corpora.py.
 

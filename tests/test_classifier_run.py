@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, stub_estimator
 
 pytestmark = pytest.mark.slow
 
@@ -75,19 +75,8 @@ def tf1_tensor_shapes(v1):
 @pytest.fixture(scope="module")
 def reference(refbert):
     """(run_classifier module, a stand-in for tf.estimator's names)."""
-    import types
     rc = refbert.import_reference("run_classifier")
-
-    class Spec:
-        last = None
-
-        def __init__(self, **kwargs):
-            Spec.last = kwargs
-
-    rc.tf.estimator = types.SimpleNamespace(
-        ModeKeys=types.SimpleNamespace(TRAIN="train", EVAL="eval", PREDICT="infer"),
-        tpu=types.SimpleNamespace(TPUEstimatorSpec=Spec))
-    return rc, Spec
+    return rc, stub_estimator(rc)
 
 
 @pytest.fixture(scope="module")

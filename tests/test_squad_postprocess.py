@@ -20,38 +20,6 @@ from bert_tf.tokenization import FullTokenizer
 
 
 @pytest.fixture(scope="module")
-def rs(refbert):
-    """The reference run_squad module with its absl flags defined (defaults parsed).
-
-    `import_reference` drops the flags of the reference scripts imported before; when
-    run_squad itself was imported before (by another test module), its flags are gone too,
-    and the module is executed again to define them.
-    """
-    import importlib
-
-    from absl import flags
-    module = refbert.import_reference("run_squad")
-    if "version_2_with_negative" not in flags.FLAGS:
-        module = importlib.reload(module)
-    return module
-
-
-@pytest.fixture
-def ref_flags(rs):
-    """Sets the reference's absl FLAGS for a test and restores them after."""
-    from absl import flags
-    saved = {}
-
-    def set_flags(**values):
-        for name, value in values.items():
-            saved.setdefault(name, getattr(flags.FLAGS, name))
-            setattr(flags.FLAGS, name, value)
-    yield set_flags
-    for name, value in saved.items():
-        setattr(flags.FLAGS, name, value)
-
-
-@pytest.fixture(scope="module")
 def tokenizer(uncased_vocab):
     return FullTokenizer(str(uncased_vocab), do_lower_case=True)
 

@@ -20,6 +20,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import stub_estimator
 from test_classifier_run import run, tf1_tensor_shapes
 
 pytestmark = pytest.mark.slow
@@ -33,26 +34,9 @@ GLOBAL_STEP = 5
 
 
 @pytest.fixture(scope="module")
-def reference(refbert):
-    """(run_squad module with its absl flags, a stand-in for tf.estimator's names)."""
-    import importlib
-    import types
-
-    from absl import flags
-    rs = refbert.import_reference("run_squad")
-    if "version_2_with_negative" not in flags.FLAGS:  # imported earlier, its flags dropped
-        rs = importlib.reload(rs)
-
-    class Spec:
-        last = None
-
-        def __init__(self, **kwargs):
-            Spec.last = kwargs
-
-    rs.tf.estimator = types.SimpleNamespace(
-        ModeKeys=types.SimpleNamespace(TRAIN="train", EVAL="eval", PREDICT="infer"),
-        tpu=types.SimpleNamespace(TPUEstimatorSpec=Spec))
-    return rs, Spec
+def reference(rs):
+    """(run_squad module, a stand-in for tf.estimator's names)."""
+    return rs, stub_estimator(rs)
 
 
 def dev_slice(shared_data, version, articles, paragraphs):
@@ -97,13 +81,6 @@ def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert, reference):
             "vocab": str(uncased_vocab)}
 
 
-def set_reference_flags(version_2):
-    from absl import flags
-    flags.FLAGS.version_2_with_negative = version_2
-    flags.FLAGS.verbose_logging = False
-    flags.FLAGS.null_score_diff_threshold = 0.0
-
-
 def reference_features(rs, refbert, workspace, path, is_training, records):
     """The original's examples and features of `path`, its records written to `records`."""
     examples = rs.read_squad_examples(str(path), is_training=is_training)
@@ -121,11 +98,12 @@ def reference_features(rs, refbert, workspace, path, is_training, records):
     return examples, features
 
 
-def reference_predictions(reference, refbert, workspace, version, out_dir):
+def reference_predictions(reference, refbert, ref_flags, workspace, version, out_dir):
     """The original's three files for the dev slice of `version`, from its model's logits."""
     rs, spec = reference
     v1 = refbert.v1
-    set_reference_flags(version == "2.0")
+    ref_flags(version_2_with_negative=version == "2.0", verbose_logging=False,
+              null_score_diff_threshold=0.0)
     records = out_dir / "eval.tf_record"
     examples, features = reference_features(rs, refbert, workspace, workspace["files"][version],
                                             False, records)
@@ -165,11 +143,11 @@ def squad_command(workspace, output_dir, **flags):
 
 
 @pytest.mark.parametrize("version", ["1.1", "2.0"])
-def test_predictions_equal_the_originals(reference, refbert, workspace, version,
+def test_predictions_equal_the_originals(reference, refbert, ref_flags, workspace, version,
                                          tmp_path_factory):
     from bert_tf import squad_metrics
 
-    theirs = reference_predictions(reference, refbert, workspace, version,
+    theirs = reference_predictions(reference, refbert, ref_flags, workspace, version,
                                    tmp_path_factory.mktemp(f"reference_{version}"))
     output_dir = tmp_path_factory.mktemp(f"ours_{version}")
     extra = {"version_2_with_negative": True} if version == "2.0" else {}
@@ -211,7 +189,7 @@ def test_predictions_equal_the_originals(reference, refbert, workspace, version,
         assert float(written[key]) == pytest.approx(float(value), abs=1e-9), key
 
 
-def test_training_loss_equals_the_originals(reference, refbert, workspace, tmp_path):
+def test_training_loss_equals_the_originals(reference, refbert, ref_flags, workspace, tmp_path):
     """Without dropout (the config's probabilities 0), our loss on the original's training
     records equals its model_fn's total_loss."""
     import tensorflow as tf
@@ -222,7 +200,7 @@ def test_training_loss_equals_the_originals(reference, refbert, workspace, tmp_p
 
     rs, spec = reference
     v1 = refbert.v1
-    set_reference_flags(False)
+    ref_flags(version_2_with_negative=False)
     records = tmp_path / "train.tf_record"
     reference_features(rs, refbert, workspace, workspace["files"]["train"], True, records)
     no_dropout = dict(TINY, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
