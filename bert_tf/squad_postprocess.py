@@ -294,7 +294,6 @@ def compute_predictions(examples, features, unique_ids, start_logits, end_logits
         scores = cand_score[lo:hi]
 
         score_null = 1000000  # large and positive
-        null_row = first_row
         null_start_logit = 0
         null_end_logit = 0
         if version_2_with_negative:
@@ -302,7 +301,6 @@ def compute_predictions(examples, features, unique_ids, start_logits, end_logits
                 row = first_row + int(np.argmin(null_scores[first_row:last_row]))
                 if null_scores[row] < score_null:  # argmin: the first of equal minima
                     score_null = float(null_scores[row])
-                    null_row = row
                     null_start_logit = float(starts[row, 0])
                     null_end_logit = float(ends[row, 0])
             scores = np.append(scores, null_start_logit + null_end_logit)
