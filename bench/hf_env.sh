@@ -8,8 +8,8 @@
 # lands next to TensorFlow. torch==2.13.0 resolves to the CPU build (2.13.0+cpu, a local wheel
 # here) -- an unpinned `torch`, or a newer release, would pull a multi-GB CUDA build: do not
 # loosen that pin. transformers 5.17.0 needs torch >= 2.5 and Python >= 3.10; Trainer needs
-# accelerate. Idempotent: a venv that already imports these versions is left as it is; a
-# half-made one is completed.
+# accelerate; finetune_real.py's NER comparison scores with seqeval. Idempotent: a venv that
+# already imports these versions is left as it is; a half-made one is completed.
 set -euo pipefail
 
 VENV="${BERT_TF_HF_VENV:-$HOME/.cache/bert_tf/hf-venv}"
@@ -20,15 +20,18 @@ PINS=(
   "accelerate==1.15.0"
   "safetensors>=0.4.3"
   "numpy"
+  "seqeval==1.2.2"
 )
 
 check() {
   "$VENV/bin/python" - <<'EOF' 2>/dev/null
-import torch, transformers, accelerate
+import torch, transformers, accelerate, seqeval
 assert torch.__version__.startswith("2.13.0"), torch.__version__
 assert not torch.cuda.is_available() and torch.version.cuda is None, "not the CPU build"
 assert transformers.__version__ == "5.17.0", transformers.__version__
 from transformers import BertForSequenceClassification, DataCollatorWithPadding, Trainer
+from transformers import BertForTokenClassification, DataCollatorForTokenClassification
+from seqeval.metrics import f1_score
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
       f"accelerate {accelerate.__version__}")
 EOF
