@@ -165,6 +165,10 @@ def resolve_checkpoint(path):
                                    "(pickle files are not read)")
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
+            # Google's released model folders hold bert_model.ckpt.* but no state file.
+            indexes = tf.io.gfile.glob(os.path.join(path, "*.index"))
+            if len(indexes) == 1:
+                return "tf", indexes[0][:-len(".index")]
             raise file_error(path, "directory holds neither a checkpoint (no 'checkpoint' state "
                                    "file) nor a Hugging Face model (config.json + model.safetensors)")
         return "tf", latest

@@ -1,0 +1,264 @@
+"""The Python API: what the command lines do, in a few calls, with their defaults.
+
+For notebooks and scripts. A "model directory" is anything `--init_checkpoint` takes: a
+Hugging Face BERT directory (config.json, model.safetensors, vocab.txt), a directory of our or
+the original's checkpoints (with bert_config.json and vocab.txt beside them, or given), or a
+checkpoint prefix.
+
+    from bert_tf import api
+    files = api.model_files("uncased_L-12_H-768_A-12")   # config, vocab, casing
+    tokenizer = api.load_tokenizer(files)
+    encoder = api.load_model(files)                      # BertEncoder, weights loaded
+    inputs = api.encode(tokenizer, ["The cat sat."], ["It was tired."], max_seq_length=64)
+    vectors = encoder(inputs)["pooled_output"]
+
+    classifier = api.fine_tune_classifier(files, train=[("good film", "pos"), ("dull", "neg")],
+                                          labels=["neg", "pos"], output_dir="out")
+    classifier.predict(["a good film"])                 # [N, 2] probabilities
+
+Each function is the library code the command lines run (tokenization, the original's packing,
+checkpoints, `bert_tf.runner.run` with a task), so results are the command lines' results.
+"""
+import dataclasses
+import os
+
+import numpy as np
+
+from bert_tf.errors import InputError, file_error
+
+TASK_MODELS = ("encoder", "pretraining", "classifier", "squad", "ner")
+
+
+@dataclasses.dataclass
+class ModelFiles:
+    """Where a model's parts are: `checkpoint` (what load_model reads; None for a fresh
+    model), its BertConfig, vocabulary file and casing."""
+    checkpoint: str
+    config: object
+    vocab_file: str
+    do_lower_case: bool
+
+
+def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
+                        do_lower_case=True, do_lower_case_given=False):
+    """(BertConfig, vocab_file, do_lower_case): the given files first, then a Hugging Face
+    directory's (the command lines' rule)."""
+    from bert_tf.checkpoints import hf_directory_files
+    from bert_tf.config import BertConfig
+    from bert_tf.errors import flag_error
+
+    hf = hf_directory_files(init_checkpoint) if init_checkpoint else None
+    if bert_config_file:
+        config = BertConfig.from_json_file(bert_config_file)
+    elif hf is not None:
+        config = hf[0]
+    else:
+        raise flag_error("bert_config_file", "required (unless --init_checkpoint is a Hugging "
+                                             "Face directory)")
+    if not vocab_file:
+        if hf is None or hf[1] is None:
+            raise flag_error("vocab_file", "required (unless --init_checkpoint is a Hugging Face "
+                                           "directory with a vocab.txt)")
+        vocab_file = hf[1]
+    if not do_lower_case_given and hf is not None and hf[2] is not None:
+        do_lower_case = hf[2]
+    return config, vocab_file, do_lower_case
+
+
+def model_files(path, bert_config_file=None, vocab_file=None, do_lower_case=None):
+    """The ModelFiles of a model directory or checkpoint prefix.
+
+    The config and vocabulary default to a Hugging Face directory's, else to bert_config.json
+    and vocab.txt beside the checkpoint (the layout of Google's released models); casing
+    defaults to the Hugging Face tokenizer_config's, else True (uncased), as the command lines.
+    """
+    from bert_tf.checkpoints import hf_directory_files
+
+    path = os.fspath(path)
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    if hf_directory_files(path) is None:
+        bert_config_file = bert_config_file or _beside(folder, "bert_config.json", "config")
+        vocab_file = vocab_file or _beside(folder, "vocab.txt", "vocabulary")
+    config, vocab, lower = resolve_model_files(
+        path, bert_config_file, vocab_file, True if do_lower_case is None else do_lower_case,
+        do_lower_case is not None)
+    return ModelFiles(path, config, vocab, lower)
+
+
+def _beside(folder, name, what):
+    candidate = os.path.join(folder, name)
+    if not os.path.exists(candidate):
+        raise file_error(folder, f"no {name} here: pass the {what} file explicitly")
+    return candidate
+
+
+def load_config(path):
+    """The BertConfig of a bert_config.json file or a model directory."""
+    from bert_tf.config import BertConfig
+    path = os.fspath(path)
+    if os.path.isfile(path) and path.endswith(".json"):
+        return BertConfig.from_json_file(path)
+    return model_files(path).config
+
+
+def load_tokenizer(files, do_lower_case=None):
+    """The tokenizer (bert_tf.fast_tokenization.FastTokenizer: the original's tokens) of a
+    ModelFiles, a model directory or a vocab.txt path."""
+    from bert_tf.fast_tokenization import FastTokenizer
+    if isinstance(files, (str, os.PathLike)) and os.path.isfile(files):
+        return FastTokenizer(os.fspath(files),
+                             do_lower_case=True if do_lower_case is None else do_lower_case)
+    if not isinstance(files, ModelFiles):
+        files = model_files(files, do_lower_case=do_lower_case)
+    return FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
+
+
+def build_model(task, config, num_labels=None):
+    """A fresh Keras model: "encoder" (BertEncoder), "pretraining" (BertPretrainer),
+    "classifier" (BertClassifier, num_labels; 1 = regression), "squad" (BertSpanLabeler) or
+    "ner" (BertTokenClassifier, num_labels)."""
+    from bert_tf import models
+    from bert_tf.encoder import BertEncoder
+    if task not in TASK_MODELS:
+        raise InputError(f"task must be one of {', '.join(TASK_MODELS)}, got {task!r}")
+    if task in ("classifier", "ner") and not num_labels:
+        raise InputError(f"a {task} model needs num_labels")
+    builders = {
+        "encoder": lambda: BertEncoder(config),
+        "pretraining": lambda: models.BertPretrainer(config),
+        "classifier": lambda: models.BertClassifier(config, num_labels),
+        "squad": lambda: models.BertSpanLabeler(config),
+        "ner": lambda: models.BertTokenClassifier(config, num_labels),
+    }
+    return builders[task]()
+
+
+def load_model(files, task="encoder", num_labels=None, require_all=None):
+    """A model of `task` (see build_model) with the weights of `files` (a ModelFiles, model
+    directory or checkpoint). `require_all` (default: True for task heads) makes a checkpoint
+    that lacks some of the model's variables (e.g. the head) an error instead of leaving them
+    freshly initialised."""
+    from bert_tf.checkpoints import load_checkpoint
+    if not isinstance(files, ModelFiles):
+        files = model_files(files)
+    model = build_model(task, files.config, num_labels)
+    report = load_checkpoint(model, files.checkpoint)
+    if (task != "encoder" if require_all is None else require_all) and report.new:
+        raise file_error(files.checkpoint, f"has no {report.new[0]} ({len(report.new)} "
+                                           f"variables of the {task} model missing)")
+    return model
+
+
+def encode(tokenizer, texts, text_pairs=None, max_seq_length=128):
+    """The original's packing of texts (and pairs): `[CLS] a [SEP] (b [SEP])`, pairs truncated
+    longest first, zero padding. Returns {"input_ids", "input_mask", "segment_ids"}: int32
+    [len(texts), max_seq_length] numpy arrays, which every model here takes."""
+    from bert_tf.features import convert_text_pair
+    if isinstance(texts, str):
+        raise InputError("texts must be a list of strings, not one string")
+    pairs = text_pairs if text_pairs is not None else [None] * len(texts)
+    if len(pairs) != len(texts):
+        raise InputError(f"{len(texts)} texts but {len(pairs)} text pairs")
+    packed = [convert_text_pair(tokenizer, a, b, max_seq_length) for a, b in zip(texts, pairs)]
+    return {name: np.array([getattr(p, name) for p in packed], np.int32).reshape(
+        len(packed), max_seq_length) for name in ("input_ids", "input_mask", "segment_ids")}
+
+
+@dataclasses.dataclass
+class Classifier:
+    """A sentence (pair) classifier with its tokenizer: `predict` takes raw strings."""
+    model: object
+    tokenizer: object
+    labels: list
+    max_seq_length: int = 128
+
+    def predict(self, texts, text_pairs=None, batch_size=32):
+        """Class probabilities [N, num_labels] (regression: scores [N, 1])."""
+        import tensorflow as tf
+
+        from bert_tf.classification import softmax_float32
+        inputs = encode(self.tokenizer, texts, text_pairs, self.max_seq_length)
+        rows = []
+        for start in range(0, len(texts), batch_size):
+            batch = {k: tf.constant(v[start:start + batch_size]) for k, v in inputs.items()}
+            logits = self.model(batch, training=False)["logits"]
+            rows.append(np.asarray(logits if len(self.labels) < 2 else softmax_float32(logits)))
+        return np.concatenate(rows) if rows else np.zeros([0, max(len(self.labels), 1)])
+
+    def predict_labels(self, texts, text_pairs=None, batch_size=32):
+        """The most probable label of each text (pair)."""
+        probabilities = self.predict(texts, text_pairs, batch_size)
+        return [self.labels[i] for i in probabilities.argmax(axis=1)]
+
+
+def _examples(rows, split):
+    """InputExamples from (text, label) or (text_a, text_b, label) tuples."""
+    from bert_tf.classifier_data import InputExample
+    examples = []
+    for i, row in enumerate(rows):
+        if len(row) not in (2, 3):
+            raise InputError(f"{split} row {i}: expected (text, label) or (text_a, text_b, "
+                             f"label), got {row!r}")
+        text_a, text_b, label = row if len(row) == 3 else (row[0], None, row[1])
+        examples.append(InputExample(f"{split}-{i}", text_a, text_b, label))
+    return examples
+
+
+def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_length=128,
+                         num_train_epochs=3.0, train_batch_size=32, eval_batch_size=8,
+                         learning_rate=5e-5, warmup_proportion=0.1, bucket_by_length=True,
+                         seed=None, **settings):
+    """run_classifier from Python: fine-tunes `files`' model on `train` ((text, label) or
+    (text_a, text_b, label) tuples; `labels` in output order), evaluates on `dev` if given
+    (eval_results.txt in output_dir), and returns the trained Classifier. Other RunSettings
+    (bert_tf.runner) by keyword, e.g. mixed_precision="bfloat16"."""
+    from bert_tf import classifier_data, runner
+    from bert_tf.classification import ClassificationTask
+
+    if not isinstance(files, ModelFiles):
+        files = model_files(files)
+    if not 3 <= max_seq_length <= files.config.max_position_embeddings:
+        raise InputError(f"max_seq_length must be in [3, {files.config.max_position_embeddings}] "
+                         f"(the model's max_position_embeddings), got {max_seq_length}")
+    tokenizer = load_tokenizer(files)
+    os.makedirs(output_dir, exist_ok=True)
+    train_examples = _examples(train, "train")
+    num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
+    if num_train_steps < 1:
+        raise InputError(f"{num_train_epochs} epochs of {len(train_examples)} examples at batch "
+                         f"size {train_batch_size} is no training step")
+    record_files = {"train": os.path.join(output_dir, "train.tf_record")}
+    classifier_data.write_classifier_records(train_examples, labels, max_seq_length, tokenizer,
+                                             record_files["train"])
+    num_records = {}
+    if dev:
+        padded, _ = classifier_data.pad_examples(_examples(dev, "dev"), eval_batch_size)
+        record_files["eval"] = os.path.join(output_dir, "eval.tf_record")
+        num_records["eval"] = classifier_data.write_classifier_records(
+            padded, labels, max_seq_length, tokenizer, record_files["eval"])
+    task = ClassificationTask(files.config, len(labels), record_files, max_seq_length,
+                              num_records, bucket_by_length=bucket_by_length)
+    runner.run(task, runner.RunSettings(
+        output_dir=os.fspath(output_dir), do_train=True, do_eval=bool(dev),
+        init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,
+        eval_batch_size=eval_batch_size, learning_rate=learning_rate,
+        num_train_steps=num_train_steps,
+        num_warmup_steps=int(num_train_steps * warmup_proportion), seed=seed, **settings))
+    trained = dataclasses.replace(files, checkpoint=os.fspath(output_dir))
+    return Classifier(load_model(trained, "classifier", len(labels)), tokenizer, list(labels),
+                      max_seq_length)
+
+
+def load_classifier(files, labels, max_seq_length=128):
+    """A Classifier from a checkpoint that holds the head (e.g. a fine_tune_classifier or
+    run_classifier output_dir, with files of the model it started from for the config and
+    vocabulary: pass ModelFiles with `checkpoint` replaced)."""
+    if not isinstance(files, ModelFiles):
+        files = model_files(files)
+    return Classifier(load_model(files, "classifier", len(labels)), load_tokenizer(files),
+                      list(labels), max_seq_length)
+
+
+__all__ = ["ModelFiles", "model_files", "resolve_model_files", "load_config", "load_tokenizer",
+           "build_model", "load_model", "encode", "Classifier", "fine_tune_classifier",
+           "load_classifier", "TASK_MODELS"]

@@ -1,0 +1,89 @@
+"""bert_tf.api: the README's "Python API" examples run as written, on a model folder in the
+layout of Google's released models (a tiny model), and the API's results equal the library's."""
+import re
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import PROJECT_ROOT
+
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1, "max_position_embeddings": 128,
+        "type_vocab_size": 2, "initializer_range": 0.02}
+
+
+def readme_examples():
+    text = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Python API", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.S)
+
+
+@pytest.fixture(scope="module")
+def google_layout(tmp_path_factory, uncased_vocab):
+    """bert_model.ckpt (TF1, original names), bert_config.json and vocab.txt in one folder."""
+    import json
+
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    folder = tmp_path_factory.mktemp("uncased_L-2_H-32")
+    (folder / "bert_config.json").write_text(json.dumps(TINY))
+    shutil.copy(uncased_vocab, folder / "vocab.txt")
+    encoder = BertEncoder(BertConfig.from_dict(TINY))
+    write_tf1_checkpoint(encoder, folder / "bert_model.ckpt")
+    return folder, encoder
+
+
+def test_readme_examples_run(google_layout, tmp_path):
+    from bert_tf.features import convert_text_pair
+    from bert_tf.tokenization import FullTokenizer
+
+    folder, encoder = google_layout
+    examples = readme_examples()
+    assert len(examples) == 2
+    namespace = {"MODEL_DIR": str(folder), "OUTPUT_DIR": str(tmp_path / "out")}
+    exec(examples[0], namespace)
+    # The API's inputs are the original's packing with the original's tokenizer ...
+    packed = convert_text_pair(FullTokenizer(str(folder / "vocab.txt"), True),
+                               "The cat sat down.", "It was tired.", 32)
+    assert namespace["inputs"]["input_ids"].tolist() == [packed.input_ids]
+    assert namespace["inputs"]["segment_ids"].tolist() == [packed.segment_ids]
+    # ... and its encoder is the checkpoint's.
+    np.testing.assert_allclose(np.asarray(namespace["vectors"]),
+                               np.asarray(encoder(namespace["inputs"])["pooled_output"]),
+                               rtol=1e-5, atol=1e-6)
+
+    exec(examples[1], namespace)
+    probabilities = namespace["probabilities"]
+    assert probabilities.shape == (2, 2)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+    assert (tmp_path / "out" / "checkpoint").exists()
+    # The classifier predicts with the trained checkpoint's head, not a fresh one.
+    from bert_tf import api
+    trained = api.load_classifier(
+        api.ModelFiles(str(tmp_path / "out"), **{k: getattr(namespace["files"], k) for k in
+                                                 ("config", "vocab_file", "do_lower_case")}),
+        ["neg", "pos"])
+    np.testing.assert_allclose(trained.predict(["a funny film", "too long"]), probabilities,
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_bad_calls_are_clear(google_layout, tmp_path):
+    from bert_tf import api
+    from bert_tf.errors import InputError
+
+    folder, _ = google_layout
+    files = api.model_files(folder)
+    with pytest.raises(InputError, match="has no output_weights"):
+        api.load_model(files, "classifier", num_labels=2)
+    assert api.load_model(files, "classifier", num_labels=2, require_all=False) is not None
+    with pytest.raises(InputError, match="task must be one of"):
+        api.build_model("translation", files.config)
+    with pytest.raises(InputError, match="not one string"):
+        api.encode(api.load_tokenizer(files), "one text")
+    with pytest.raises(InputError, match="neither a checkpoint"):
+        api.model_files(tmp_path)
+    with pytest.raises(InputError, match="max_seq_length must be in"):
+        api.fine_tune_classifier(files, [("a", "x")], ["x"], tmp_path / "out", max_seq_length=512)
