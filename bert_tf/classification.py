@@ -51,6 +51,7 @@ class ClassificationTask(Task):
         changes only how "loss" is averaged (see the module docstring).
       bucket_by_length: batches not padded to max_seq_length (bert_tf.input_pipeline).
       dropout_rate: dropout on the pooled output in training (the original: 0.1).
+      label_names: the labels in output order, for the raw-string serving signatures' "label".
     """
 
     name = "classifier"
@@ -58,9 +59,10 @@ class ClassificationTask(Task):
 
     def __init__(self, bert_config, num_labels, record_files, max_seq_length, num_records=None,
                  task_metric=None, original_pads_eval=False, bucket_by_length=False,
-                 dropout_rate=0.1, shuffle_buffer_size=100):
+                 dropout_rate=0.1, shuffle_buffer_size=100, label_names=None):
         self.bert_config = bert_config
         self.num_labels = num_labels
+        self.label_names = list(label_names) if label_names else None
         self.regression = num_labels == 1
         self.record_files = dict(record_files)
         self.max_seq_length = max_seq_length
@@ -174,3 +176,11 @@ class ClassificationTask(Task):
         if self.regression:
             return {"score": logits[:, 0]}
         return {"probabilities": softmax_float32(logits), "logits": logits}
+
+    def text_serving_outputs(self, outputs):
+        """The token-id outputs plus, when the labels are known, each row's label name."""
+        served = self.serving_outputs(outputs)
+        if self.label_names and not self.regression:
+            served["label"] = tf.gather(tf.constant(self.label_names),
+                                        tf.argmax(served["logits"], axis=-1))
+        return served

@@ -42,6 +42,12 @@ class Task:
         """Raises InputError naming the file or flag when the inputs of `mode` ("train",
         "eval", "predict") cannot work (runs before any model is built)."""
 
+    def record_paths(self, mode):
+        """The TFRecord files that `dataset_fn(mode, ...)` reads (the driver names the damaged
+        one when reading fails). The default: `self.record_files[mode]` if the task has it."""
+        files = getattr(self, "record_files", None) or {}
+        return [files[mode]] if mode in files else []
+
     def num_examples(self, mode):
         """Number of records (padding examples included) that eval/predict read, or None:
         the driver then runs `eval_steps` steps (pretraining's max_eval_steps)."""
@@ -133,6 +139,10 @@ class Task:
     def serving_outputs(self, outputs):
         """What the token-id signature returns from the model's outputs."""
         return outputs
+
+    def text_serving_outputs(self, outputs):
+        """What the raw-string signatures return (bert_tf.export); default: the same."""
+        return self.serving_outputs(outputs)
 
 
 def format_results(results):

@@ -1,0 +1,82 @@
+"""Exports a checkpoint as a SavedModel that serves token ids and raw strings.
+
+    python -m run.export_savedmodel --init_checkpoint=out --bert_config_file=bert_config.json \
+        --vocab_file=vocab.txt --task=classifier --label_list=0,1 --export_dir=exported
+
+The SavedModel's signatures (bert_tf.export): `serving_default` on input_ids / input_mask /
+segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b` (raw strings,
+tokenized and packed in the graph as the original's convert_single_example), with the
+vocabulary and the config as assets. --init_checkpoint is any checkpoint the command lines take
+(ours, the original's, a Hugging Face directory); a task head it lacks is an error.
+"""
+from absl import flags
+
+from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("init_checkpoint", None, "The checkpoint to export (with the task's head).")
+flags.DEFINE_string("bert_config_file", None, "The config json file of the model (default: a "
+                    "Hugging Face directory's).")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a Hugging "
+                    "Face directory's).")
+flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (uncased models).")
+flags.DEFINE_enum("task", "encoder", ["encoder", "classifier", "squad", "ner"],
+                  "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
+                  "run_squad's or run_ner's.")
+flags.DEFINE_list("label_list", None, "classifier, ner: the labels in output order (the "
+                  "classifier's probabilities and label names; one label: regression).")
+flags.DEFINE_integer("max_seq_length", 128, "Length the string signatures pack texts to.")
+flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.")
+
+
+def build_task(config):
+    from bert_tf.classification import ClassificationTask
+    from bert_tf.export import EncoderTask
+    from bert_tf.squad import SquadTask
+    from bert_tf.tagging import TaggingTask
+
+    if FLAGS.task in ("classifier", "ner") and not FLAGS.label_list:
+        raise flag_error("label_list", f"required for --task={FLAGS.task}")
+    if FLAGS.task == "classifier":
+        return ClassificationTask(config, len(FLAGS.label_list), {}, FLAGS.max_seq_length,
+                                  label_names=FLAGS.label_list)
+    if FLAGS.task == "ner":
+        return TaggingTask(config, FLAGS.label_list, {}, FLAGS.max_seq_length)
+    if FLAGS.task == "squad":
+        return SquadTask(config, {}, FLAGS.max_seq_length)
+    return EncoderTask(config)
+
+
+def main(argv):
+    del argv
+    from bert_tf import api, export
+    from bert_tf.checkpoints import load_checkpoint
+
+    for name in ("init_checkpoint", "export_dir"):
+        if not getattr(FLAGS, name):
+            raise flag_error(name, "is required")
+    config, vocab_file, do_lower_case = api.resolve_model_files(
+        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
+        FLAGS["do_lower_case"].present)
+    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
+        raise flag_error("max_seq_length", f"must be in [3, {config.max_position_embeddings}] "
+                                           f"(max_position_embeddings), got "
+                                           f"{FLAGS.max_seq_length}")
+    task = build_task(config)
+    model = task.build_model()
+    report = load_checkpoint(model, FLAGS.init_checkpoint)
+    if report.new:
+        raise flag_error("init_checkpoint", f"{FLAGS.init_checkpoint} has no {report.new[0]} "
+                                            f"({len(report.new)} variables of the {FLAGS.task} "
+                                            f"model missing): is it a {FLAGS.task} checkpoint?")
+    export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case, FLAGS.max_seq_length)
+
+
+def console_main():
+    run_main(main)
+
+
+if __name__ == "__main__":
+    console_main()

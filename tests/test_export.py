@@ -1,0 +1,104 @@
+"""run.export_savedmodel: SavedModels on token ids and on raw strings give the Keras model's
+outputs on real MRPC text (strings packed by the graph tokenizer equal to the original's
+packing), carry the vocabulary and config as assets, and refuse a checkpoint without the head."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
+
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
+        "intermediate_size": 64, "hidden_act": "gelu", "max_position_embeddings": 128,
+        "type_vocab_size": 2}
+
+
+def export(flags, expect=0):
+    line = [sys.executable, "-m", "run.export_savedmodel"]
+    line += [f"--{k}={v}" for k, v in flags.items()]
+    process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
+                             timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    output = process.stdout + process.stderr
+    assert process.returncode == expect, output[-3000:]
+    return output
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, uncased_vocab, shared_data):
+    """A tiny classifier in the original naming (vocab.txt moved away after export) and its
+    SavedModel; the Keras model; MRPC dev pairs."""
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertClassifier
+    root = tmp_path_factory.mktemp("export")
+    (root / "bert_config.json").write_text(json.dumps(TINY))
+    shutil.copy(uncased_vocab, root / "vocab.txt")
+    model = BertClassifier(BertConfig.from_dict(TINY), 3)
+    model.classifier.projection.output_bias.assign([0.2, -0.1, 0.05])
+    checkpoint = write_tf1_checkpoint(model, root / "model.ckpt")
+    flags = {"init_checkpoint": checkpoint, "bert_config_file": root / "bert_config.json",
+             "vocab_file": root / "vocab.txt", "task": "classifier", "max_seq_length": 64,
+             "label_list": "a,b,c", "export_dir": root / "exported"}
+    log = export(flags)
+    os.rename(root / "vocab.txt", root / "vocab.moved")  # the SavedModel must not need it
+    with open(shared_data / "glue_data" / "MRPC" / "dev.tsv", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:25]
+    return {"root": root, "flags": flags, "log": log, "model": model,
+            "pairs": [(r[3], r[4]) for r in rows]}
+
+
+def test_string_and_id_signatures_equal_the_keras_model(exported, uncased_vocab):
+    import tensorflow as tf
+
+    from bert_tf import api
+    root = exported["root"]
+    assert "serve_text_pair" in exported["log"]
+    loaded = tf.saved_model.load(str(root / "exported"))
+    text_a = [a for a, _ in exported["pairs"]]
+    text_b = [b for _, b in exported["pairs"]]
+    inputs = api.encode(api.load_tokenizer(str(uncased_vocab)), text_a, text_b, 64)
+    expected = tf.nn.softmax(exported["model"](inputs, training=False)["logits"]).numpy()
+
+    by_ids = loaded.signatures["serving_default"](
+        **{k: tf.constant(v) for k, v in inputs.items()})
+    np.testing.assert_allclose(by_ids["probabilities"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    by_text = loaded.signatures["serve_text_pair"](text_a=tf.constant(text_a),
+                                                   text_b=tf.constant(text_b))
+    np.testing.assert_allclose(by_text["probabilities"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    assert [x.decode() for x in by_text["label"].numpy()] == [
+        "abc"[i] for i in expected.argmax(axis=1)]
+    single = loaded.signatures["serve_text"](text=tf.constant(text_a[:3] + [""]))
+    solo = api.encode(api.load_tokenizer(str(uncased_vocab)), text_a[:3] + [""], None, 64)
+    np.testing.assert_allclose(
+        single["probabilities"].numpy(),
+        tf.nn.softmax(exported["model"](solo, training=False)["logits"]).numpy(),
+        rtol=1e-5, atol=1e-6)
+
+
+def test_assets_hold_the_vocabulary_and_config(exported):
+    export_dir = exported["root"] / "exported"
+    assets = sorted(os.listdir(export_dir / "assets"))
+    assert "bert_config.json" in assets and any(a.startswith("vocab") for a in assets)
+    assert json.loads((export_dir / "assets" / "bert_config.json").read_text())[
+        "hidden_size"] == 32
+    graph = (export_dir / "saved_model.pb").read_bytes()
+    assert str(exported["root"]).encode() not in graph  # no absolute path baked in
+
+
+def test_a_checkpoint_without_the_head_is_refused(exported, tmp_path):
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    encoder_only = write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(TINY)),
+                                        tmp_path / "encoder.ckpt")
+    flags = dict(exported["flags"], init_checkpoint=encoder_only,
+                 vocab_file=exported["root"] / "vocab.moved", export_dir=tmp_path / "out")
+    output = export(flags, expect=2)
+    assert "error: --init_checkpoint: " in output and "output_weights" in output
+    assert not (tmp_path / "out").exists()
