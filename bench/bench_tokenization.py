@@ -15,6 +15,8 @@ WordPiece models are built on first use and shared by the process: the warm-up b
   HF tokenizers     tokenizers.BertWordPieceTokenizer.encode_batch(add_special_tokens=False),
                     .tokens of each Encoding (offsets are computed by it too)
   keras-hub         keras_hub.tokenizers.BertTokenizer on tf.string batches, ids -> tokens
+  bert_tf Graph     bert_tf.graph_tokenization.GraphTokenizer.tokenize (core TensorFlow ops
+                    only) on tf.string batches, ids -> tokens
 
 Batch peers get --batch_size lines per call. Printed: a markdown table of medians over rounds
 (MB/s of UTF-8 input, tokens/s of the peer's own output, speed-up vs the reference and vs HF) and
@@ -90,6 +92,18 @@ def make_peers(batch_size):
             return [[vocabulary[i] for i in row] for row in ids]
         return batched(run)
 
+    def graph_peer():
+        import tensorflow as tf
+        from bert_tf.graph_tokenization import GraphTokenizer
+        tokenizer = GraphTokenizer(str(VOCAB), do_lower_case=True)
+        vocabulary = list(tokenization.load_vocab(str(VOCAB)))
+
+        def run(chunk):
+            ids = tokenizer.tokenize(tf.constant(chunk)).to_list()
+            return [[vocabulary[i] for i in row] for row in ids]
+        run(["trace the tf.functions here, outside the timing"])
+        return batched(run)
+
     return {
         "reference FullTokenizer": lambda: per_line(reference.FullTokenizer(str(VOCAB), True)),
         "bert_tf FullTokenizer": lambda: per_line(tokenization.FullTokenizer(str(VOCAB), True)),
@@ -97,6 +111,7 @@ def make_peers(batch_size):
         "bert_tf FastTokenizer.encode_batch (+offsets)": fast_offsets,
         "HF tokenizers BertWordPieceTokenizer": hugging_face,
         "keras-hub BertTokenizer": keras_hub_peer,
+        "bert_tf GraphTokenizer (core TF ops)": graph_peer,
     }
 
 

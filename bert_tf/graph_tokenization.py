@@ -4,8 +4,9 @@
 tf.string tensor to a [B, (pieces)] RaggedTensor of int32 ids, and whose `bert_inputs` builds
 the model's inputs (`[CLS] a [SEP] (b [SEP])`, segment ids, mask, padded or truncated to
 `max_seq_length`, pairs truncated like the original's `_truncate_seq_pair`). Both are plain
-TensorFlow graph code: they run eagerly, inside `tf.function`, in `tf.data` pipelines and in a
-SavedModel (which stores the tables and the WordPiece model as constants).
+TensorFlow graph code made of core TensorFlow ops only: they run eagerly, inside `tf.function`,
+in `tf.data` pipelines and in a SavedModel that stock TensorFlow (and TensorFlow Serving, and
+`saved_model_cli run`) loads without tensorflow-text or any other custom op library.
 
 How the original's pipeline is expressed with graph ops. Its normalization acts on single
 characters (cleaning, CJK spacing, lower-casing, NFD + dropping Mn, punctuation splitting), so
@@ -18,9 +19,25 @@ through `bert_tf.tokenization`'s definitions) at construction:
      whitespace, the lower-cased accent-stripped form with every punctuation character
      surrounded by spaces; CJK ideographs (range tests) get spaces around them;
   3. `tf.strings.reduce_join` the replacements and `tf.strings.split` on spaces: the basic tokens;
-  4. tokens of more than 200 characters become "[UNK]"; the rest go through tensorflow-text's
-     `FastWordpieceTokenizer` (linear-time MaxMatch; same result as the original's greedy
-     longest-match-first WordPiece).
+  4. WordPiece, vectorized over the batch's words (a flat [W] tf.string tensor), as the
+     original's greedy longest-match-first: a word of more than 200 characters is [UNK]; a word
+     that is a vocabulary entry is its own piece (one hash lookup for all words); the others
+     enter a `tf.while_loop` that takes one piece of every unfinished word per iteration:
+     every candidate `word[start:start + k]` ("##" + it after the first piece) for
+     k = 1 .. min(remaining characters, longest entry it could match: 18 / 10 characters for
+     the uncased vocabulary's first / "##" pieces) is cut with `tf.strings.substr(unit=
+     "UTF8_CHAR")` (a ragged batch of candidates, so short words make few) and looked up; the
+     longest match wins (one segment max over length * 2**32 + id); a word with no match is
+     one [UNK] as a whole, dropping the pieces it already had. The loop runs until every word
+     is done (as many iterations as the most-split word has pieces, up to 200), and the pieces
+     are scattered into word order at the end.
+
+The vocabulary is a `tf.lookup.StaticHashTable` piece -> id. When every line of the file is its
+token as is (not empty, no surrounding whitespace, no duplicate: any real BERT vocabulary), the
+table reads the file itself (`TextFileInitializer`): a SavedModel then holds the file in its
+`assets/` directory and loads without the original path. Otherwise (lines that
+`load_vocab` strips, empty or duplicated lines, which TensorFlow's file initializer reads
+differently or rejects) the pairs are stored as constants in the SavedModel.
 
 Known residual differences from the original (none occurs in ../shared/data; the tests check
 both this and the differences themselves):
@@ -29,17 +46,23 @@ both this and the differences themselves):
   * canonical reordering of NFD is not applied: it matters only when a word has two or more
     combining characters that are not Mn (they survive accent stripping) in non-canonical order.
 
-TensorFlow ops needed: core ops (UnicodeDecode, UnicodeEncode, LookupTableFindV2 on a
-HashTableV2, StringJoin/ReduceJoin, StringSplitV2, StringLength, RaggedGather, ...) and
-tensorflow-text's FastWordpieceTokenizeWithOffsets custom op. A SavedModel using this tokenizer
-therefore needs `import tensorflow_text` (which registers the op) before `tf.saved_model.load`.
+TensorFlow ops needed (all core, the tests check every op of a saved graph against the
+registry of a process where tensorflow_text cannot be imported): UnicodeDecode, UnicodeEncode,
+HashTableV2/LookupTableFindV2/InitializeTableFromTextFileV2 (or LookupTableImportV2),
+StringJoin, ReduceJoin, StringSplitV2, StringLength, Substr, While, TensorList*,
+UnsortedSegmentMax/Sum, ScatterNd, RaggedRange, RaggedGather, ...
+
+Speed: close to tensorflow-text's FastWordpieceTokenizer custom op in the WordPiece step (what
+this module used before), since normalization and basic tokenization take most of the time: on
+the first 2,000 lines of WikiText-2 valid (133,723 pieces, batches of 1,000, uncased), median of
+5 interleaved runs on 2 shared cores (load average ~7), 263,000 tokens/s against 309,000 (0.85x;
+0.96x in a 3-run check at a lower load, 360,000 against 374,000), identical ids.
 """
 import functools
 import sys
 import unicodedata
 
 import tensorflow as tf
-import tensorflow_text
 
 from bert_tf import tokenization
 from bert_tf.errors import file_error
@@ -82,6 +105,37 @@ def replacement_table(do_lower_case):
     return table
 
 
+class _VocabFileInitializer(tf.lookup.TextFileInitializer):
+    """A TextFileInitializer whose table is named like a constant-initialized one ("hash_table_"
+    + a uuid) instead of after the file's absolute path, which would end up in a SavedModel's
+    graph. (An anonymous table would avoid the name too, but TF1 session loaders such as
+    `saved_model_cli run` do not initialize those.)"""
+
+    @property
+    def _shared_name(self):
+        return None
+
+
+def _vocab_table(vocab_file, vocab):
+    """A StaticHashTable piece -> int64 id (-1: not in the vocabulary). When every line of the
+    file is its token as is (stripped, not empty, no duplicate: any real BERT vocabulary),
+    TensorFlow reads the file itself (TextFileInitializer) and a SavedModel holds it as an
+    asset; otherwise (load_vocab's stripping or duplicates matter) the pairs are constants."""
+    with tf.io.gfile.GFile(vocab_file, "rb") as f:
+        lines = f.read().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    if len(lines) == len(vocab) and all(
+            line and line.decode("utf-8") == line.decode("utf-8").strip() for line in lines):
+        initializer = _VocabFileInitializer(
+            str(vocab_file), tf.string, tf.lookup.TextFileIndex.WHOLE_LINE,
+            tf.int64, tf.lookup.TextFileIndex.LINE_NUMBER)
+    else:
+        initializer = tf.lookup.KeyValueTensorInitializer(
+            tf.constant(list(vocab), tf.string), tf.constant(list(vocab.values()), tf.int64))
+    return tf.lookup.StaticHashTable(initializer, default_value=-1)
+
+
 def _is_cjk(cp):
     return any(low <= cp <= high for low, high in _CJK_RANGES)
 
@@ -103,13 +157,11 @@ class GraphTokenizer(tf.Module):
         self.do_lower_case = do_lower_case
         self.vocab_size = max(vocab.values()) + 1
         self.cls_id, self.sep_id, self.unk_id = vocab[_CLS], vocab[_SEP], vocab[_UNK]
-        inv_vocab = {i: t for t, i in vocab.items()}
-        # The library's ids are list positions: unused ids get strings no basic token equals.
-        tokens = [inv_vocab.get(i) or f"[bert_tf unused id {i}]" for i in range(self.vocab_size)]
-        self._wordpiece = tensorflow_text.FastWordpieceTokenizer(
-            vocab=tokens, suffix_indicator="##", unknown_token=_UNK,
-            max_bytes_per_word=4 * _MAX_CHARS_PER_WORD + 4, token_out_type=tf.int32,
-            no_pretokenization=True, support_detokenization=False)
+        self._vocab = _vocab_table(vocab_file, vocab)
+        # Longest candidate worth looking up, in characters: a word's first piece can be any
+        # entry, a later piece only a "##" entry (without its "##").
+        self._max_first_chars = max(len(t) for t in vocab)
+        self._max_suffix_chars = max((len(t) - 2 for t in vocab if t.startswith("##")), default=0)
         table = replacement_table(do_lower_case)
         self._replacements = tf.lookup.StaticHashTable(
             tf.lookup.KeyValueTensorInitializer(
@@ -135,12 +187,81 @@ class GraphTokenizer(tf.Module):
     def tokenize(self, texts):
         """[B] strings -> [B, (pieces)] int32 word piece ids, FullTokenizer's ids."""
         words = self.basic_tokens(texts)
-        too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > _MAX_CHARS_PER_WORD
-        # An over-long word is one [UNK]: the literal "[UNK]" is its own vocabulary entry (a
-        # real basic token never contains "[" next to other characters).
-        flat_words = tf.where(too_long, _UNK, words.flat_values)
-        pieces = self._wordpiece.tokenize(flat_words)  # [words, (pieces)]
+        pieces = self._wordpiece(words.flat_values)
         return words.with_flat_values(pieces).merge_dims(1, 2)
+
+    def _wordpiece(self, words):
+        """[W] words (basic tokens) -> [W, (pieces)] int32 ids: the original's greedy
+        longest-match-first WordPiece, vectorized over words (see the module docstring)."""
+        num_words = tf.size(words)
+        lengths = tf.strings.length(words, unit="UTF8_CHAR")
+        whole = self._vocab.lookup(words)
+        too_long = lengths > _MAX_CHARS_PER_WORD
+        # A word that is a vocabulary entry is its own single piece (the first candidate the
+        # original tries); an over-long word is [UNK]; the others go through the loop.
+        done = (whole >= 0) | too_long
+        ta = functools.partial(tf.TensorArray, size=0, dynamic_size=True, infer_shape=False,
+                               element_shape=[None])
+        first = tf.where(done & ~too_long)[:, 0]
+        piece_word = ta(tf.int64).write(0, first)
+        piece_id = ta(tf.int64).write(0, tf.gather(whole, first))
+        piece_index = ta(tf.int32).write(0, tf.zeros_like(first, tf.int32))
+        unknown = ta(tf.int64).write(0, tf.where(too_long)[:, 0])
+        active = tf.where(~done)[:, 0]  # words still being split, and where each stands
+        starts = tf.zeros_like(active, tf.int32)
+
+        def step(i, active, starts, piece_word, piece_id, piece_index, unknown):
+            word = tf.gather(words, active)
+            continued = starts > 0
+            # Every candidate piece word[start:start + k] (with "##" after the first piece) for
+            # k = 1 .. min(remaining characters, longest entry it could match).
+            max_k = tf.minimum(tf.gather(lengths, active) - starts,
+                               tf.where(continued, self._max_suffix_chars, self._max_first_chars))
+            k = tf.ragged.range(max_k)
+            row = k.value_rowids()
+            size = k.flat_values + 1
+            text = tf.strings.substr(tf.gather(word, row), tf.gather(starts, row), size,
+                                     unit="UTF8_CHAR")
+            prefix = tf.gather(tf.where(continued, "##", ""), row)
+            ids = self._vocab.lookup(tf.strings.join([prefix, text]))
+            # The longest match of each word: max over (length, id) packed in an int64.
+            key = tf.where(ids >= 0, tf.cast(size, tf.int64) * (1 << 32) + ids, -1)
+            best = tf.math.unsorted_segment_max(key, row, tf.size(active))
+            matched = best >= 0
+            best_size = tf.cast(best // (1 << 32), tf.int32)
+            j = i + 1
+            piece_word = piece_word.write(j, tf.boolean_mask(active, matched))
+            piece_id = piece_id.write(j, tf.boolean_mask(best % (1 << 32), matched))
+            count = tf.reduce_sum(tf.cast(matched, tf.int32))
+            piece_index = piece_index.write(j, tf.fill([count], i))
+            unknown = unknown.write(j, tf.boolean_mask(active, ~matched))  # the whole word
+            starts = starts + best_size
+            going = matched & (starts < tf.gather(lengths, active))
+            return (j, tf.boolean_mask(active, going), tf.boolean_mask(starts, going),
+                    piece_word, piece_id, piece_index, unknown)
+
+        _, _, _, piece_word, piece_id, piece_index, unknown = tf.while_loop(
+            lambda i, active, *_: tf.size(active) > 0, step,
+            (0, active, starts, piece_word, piece_id, piece_index, unknown),
+            shape_invariants=(tf.TensorShape([]), tf.TensorShape([None]), tf.TensorShape([None]),
+                              None, None, None, None))
+        # Assemble in word order: a word that ended [UNK] drops its pieces for one [UNK].
+        piece_word, piece_id, unknown = piece_word.concat(), piece_id.concat(), unknown.concat()
+        piece_index = piece_index.concat()
+        is_unknown = tf.scatter_nd(tf.expand_dims(unknown, 1), tf.ones_like(unknown, tf.bool),
+                                   tf.cast([num_words], tf.int64))
+        keep = ~tf.gather(is_unknown, piece_word)
+        piece_word = tf.concat([tf.boolean_mask(piece_word, keep), unknown], 0)
+        piece_id = tf.concat([tf.boolean_mask(piece_id, keep),
+                              tf.fill(tf.shape(unknown), tf.constant(self.unk_id, tf.int64))], 0)
+        piece_index = tf.concat([tf.boolean_mask(piece_index, keep),
+                                 tf.zeros_like(unknown, tf.int32)], 0)
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(piece_word), piece_word, num_words)
+        splits = tf.concat([[0], tf.cumsum(counts)], 0)
+        position = tf.gather(splits, piece_word) + tf.cast(piece_index, tf.int64)
+        values = tf.scatter_nd(tf.expand_dims(position, 1), tf.cast(piece_id, tf.int32),
+                               splits[-1:])
+        return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
     def bert_inputs(self, text_a, text_b=None, max_seq_length=128):
         """The model's inputs for [B] texts (or text pairs), as in the original's

@@ -5,12 +5,24 @@ Oracle: the reference (bert-tensorflow 1.0.4) FullTokenizer ids on every distinc
 session fixtures of tests/conftest.py, computed once for all tokenizer tests), and the reference run_classifier's
 convert_single_example for `bert_inputs` (GLUE MRPC pairs, long and truncating lengths). The
 documented residual differences (final sigma, canonical order of non-Mn combining marks) are
-checked to be exactly what the module docstring says.
+checked to be exactly what the module docstring says. WordPiece's own edge cases (words of 200
+and 201 characters, words that become [UNK] after some pieces, words of many pieces, vocabularies
+TensorFlow's file reader cannot take) are checked against the reference too.
+
+The SavedModel tests save a `bert_inputs` signature whose vocabulary file is deleted before
+loading, and load it in fresh processes in which `import tensorflow_text` fails (a
+sitecustomize on PYTHONPATH blocks it): through `tf.saved_model.load`, checking every op of the
+saved graph against that process's op registry, and through `saved_model_cli run`.
 """
 import json
+import os
+import pathlib
 import subprocess
 import sys
+import textwrap
 import unicodedata
+
+import numpy as np
 
 import pytest
 import tensorflow as tf
@@ -152,29 +164,191 @@ def test_bert_inputs_match_reference_convert_single_example(refbert, uncased_voc
                 assert got["segment_ids"][k].numpy().tolist() == feature.segment_ids
 
 
-def test_saved_model_and_tf_data(graph_for_case, tmp_path):
-    """Exported in a SavedModel, loaded in a fresh process that imports tensorflow_text (which
-    registers the custom WordPiece op), and used in tf.data: same ids."""
-    graph = graph_for_case[True]  # the uncased vocabulary
-    texts = ["Hello, World! Café [MASK]", "中文 naïve", ""]
+# Words on which WordPiece itself is tested (pieces from the uncased vocabulary; the reference
+# decides): the 200-character limit, [UNK] after some pieces, many pieces.
+_WORDPIECE_TEXTS = [
+    "a" * 200, "a" * 201, "b" * 199 + "é", "x" * 300 + " ok " + "y" * 201,
+    "unaffable", "Unaffable UNAFFABLE", "hello\u2603", "unaffable\u2603 ok", "ab\u2603cd",
+    "\u2603hello", "xq" * 100, "qz" * 60 + "\u2603", "\u00e9" * 150, "zxcvbnmlkjhgfdsa" * 12,
+    "supercalifragilisticexpialidocious antidisestablishmentarianism",
+    "ab12cd34ef56gh78ij90 " * 5, "\u4e2d\u6587 \u0915\u094d\u0937", "",
+]
+
+
+def _many_piece_words(vocab_file, count=40, seed=12):
+    """Words glued from random vocabulary pieces (a first piece then "##" pieces, up to 200
+    characters): many pieces each, and ambiguous splits for the greedy longest match."""
+    tokens = [t for t in pathlib.Path(vocab_file).read_text(encoding="utf-8").split("\n")
+              if t and t.isalpha() and t.isascii()]
+    suffixes = [t[2:] for t in pathlib.Path(vocab_file).read_text(encoding="utf-8").split("\n")
+                if t.startswith("##") and t[2:].isalpha() and t[2:].isascii()]
+    rng = np.random.default_rng(seed)
+    words = []
+    for _ in range(count):
+        word = tokens[rng.integers(len(tokens))]
+        while len(word) < rng.integers(20, 200):
+            word += suffixes[rng.integers(len(suffixes))]
+        words.append(word[:200])
+    return words
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_wordpiece_edge_cases_match_reference(ref, vocab_for_case, graph_for_case, do_lower_case):
+    vocab_file = str(vocab_for_case[do_lower_case])
+    reference = ref.FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+    many = _many_piece_words(vocab_file)
+    texts = _WORDPIECE_TEXTS + many + [" ".join(many[:10])]
+    graph = graph_for_case[do_lower_case]
+    expected = [reference.convert_tokens_to_ids(reference.tokenize(t)) for t in texts]
+    assert _graph_ids(graph, texts) == expected
+    # One text at a time too (each batch's loop runs as long as its most-split word).
+    assert [_graph_ids(graph, [t])[0] for t in texts[:20]] == expected[:20]
+    assert _graph_ids(graph, []) == [] and _graph_ids(graph, ["", " "]) == [[], []]
+    # The cases are really there: over-long words, [UNK] after pieces, words of many pieces.
+    unk = reference.vocab["[UNK]"]
+    assert expected[0] != [unk] and expected[1] == [unk]
+    assert reference.tokenize("unaffable") == ["una", "##ffa", "##ble"]
+    assert reference.tokenize("unaffable\u2603") == ["[UNK]"]
+    assert max(map(len, expected)) >= 50
+
+
+def test_vocabularies_tensorflow_cannot_read_use_load_vocab_ids(tmp_path):
+    """Stripped lines, an empty line, a duplicate (the last id wins), no "##" entry at all: the
+    table is built from load_vocab's pairs, with load_vocab's ids."""
+    from bert_tf import tokenization
+    path = tmp_path / "odd_vocab.txt"
+    path.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n  un \n\naff\nun\nable\r\nu\nn\n",
+                    encoding="utf-8")
+    with pytest.warns(tokenization.DuplicateTokenWarning):
+        full = tokenization.FullTokenizer(str(path), do_lower_case=True)
+    with pytest.warns(tokenization.DuplicateTokenWarning):
+        graph = GraphTokenizer(str(path), do_lower_case=True)
+    texts = ["un", "unaff", "uun", "able un n", "unable", "x", ""]
+    assert _graph_ids(graph, texts) == [full.convert_tokens_to_ids(full.tokenize(t)) for t in texts]
+    assert _graph_ids(graph, ["un"]) == [[7]]
+
+
+# Installed in the fresh processes: `import tensorflow_text` raises ImportError.
+_BLOCK_TENSORFLOW_TEXT = """
+import sys
+
+class _BlockTensorflowText:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow_text":
+            raise ImportError("tensorflow_text is blocked for this test")
+        return None
+
+sys.meta_path.insert(0, _BlockTensorflowText())
+"""
+
+_SAVED_TEXTS = ["Hello, World! Café [MASK] unaffable", "中文 naïve", "",
+                "unaffable\u2603 " + "a" * 201 + " " + "xq" * 100, "a" * 200]
+_SAVED_LENGTH = 64
+
+
+@pytest.fixture(scope="module")
+def saved_tokenizer(vocab_for_case, tmp_path_factory):
+    """(SavedModel directory, environment of a process without tensorflow_text, expected
+    bert_inputs of _SAVED_TEXTS, the vocabulary's deleted path). The SavedModel's
+    serving_default signature maps `text` [B] to bert_inputs at _SAVED_LENGTH."""
+    root = tmp_path_factory.mktemp("saved_tokenizer")
+    vocab_copy = root / "vocab_copy_deleted_before_loading.txt"
+    vocab_copy.write_bytes(pathlib.Path(vocab_for_case[True]).read_bytes())
+    tokenizer = GraphTokenizer(str(vocab_copy), do_lower_case=True)
 
     class Export(tf.Module):
         def __init__(self):
             super().__init__()
-            self.tokenizer = graph
+            self.tokenizer = tokenizer
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def encode(self, texts):
-            return self.tokenizer.bert_inputs(texts, max_seq_length=16)
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve(self, text):
+            return self.tokenizer.bert_inputs(text, max_seq_length=_SAVED_LENGTH)
 
-    path = str(tmp_path / "tokenizer")
-    tf.saved_model.save(Export(), path)
-    expected = graph.bert_inputs(tf.constant(texts), max_seq_length=16)["input_ids"].numpy().tolist()
-    script = ("import sys, json, tensorflow as tf, tensorflow_text\n"
-              "m = tf.saved_model.load(sys.argv[1])\n"
-              "print(json.dumps(m.encode(tf.constant(json.loads(sys.argv[2])))['input_ids'].numpy().tolist()))\n")
-    out = subprocess.run([sys.executable, "-c", script, path, json.dumps(texts)],
-                         capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == expected
+    export = Export()
+    path = root / "model"
+    tf.saved_model.save(export, str(path), signatures={"serving_default": export.serve})
+    expected = {k: v.numpy().tolist() for k, v in export.serve(tf.constant(_SAVED_TEXTS)).items()}
+    vocab_copy.unlink()
+    blocker = root / "block_tensorflow_text"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(_BLOCK_TENSORFLOW_TEXT)
+    project = pathlib.Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(blocker), str(project)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    return path, env, expected, vocab_copy
+
+
+@pytest.mark.slow
+def test_saved_model_runs_without_tensorflow_text(saved_tokenizer):
+    """The vocabulary is an asset (not an absolute path); in a fresh process that cannot import
+    tensorflow_text every op of the saved graph is registered, and the signature gives the
+    in-process ids."""
+    path, env, expected, vocab_copy = saved_tokenizer
+    assert os.listdir(path / "assets") == [vocab_copy.name]
+    assert not vocab_copy.exists() and str(vocab_copy.parent).encode() not in \
+        (path / "saved_model.pb").read_bytes()
+    script = textwrap.dedent("""
+        import json, sys
+        try:
+            import tensorflow_text
+        except ImportError:
+            pass
+        else:
+            sys.exit("tensorflow_text was importable")
+        import tensorflow as tf
+        from tensorflow.core.protobuf import saved_model_pb2
+        from tensorflow.python.framework import op_def_registry
+        path, texts = sys.argv[1], json.loads(sys.argv[2])
+        saved = saved_model_pb2.SavedModel()
+        with open(path + "/saved_model.pb", "rb") as f:
+            saved.ParseFromString(f.read())
+        ops, functions = set(), set()
+        for graph in saved.meta_graphs:
+            ops.update(node.op for node in graph.graph_def.node)
+            for function in graph.graph_def.library.function:
+                functions.add(function.signature.name)
+                ops.update(node.op for node in function.node_def)
+        ops -= functions  # calls of the library's own functions
+        loaded = tf.saved_model.load(path)
+        outputs = loaded.signatures["serving_default"](text=tf.constant(texts))
+        print(json.dumps({
+            "ops": sorted(ops),
+            "unregistered": sorted(op for op in ops if op_def_registry.get(op) is None),
+            "tensorflow_text": sorted(m for m in sys.modules if "tensorflow_text" in m),
+            "outputs": {k: v.numpy().tolist() for k, v in outputs.items()}}))
+        """)
+    out = subprocess.run([sys.executable, "-c", script, str(path), json.dumps(_SAVED_TEXTS)],
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["unregistered"] == [] and result["tensorflow_text"] == []
+    assert {"Substr", "LookupTableFindV2", "InitializeTableFromTextFileV2", "UnicodeDecode"} <= \
+        set(result["ops"])
+    assert not [op for op in result["ops"] if "Wordpiece" in op or "WordPiece" in op]
+    assert result["outputs"] == expected
+
+
+@pytest.mark.slow
+def test_saved_model_cli_run(saved_tokenizer, tmp_path):
+    """`saved_model_cli run` (TensorFlow's own tool, TF1 session loader) on the signature, in a
+    process that cannot import tensorflow_text: the in-process ids."""
+    path, env, expected, _ = saved_tokenizer
+    cli = pathlib.Path(sys.executable).parent / "saved_model_cli"
+    command = [str(cli)] if cli.exists() else [sys.executable, "-m",
+                                                "tensorflow.python.tools.saved_model_cli"]
+    out = subprocess.run(
+        command + ["run", "--dir", str(path), "--tag_set", "serve", "--signature_def",
+                   "serving_default", "--input_exprs", f"text={_SAVED_TEXTS!r}",
+                   "--outdir", str(tmp_path)],
+        capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for key, value in expected.items():
+        assert np.load(tmp_path / f"{key}.npy").tolist() == value
+
+
+def test_tf_data(graph_for_case):
+    graph = graph_for_case[True]  # the uncased vocabulary
+    texts = _SAVED_TEXTS
     dataset = tf.data.Dataset.from_tensor_slices(texts).batch(2).map(graph.tokenize)
     assert [row for batch in dataset for row in batch.to_list()] == graph.tokenize(tf.constant(texts)).to_list()
