@@ -19,6 +19,35 @@ REFERENCE_DIR = SHARED / "reference"
 UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 
 
+def run_command_line(module, flags=(), timeout=300, cwd=PROJECT_ROOT):
+    """Runs `python -m module` with `flags` ({name: value}: True gives --name, None leaves it
+    out; or a list of ready arguments); returns (exit status, stdout + stderr)."""
+    import subprocess
+    line = [sys.executable, "-m", module]
+    if isinstance(flags, dict):
+        for flag, value in flags.items():
+            if value is None:
+                continue
+            line.append(f"--{flag}" if value is True else f"--{flag}={value}")
+    else:
+        line.extend(str(arg) for arg in flags)
+    process = subprocess.run(line, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    return process.returncode, process.stdout + process.stderr
+
+
+def assert_one_line_error(module, flags, expected, **kwargs):
+    """The command line fails as bad input must: exit status 2, no traceback, and a last line
+    `error: ...` containing `expected`. Returns that line."""
+    status, output = run_command_line(module, flags, **kwargs)
+    assert status == 2, output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("error: "), last
+    assert expected in last, last
+    return last
+
+
 def require_path(path):
     """Returns `path` if it exists; otherwise skips (or fails under CI=true) naming it."""
     path = pathlib.Path(path)
@@ -62,6 +91,29 @@ def refbert():
         sys.path.insert(0, str(REFERENCE_DIR))
     import refbert as module
     return module
+
+
+_BLOCK_TENSORFLOW_TEXT = """
+import sys
+
+class _BlockTensorflowText:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "tensorflow_text":
+            raise ImportError("tensorflow_text is blocked for this test")
+        return None
+
+sys.meta_path.insert(0, _BlockTensorflowText())
+"""
+
+
+def env_without_tensorflow_text(directory):
+    """The environment of a fresh process in which `import tensorflow_text` raises ImportError
+    (a sitecustomize written into `directory`, first on PYTHONPATH), the project importable."""
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "sitecustomize.py").write_text(_BLOCK_TENSORFLOW_TEXT)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(directory), str(PROJECT_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
 
 
 def stub_estimator(module):

@@ -102,3 +102,35 @@ def test_a_checkpoint_without_the_head_is_refused(exported, tmp_path):
     output = export(flags, expect=2)
     assert "error: --init_checkpoint: " in output and "output_weights" in output
     assert not (tmp_path / "out").exists()
+
+
+def test_string_signature_serves_without_tensorflow_text(exported, tmp_path):
+    """The exported classifier, loaded in a fresh process that cannot import tensorflow_text,
+    gives the in-process probabilities on raw strings."""
+    import subprocess
+    import textwrap
+
+    import tensorflow as tf
+
+    from conftest import env_without_tensorflow_text
+    pairs = exported["pairs"][:6]
+    path = str(exported["root"] / "exported")
+    expected = tf.saved_model.load(path).signatures["serve_text_pair"](
+        text_a=tf.constant([a for a, _ in pairs]),
+        text_b=tf.constant([b for _, b in pairs]))["probabilities"].numpy()
+    script = textwrap.dedent("""
+        import json, sys
+        import tensorflow as tf
+        pairs = json.loads(sys.argv[2])
+        served = tf.saved_model.load(sys.argv[1]).signatures["serve_text_pair"](
+            text_a=tf.constant([a for a, _ in pairs]), text_b=tf.constant([b for _, b in pairs]))
+        print(json.dumps({"blocked": "tensorflow_text" not in sys.modules,
+                          "probabilities": served["probabilities"].numpy().tolist()}))
+        """)
+    out = subprocess.run([sys.executable, "-c", script, path, json.dumps(pairs)],
+                         capture_output=True, text=True,
+                         env=env_without_tensorflow_text(tmp_path / "blocker"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["blocked"]
+    np.testing.assert_allclose(result["probabilities"], expected, rtol=1e-6, atol=1e-7)

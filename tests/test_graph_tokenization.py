@@ -28,6 +28,7 @@ import pytest
 import tensorflow as tf
 
 import corpora
+from conftest import env_without_tensorflow_text
 from bert_tf.graph_tokenization import GraphTokenizer
 
 # Texts on which the graph tokenizer knowingly differs (see the module docstring).
@@ -228,19 +229,6 @@ def test_vocabularies_tensorflow_cannot_read_use_load_vocab_ids(tmp_path):
     assert _graph_ids(graph, ["un"]) == [[7]]
 
 
-# Installed in the fresh processes: `import tensorflow_text` raises ImportError.
-_BLOCK_TENSORFLOW_TEXT = """
-import sys
-
-class _BlockTensorflowText:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "tensorflow_text":
-            raise ImportError("tensorflow_text is blocked for this test")
-        return None
-
-sys.meta_path.insert(0, _BlockTensorflowText())
-"""
-
 _SAVED_TEXTS = ["Hello, World! Café [MASK] unaffable", "中文 naïve", "",
                 "unaffable\u2603 " + "a" * 201 + " " + "xq" * 100, "a" * 200]
 _SAVED_LENGTH = 64
@@ -270,12 +258,7 @@ def saved_tokenizer(vocab_for_case, tmp_path_factory):
     tf.saved_model.save(export, str(path), signatures={"serving_default": export.serve})
     expected = {k: v.numpy().tolist() for k, v in export.serve(tf.constant(_SAVED_TEXTS)).items()}
     vocab_copy.unlink()
-    blocker = root / "block_tensorflow_text"
-    blocker.mkdir()
-    (blocker / "sitecustomize.py").write_text(_BLOCK_TENSORFLOW_TEXT)
-    project = pathlib.Path(__file__).resolve().parent.parent
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(blocker), str(project)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = env_without_tensorflow_text(root / "block_tensorflow_text")
     return path, env, expected, vocab_copy
 
 
