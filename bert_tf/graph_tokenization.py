@@ -1,7 +1,8 @@
 """In-graph WordPiece tokenization: tf.string in, ids out, with the original FullTokenizer's output.
 
 `GraphTokenizer(vocab_file, do_lower_case)` is a `tf.Module` whose `tokenize` maps a [B]
-tf.string tensor to a [B, (pieces)] RaggedTensor of int32 ids, and whose `bert_inputs` builds
+tf.string tensor to a [B, (pieces)] RaggedTensor of int32 ids (`word_pieces`: per whitespace
+word, [B, (words), (pieces)]; `id_to_token`: ids back to strings), and whose `bert_inputs` builds
 the model's inputs (`[CLS] a [SEP] (b [SEP])`, segment ids, mask, padded or truncated to
 `max_seq_length`, pairs truncated like the original's `_truncate_seq_pair`). Both are plain
 TensorFlow graph code made of core TensorFlow ops only: they run eagerly, inside `tf.function`,
@@ -158,6 +159,10 @@ class GraphTokenizer(tf.Module):
         self.vocab_size = max(vocab.values()) + 1
         self.cls_id, self.sep_id, self.unk_id = vocab[_CLS], vocab[_SEP], vocab[_UNK]
         self._vocab = _vocab_table(vocab_file, vocab)
+        tokens = [""] * self.vocab_size
+        for token, index in vocab.items():
+            tokens[index] = tokens[index] or token
+        self._tokens = tf.constant(tokens)
         # Longest candidate worth looking up, in characters: a word's first piece can be any
         # entry, a later piece only a "##" entry (without its "##").
         self._max_first_chars = max(len(t) for t in vocab)
@@ -189,6 +194,20 @@ class GraphTokenizer(tf.Module):
         words = self.basic_tokens(texts)
         pieces = self._wordpiece(words.flat_values)
         return words.with_flat_values(pieces).merge_dims(1, 2)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def word_pieces(self, texts):
+        """[B] strings -> (words, pieces): the whitespace-separated words [B, (words)] (UTF-8,
+        as `tf.strings.split`) and each word's piece ids [B, (words), (pieces)] int32, each word
+        tokenized on its own as FullTokenizer.tokenize(word) (run_ner's recipe; a word of only
+        deleted characters has no piece). The pieces concatenated are `tokenize(texts)` when the
+        texts are separated by ASCII whitespace only."""
+        words = tf.strings.split(texts)
+        return words, words.with_flat_values(self.tokenize(words.flat_values))
+
+    def id_to_token(self, ids):
+        """int ids (any shape) -> their vocabulary strings ("" for an id no line has)."""
+        return tf.gather(self._tokens, ids)
 
     def _wordpiece(self, words):
         """[W] words (basic tokens) -> [W, (pieces)] int32 ids: the original's greedy

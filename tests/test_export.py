@@ -134,3 +134,60 @@ def test_string_signature_serves_without_tensorflow_text(exported, tmp_path):
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["blocked"]
     np.testing.assert_allclose(result["probabilities"], expected, rtol=1e-6, atol=1e-7)
+
+
+def conll_sentences(path, count, skip=0):
+    """The first `count` sentences (lists of words) of a CoNLL file after `skip`."""
+    sentences, words = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] != "-DOCSTART-":
+                words.append(parts[0])
+            elif words:
+                sentences.append(words)
+                words = []
+    return sentences[skip:skip + count]
+
+
+def test_ner_string_signature_tags_each_word_as_run_ner(tmp_path, uncased_vocab, shared_data):
+    """serve_text of an exported TaggingTask: one tag per word, the Keras model's prediction at
+    the word's first piece (FullTokenizer word by word, as tagging_data); words past
+    max_seq_length - 2 pieces dropped."""
+    import tensorflow as tf
+
+    from bert_tf import tagging_data, tokenization
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertTokenClassifier
+    labels = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
+    (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
+    model = BertTokenClassifier(BertConfig.from_dict(TINY), len(labels))
+    flags = {"init_checkpoint": write_tf1_checkpoint(model, tmp_path / "model.ckpt"),
+             "bert_config_file": tmp_path / "bert_config.json", "vocab_file": uncased_vocab,
+             "task": "ner", "max_seq_length": 32, "label_list": ",".join(labels),
+             "export_dir": tmp_path / "exported"}
+    export(flags)
+    sentences = conll_sentences(shared_data / "conll2003" / "valid.txt", 10, skip=3)
+    served = tf.saved_model.load(str(tmp_path / "exported")).signatures["serve_text"](
+        text=tf.constant([" ".join(words) for words in sentences] + [""]))
+
+    tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    dropped = 0
+    for i, words in enumerate(sentences + [[]]):
+        pieces = tagging_data.word_pieces(tokenizer, words)
+        starts = np.cumsum([0] + [len(p) for p in pieces])[:-1]
+        kept = [w for w, s in zip(words, starts) if s < 30]
+        dropped += len(words) - len(kept)
+        ids = tokenizer.convert_tokens_to_ids(
+            ["[CLS]"] + [p for word in pieces for p in word][:30] + ["[SEP]"])
+        inputs = {"input_ids": np.array([ids], np.int32),
+                  "input_mask": np.ones((1, len(ids)), np.int32),
+                  "segment_ids": np.zeros((1, len(ids)), np.int32)}
+        predicted = model(inputs, training=False)["logits"].numpy()[0].argmax(-1)
+        expected = [labels[predicted[s + 1]] for s in starts[:len(kept)]]
+        n = int(served["num_words"][i])
+        assert [w.decode() for w in served["words"][i, :n].numpy()] == kept
+        assert [t.decode() for t in served["tags"][i, :n].numpy()] == expected
+        assert all(t == b"" for t in served["tags"][i, n:].numpy())
+    assert dropped > 0  # some sentence is longer than one window
