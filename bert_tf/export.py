@@ -15,6 +15,8 @@ Which outputs: the task's `text_serving_outputs` (classifier: probabilities, log
 label name of each row when the labels are known; encoder: sequence and pooled outputs).
 Tagging (NER): `serve_text` returns `words`, `tags` (the tag of each word's first piece) and
 `num_words` instead (`_ner_serve_text`).
+SQuAD: `serve_text_pair` (question, context) returns the best span's `answer` (de-tokenized
+WordPiece text), `score`, `start_logit` and `end_logit` (`_squad_serve_text_pair`).
 """
 import json
 import os
@@ -87,6 +89,68 @@ def _ner_serve_text(task, model, tokenizer, max_seq_length):
     return serve_text
 
 
+def _squad_serve_text_pair(task, model, tokenizer, max_seq_length):
+    """`serve_text_pair` of a SquadTask (text_a: question, text_b: context): one window packed
+    as run_squad's first (`[CLS] question [SEP] context [SEP]`, the question cut to
+    `task.max_query_length` pieces, the context to what is left), and its best span as the
+    original's post-processing of one window: among the `task.n_best_size` best starts and ends,
+    both in the context, end >= start, at most `task.max_answer_length` pieces, the highest
+    start + end logit; its text de-tokenized as the original's `tok_text` (pieces joined with
+    spaces, " ##" and "##" removed): no mapping back to the context's own words. No valid
+    span: "empty" with logits 0, as the original."""
+    max_query_length = getattr(task, "max_query_length", 64)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    def serve_text_pair(text_a, text_b):
+        query = tokenizer.tokenize(text_a)[:, :max_query_length]
+        doc = tokenizer.tokenize(text_b)
+        query_length, doc_length = query.row_lengths(), doc.row_lengths()
+        doc_length = tf.minimum(doc_length, max_seq_length - 3 - query_length)
+        doc = tf.ragged.boolean_mask(
+            doc, tf.ragged.range(doc.row_lengths()) < tf.expand_dims(doc_length, 1))
+        batch = query.nrows()
+        cls = tf.fill([batch, 1], tokenizer.cls_id)
+        sep = tf.fill([batch, 1], tokenizer.sep_id)
+        first = tf.concat([cls, query, sep], axis=1)
+        second = tf.concat([doc, sep], axis=1)
+        ids = tf.concat([first, second], axis=1)
+        shape = [None, max_seq_length]
+        inputs = {"input_ids": ids.to_tensor(0, shape=shape),
+                  "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
+                  "segment_ids": tf.concat([tf.zeros_like(first), tf.ones_like(second)],
+                                           axis=1).to_tensor(0, shape=shape)}
+        outputs = task.serving_outputs(task.outputs(model, inputs, training=False))
+        start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
+        k = min(task.n_best_size, max_seq_length)
+        starts = tf.math.top_k(start_logits, k).indices  # [B, k], best first
+        ends = tf.math.top_k(end_logits, k).indices
+        doc_start = tf.cast(query_length + 2, tf.int32)[:, None, None]
+        doc_end = doc_start + tf.cast(doc_length, tf.int32)[:, None, None]
+        s, e = starts[:, :, None], ends[:, None, :]
+        valid = ((s >= doc_start) & (s < doc_end) & (e >= doc_start) & (e < doc_end)
+                 & (e >= s) & (e - s + 1 <= task.max_answer_length))
+        start_best = tf.gather(start_logits, starts, batch_dims=1)
+        end_best = tf.gather(end_logits, ends, batch_dims=1)
+        score = start_best[:, :, None] + end_best[:, None, :]
+        score = tf.reshape(tf.where(valid, score, -float("inf")), [-1, k * k])
+        best = tf.argmax(score, axis=-1, output_type=tf.int32)  # the first of ties, start-major
+        found = tf.reduce_any(tf.reshape(valid, [-1, k * k]), axis=-1)
+        start = tf.gather(starts, best // k, batch_dims=1)
+        end = tf.gather(ends, best % k, batch_dims=1)
+        length = tf.where(found, end - start + 1, 0)
+        positions = tf.ragged.range(start, start + length)
+        pieces = tf.gather(inputs["input_ids"], positions, batch_dims=1)
+        text = tf.strings.reduce_join(tokenizer.id_to_token(pieces), axis=-1, separator=" ")
+        text = tf.strings.regex_replace(tf.strings.regex_replace(text, " ##", ""), "##", "")
+        text = tf.strings.reduce_join(tf.strings.split(text), axis=-1, separator=" ")
+        start_logit = tf.where(found, tf.gather(start_logits, start, batch_dims=1), 0.0)
+        end_logit = tf.where(found, tf.gather(end_logits, end, batch_dims=1), 0.0)
+        return {"answer": tf.where(found, text, "empty"), "score": start_logit + end_logit,
+                "start_logit": start_logit, "end_logit": end_logit}
+
+    return serve_text_pair
+
+
 def text_signatures(task, model, tokenizer, max_seq_length):
     """{"serve_text", "serve_text_pair"}: tf.functions on [B] strings."""
     text = tf.TensorSpec([None], tf.string)
@@ -106,6 +170,9 @@ def text_signatures(task, model, tokenizer, max_seq_length):
     signatures = {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
     if task.name == "tagging":
         signatures["serve_text"] = _ner_serve_text(task, model, tokenizer, max_seq_length)
+    if task.name == "squad":
+        signatures["serve_text_pair"] = _squad_serve_text_pair(task, model, tokenizer,
+                                                               max_seq_length)
     return signatures
 
 

@@ -28,6 +28,10 @@ flags.DEFINE_enum("task", "encoder", ["encoder", "classifier", "squad", "ner"],
 flags.DEFINE_list("label_list", None, "classifier, ner: the labels in output order (the "
                   "classifier's probabilities and label names; one label: regression).")
 flags.DEFINE_integer("max_seq_length", 128, "Length the string signatures pack texts to.")
+flags.DEFINE_integer("max_query_length", 64, "squad: the question's pieces kept (run_squad's).")
+flags.DEFINE_integer("max_answer_length", 30, "squad: the longest answer span, in pieces.")
+flags.DEFINE_integer("n_best_size", 20, "squad: the best starts and ends the answer is chosen "
+                     "among (run_squad's).")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.")
 
 
@@ -45,7 +49,17 @@ def build_task(config):
     if FLAGS.task == "ner":
         return TaggingTask(config, FLAGS.label_list, {}, FLAGS.max_seq_length)
     if FLAGS.task == "squad":
-        return SquadTask(config, {}, FLAGS.max_seq_length)
+        if not 0 <= FLAGS.max_query_length <= FLAGS.max_seq_length - 4:
+            raise flag_error("max_query_length", f"must be in [0, max_seq_length - 4 = "
+                                                 f"{FLAGS.max_seq_length - 4}], got "
+                                                 f"{FLAGS.max_query_length}")
+        for name in ("max_answer_length", "n_best_size"):
+            if getattr(FLAGS, name) < 1:
+                raise flag_error(name, f"must be >= 1, got {getattr(FLAGS, name)}")
+        task = SquadTask(config, {}, FLAGS.max_seq_length, n_best_size=FLAGS.n_best_size,
+                         max_answer_length=FLAGS.max_answer_length)
+        task.max_query_length = FLAGS.max_query_length
+        return task
     return EncoderTask(config)
 
 

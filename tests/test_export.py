@@ -191,3 +191,63 @@ def test_ner_string_signature_tags_each_word_as_run_ner(tmp_path, uncased_vocab,
         assert [t.decode() for t in served["tags"][i, :n].numpy()] == expected
         assert all(t == b"" for t in served["tags"][i, n:].numpy())
     assert dropped > 0  # some sentence is longer than one window
+
+
+def best_span(start_logits, end_logits, doc_start, doc_end, n_best=20, max_answer_length=30):
+    """The original's post-processing of one window, numpy: (start, end) or None."""
+    starts = sorted(range(len(start_logits)), key=lambda i: start_logits[i], reverse=True)
+    ends = sorted(range(len(end_logits)), key=lambda i: end_logits[i], reverse=True)
+    spans = [(start_logits[s] + end_logits[e], s, e) for s in starts[:n_best]
+             for e in ends[:n_best] if doc_start <= s <= e < doc_end
+             and e - s + 1 <= max_answer_length]
+    if not spans:
+        return None
+    return max(spans, key=lambda span: span[0])[1:]  # max keeps the first of ties
+
+
+def test_squad_string_signature_returns_the_best_span(tmp_path, uncased_vocab, shared_data):
+    """serve_text_pair of an exported SquadTask (question, context): the best span of the
+    Keras model's logits under the original's rules (numpy), de-tokenized as its tok_text."""
+    import tensorflow as tf
+
+    from bert_tf import tokenization
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertSpanLabeler
+    (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
+    model = BertSpanLabeler(BertConfig.from_dict(TINY))
+    flags = {"init_checkpoint": write_tf1_checkpoint(model, tmp_path / "model.ckpt"),
+             "bert_config_file": tmp_path / "bert_config.json", "vocab_file": uncased_vocab,
+             "task": "squad", "max_seq_length": 96, "max_query_length": 16,
+             "max_answer_length": 5, "export_dir": tmp_path / "exported"}
+    export(flags)
+    with open(shared_data / "SQuAD" / "dev-v1.1.json", encoding="utf-8") as f:
+        paragraphs = json.load(f)["data"][0]["paragraphs"]
+    pairs = [(p["qas"][0]["question"], p["context"]) for p in paragraphs[:5]]
+    served = tf.saved_model.load(str(tmp_path / "exported")).signatures["serve_text_pair"](
+        text_a=tf.constant([q for q, _ in pairs]), text_b=tf.constant([c for _, c in pairs]))
+
+    tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    for i, (question, context) in enumerate(pairs):
+        query = tokenizer.tokenize(question)[:16]
+        doc = tokenizer.tokenize(context)[:96 - 3 - len(query)]
+        tokens = ["[CLS]"] + query + ["[SEP]"] + doc + ["[SEP]"]
+        ids = tokenizer.convert_tokens_to_ids(tokens) + [0] * (96 - len(tokens))
+        inputs = {"input_ids": np.array([ids], np.int32),
+                  "input_mask": np.array([[1] * len(tokens) + [0] * (96 - len(tokens))],
+                                         np.int32),
+                  "segment_ids": np.array([[0] * (len(query) + 2) + [1] * (len(doc) + 1)
+                                           + [0] * (96 - len(tokens))], np.int32)}
+        outputs = model(inputs, training=False)
+        start_logits = outputs["start_logits"].numpy()[0]
+        end_logits = outputs["end_logits"].numpy()[0]
+        span = best_span(start_logits, end_logits, len(query) + 2, len(query) + 2 + len(doc),
+                         max_answer_length=5)
+        assert span is not None
+        start, end = span
+        text = " ".join(tokens[start:end + 1]).replace(" ##", "").replace("##", "").strip()
+        assert served["answer"][i].numpy().decode() == " ".join(text.split())
+        np.testing.assert_allclose(served["start_logit"][i], start_logits[start], atol=1e-5)
+        np.testing.assert_allclose(served["end_logit"][i], end_logits[end], atol=1e-5)
+        np.testing.assert_allclose(served["score"][i], start_logits[start] + end_logits[end],
+                                   atol=1e-5)
