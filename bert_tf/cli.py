@@ -11,9 +11,17 @@ from bert_tf.errors import InputError, flag_error
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+# absl's help flags: it prints the usage (the module docstring, then the flags) and exits 1.
+HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "-helpshort", "--helpfull",
+              "-helpfull", "--helpxml", "-helpxml")
+
+
 def run_main(main):
-    """Runs an absl `main(argv)`; bad input exits with status 2 and a one-line message."""
+    """Runs an absl `main(argv)`; bad input exits with status 2 and a one-line message;
+    --help (and --helpfull, ...) exits 0."""
     from absl import app
+
+    help_requested = any(arg.split("=")[0] in HELP_FLAGS for arg in sys.argv[1:])
 
     def guarded_main(argv):
         try:
@@ -22,7 +30,12 @@ def run_main(main):
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
 
-    app.run(guarded_main)
+    try:
+        app.run(guarded_main)
+    except SystemExit as e:
+        if help_requested and e.code == 1:  # absl exits 1 after printing the help text
+            sys.exit(0)
+        raise
 
 
 def split_comma_list(value):
@@ -33,15 +46,29 @@ def split_comma_list(value):
 def expand_globs(patterns, flag_name):
     """Expands comma-separated globs in the order tf.io.gfile.glob returns them, as the original.
 
-    Raises InputError naming the flag when a pattern matches nothing.
+    A glob never matches our temporary files (`bert_tf.io_utils.is_temporary_name`: what a
+    killed writer left) nor directories; a name without wildcards that is a directory is an
+    error. Raises InputError naming the flag when a pattern matches no file.
     """
+    from bert_tf.io_utils import is_temporary_name
+
     files = []
     for pattern in split_comma_list(patterns) if isinstance(patterns, str) else patterns:
-        if "://" in pattern:
+        remote = "://" in pattern
+        if remote:
             import tensorflow as tf  # only for remote file systems (gs://, ...)
             matched = tf.io.gfile.glob(pattern)
+            is_dir = tf.io.gfile.isdir
         else:
             matched = _local_glob(pattern)
+            is_dir = os.path.isdir
+        if not any(c in pattern for c in "*?["):
+            if matched and is_dir(matched[0]):
+                raise flag_error(flag_name, f"{pattern} is a directory, not a file (for the "
+                                            f"files in it, pass '{pattern.rstrip('/')}/*')")
+        else:
+            matched = [path for path in matched  # (no isdir round trips on remote globs)
+                       if not is_temporary_name(path) and (remote or not is_dir(path))]
         if not matched:
             raise flag_error(flag_name, f"no file matches {pattern!r}")
         files.extend(matched)

@@ -59,6 +59,53 @@ def check_first_record(path, feature_spec, hint=""):
                                    f"expected {expected}{hint}")
 
 
+def find_bad_record(paths):
+    """For the error path only (a DataLossError while reading `paths`): reads each file record by
+    record and returns an InputError naming the first damaged file and the byte offset TF reports
+    ("corrupted record at N", "truncated record at N"), or None if every file reads cleanly."""
+    import re
+
+    from bert_tf.errors import file_error
+    for path in paths:
+        try:
+            for _ in tf.data.TFRecordDataset([str(path)]).batch(4096):
+                pass
+        except tf.errors.DataLossError as e:
+            found = re.search(r"(corrupted|truncated) record at (\d+)", e.message or "")
+            where = (f"{found.group(1)} record at byte offset {found.group(2)}" if found
+                     else (e.message or "data loss").splitlines()[0])
+            return file_error(path, f"damaged TFRecord file: {where} (the file is truncated or "
+                                    f"its bytes changed after it was written; recreate it)")
+    return None
+
+
+def check_id_ranges(paths, limits, hint="", num_records=64, max_files=16):
+    """Raises InputError naming the file and record when a value of an int64 feature is not in
+    [0, limit) for `limits` = {feature name: (limit, what limits it)}, `hint` appended (token
+    ids against the config's vocab_size:
+    records made with another vocabulary), looking at the first `num_records` records of the
+    first `max_files` files: a cheap check before training, not a proof."""
+    from bert_tf.errors import file_error
+    for path in list(paths)[:max_files]:
+        try:
+            records = [r.numpy() for r in tf.data.TFRecordDataset([str(path)]).take(num_records)]
+        except tf.errors.DataLossError:
+            raise find_bad_record([path]) or file_error(path, "damaged TFRecord file") from None
+        for number, record in enumerate(records, start=1):
+            example = tf.train.Example()
+            try:
+                example.ParseFromString(record)
+            except Exception:  # protobuf's DecodeError
+                raise file_error(path, f"record {number} is not a tf.train.Example") from None
+            for name, (limit, what) in limits.items():
+                feature = example.features.feature.get(name)
+                values = feature.int64_list.value if feature is not None else ()
+                if values and not 0 <= min(values) <= max(values) < limit:
+                    bad = max(values) if max(values) >= limit else min(values)
+                    raise file_error(path, f"record {number}: {name} holds {bad}, not in "
+                                           f"[0, {limit}) ({what}){hint}")
+
+
 def _sharding(input_context):
     if input_context is None:
         return 1, 0, 1

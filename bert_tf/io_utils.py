@@ -1,15 +1,22 @@
 """Atomic output: write under a temporary name, rename when complete.
 
-A job killed half-way leaves no truncated file under the final name (at most a `*.tmp-*` file
-beside it), so a rerun or a downstream reader never mistakes a partial file for a finished one.
+A job killed half-way leaves no truncated file under the final name (at most a hidden
+`.NAME.tmp-PID-XXXXXXXX` file beside it), so a rerun or a downstream reader never mistakes a
+partial file for a finished one. Such leftovers are removed by the next write of the same output
+(once their process is gone), and `bert_tf.cli.expand_globs` never matches them as input.
 Local paths use `os` (no TensorFlow import, so data tools start fast); URLs such as gs://... go
 through tf.io.gfile.
 """
 import contextlib
 import os
+import re
+import shutil
 import uuid
 
-from bert_tf.errors import file_error
+from bert_tf.errors import file_error, flag_error
+
+# `.NAME.tmp-PID-XXXXXXXX` (and the visible `NAME.tmp-PID-XXXXXXXX` of earlier versions).
+_TEMPORARY_NAME = re.compile(r"^\.?(?P<base>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}$")
 
 
 def is_url(path):
@@ -40,8 +47,89 @@ def open_input(path, what="input file"):
 
 
 def temporary_path(path):
-    """A unique temporary name in the same directory (so the final rename is atomic)."""
-    return f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    """A unique temporary name in the same directory (so the final rename is atomic), hidden
+    (a leading dot) so that `ls` and shell globs such as `out/*` do not show it."""
+    path = os.fspath(path)
+    directory, base = os.path.split(path)
+    return os.path.join(directory, f".{base}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def is_temporary_name(path):
+    """Whether the last component of `path` is one of our temporary names (`temporary_path`)."""
+    return _TEMPORARY_NAME.match(os.path.basename(os.fspath(path).rstrip("/"))) is not None
+
+
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: someone else's live process
+        return True
+    return True
+
+
+def remove_stale_temporaries(path):
+    """Removes the temporary files a killed earlier writer of `path` left beside it (those whose
+    process is gone); returns their paths. Local paths only."""
+    path = os.fspath(path)
+    if is_url(path):
+        return []
+    directory, base = os.path.split(path.rstrip("/"))
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        match = _TEMPORARY_NAME.match(name)
+        if (match is None or match.group("base") != base or int(match.group("pid")) == os.getpid()
+                or _process_alive(int(match.group("pid")))):
+            continue
+        stale = os.path.join(directory, name)
+        try:
+            if os.path.isdir(stale) and not os.path.islink(stale):
+                shutil.rmtree(stale)
+            else:
+                os.remove(stale)
+            removed.append(stale)
+        except OSError:
+            pass
+    return removed
+
+
+def check_output_file(path, flag_name="output_file"):
+    """An output file must not be an existing directory, nor under a file: checked before any
+    work is done."""
+    path = os.fspath(path)
+    if is_url(path):
+        return
+    if os.path.isdir(path):
+        raise flag_error(flag_name, f"{path}: is a directory, not a file")
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise flag_error(flag_name, f"{path}: {parent} is a file, not a directory")
+
+
+def check_input_file(path, flag_name="input_file", allow_empty=False, what="input file"):
+    """An input file must exist, be a file (not a directory) and, unless `allow_empty`, hold
+    something. Raises an InputError naming the flag and the path."""
+    path = os.fspath(path)
+    if is_url(path):
+        import tensorflow as tf  # only for remote file systems
+
+        exists, isdir = tf.io.gfile.exists, tf.io.gfile.isdir
+        size = lambda p: tf.io.gfile.stat(p).length  # noqa: E731
+    else:
+        exists, isdir, size = os.path.exists, os.path.isdir, os.path.getsize
+    if not exists(path):
+        raise flag_error(flag_name, f"{path}: {what} not found")
+    if isdir(path):
+        raise flag_error(flag_name, f"{path}: is a directory, not a file")
+    if not allow_empty and size(path) == 0:
+        raise flag_error(flag_name, f"{path}: {what} is empty")
 
 
 @contextlib.contextmanager
@@ -60,6 +148,7 @@ def atomic_output(path):
     parent = os.path.dirname(path)
     if parent:
         makedirs(parent)
+    remove_stale_temporaries(path)
     try:
         yield tmp
         rename(tmp, path)

@@ -163,6 +163,16 @@ class PretrainingTask(Task):
             self.input_files[0], self.feature_spec(),
             hint=f" (do --max_seq_length={self.max_seq_length} and --max_predictions_per_seq="
                  f"{self.max_predictions_per_seq} match the data?)")
+        if self.bert_config is not None:
+            from bert_tf.input_pipeline import check_id_ranges
+            config = self.bert_config
+            vocab_size = (config.vocab_size, f"vocab_size {config.vocab_size} in "
+                                             f"--bert_config_file")
+            check_id_ranges(self.input_files,
+                            {"input_ids": vocab_size, "masked_lm_ids": vocab_size,
+                             "segment_ids": (config.type_vocab_size, f"type_vocab_size "
+                                             f"{config.type_vocab_size} in --bert_config_file")},
+                            hint=": were the records made with another --vocab_file?")
         latest = tf.train.latest_checkpoint(settings.output_dir)
         if (settings.do_train and settings.optimizer != "adamw" and latest
                 and checkpoints.is_original_checkpoint(latest)):
@@ -170,6 +180,9 @@ class PretrainingTask(Task):
                                           f"of the original run_pretraining ({latest}), which "
                                           f"trains with adamw; continue it with --optimizer=adamw, "
                                           f"or pass it as --init_checkpoint with a new --output_dir")
+
+    def record_paths(self, mode):
+        return list(self.input_files)
 
     def dataset_fn(self, mode, global_batch_size, seed=None):
         from bert_tf import input_pipeline

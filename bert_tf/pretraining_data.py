@@ -827,6 +827,7 @@ class RecordFileWriter:
 
     def __init__(self, path, gzip=False):
         self.path = path
+        io_utils.remove_stale_temporaries(path)  # what a killed earlier run left
         self.tmp_path = io_utils.temporary_path(path)
         try:
             if "://" in path:

@@ -99,6 +99,28 @@ def check_request(do_train, do_eval, do_predict, output_dir):
         raise flag_error("output_dir", f"{output_dir} is a file, not a directory")
 
 
+def naming_damaged_records(task, mode):
+    """Turns a DataLossError while reading the records of `mode` into an InputError naming the
+    damaged file and offset (found by `input_pipeline.find_bad_record`, on the error path only);
+    a DataLossError that no input file explains (a damaged checkpoint) propagates unchanged."""
+    import contextlib
+
+    import tensorflow as tf
+
+    @contextlib.contextmanager
+    def guard():
+        try:
+            yield
+        except tf.errors.DataLossError as e:
+            from bert_tf.input_pipeline import find_bad_record
+            error = find_bad_record(task.record_paths(mode))
+            if error is None:
+                raise
+            raise error from e
+
+    return guard()
+
+
 def log(message):
     print(message, file=sys.stderr, flush=True)
 
@@ -202,8 +224,9 @@ def evaluate(task, strategy, model, settings, step, log=log):
     batch_size = settings.eval_batch_size
     num_steps = _num_steps(task, "eval", batch_size, settings)
     log(f"***** Running evaluation *****  batch size {batch_size}, {num_steps} steps")
-    outputs = training.gather_outputs(strategy, model, task,
-                                      task.dataset_fn("eval", batch_size), num_steps, "eval")
+    with naming_damaged_records(task, "eval"):
+        outputs = training.gather_outputs(strategy, model, task,
+                                          task.dataset_fn("eval", batch_size), num_steps, "eval")
     results = task.eval_results(outputs, step, batch_size)
     if is_chief(strategy):
         write_results(results, settings.output_dir)
@@ -227,9 +250,10 @@ def predict(task, strategy, model, settings, log=log):
     batch_size = settings.predict_batch_size
     num_steps = _num_steps(task, "predict", batch_size, settings)
     log(f"***** Running prediction *****  batch size {batch_size}, {num_steps} steps")
-    outputs = training.gather_outputs(strategy, model, task,
-                                      task.dataset_fn("predict", batch_size), num_steps,
-                                      "predict")
+    with naming_damaged_records(task, "predict"):
+        outputs = training.gather_outputs(strategy, model, task,
+                                          task.dataset_fn("predict", batch_size), num_steps,
+                                          "predict")
     if not is_chief(strategy):
         return []
     paths = task.write_predictions(outputs, settings.output_dir)
@@ -247,6 +271,8 @@ def export(task, model, export_dir, log=log):
 
     from bert_tf.io_utils import temporary_path
 
+    from bert_tf.io_utils import remove_stale_temporaries
+    remove_stale_temporaries(export_dir)
     tmp = temporary_path(export_dir.rstrip("/"))
     signatures = task.serving_signatures(model)
     module = tf.Module()
@@ -335,10 +361,12 @@ def _train(task, strategy, model, optimizer, settings, log):
     log(f"***** Running training *****  batch size {settings.train_batch_size}, "
         f"{settings.num_train_steps} steps")
     try:
-        metrics = training.train(strategy, model, optimizer, task,
-                                 task.dataset_fn("train", settings.train_batch_size,
-                                                 settings.seed),
-                                 config, init_fn=init_fn, log=log, on_checkpoint=on_checkpoint)
+        with naming_damaged_records(task, "train"):
+            metrics = training.train(strategy, model, optimizer, task,
+                                     task.dataset_fn("train", settings.train_batch_size,
+                                                     settings.seed),
+                                     config, init_fn=init_fn, log=log,
+                                     on_checkpoint=on_checkpoint)
     except training.NonFiniteLossError as e:
         raise InputError(f"training diverged: {e}") from None
     if settings.save_original_checkpoint and is_chief(strategy):

@@ -37,6 +37,7 @@ Deliberate differences from the original, all on bad input only:
 """
 import collections
 import itertools
+import os
 import re
 import unicodedata
 import warnings
@@ -72,6 +73,21 @@ def convert_to_unicode(text):
 def printable_text(text):
     """Returns `text` as a `str` suitable for print or logging (bytes decoded, errors ignored)."""
     return convert_to_unicode(text)
+
+
+def check_vocab_fits(vocab_file, vocab_size):
+    """A vocabulary with more entries than the model's vocab_size gives token ids that its
+    embedding table does not have (another model's vocabulary): an InputError naming
+    --vocab_file and --bert_config_file. A missing file is left to the tokenizer to report."""
+    from bert_tf.errors import flag_error
+    if "://" in str(vocab_file) or not os.path.isfile(vocab_file):
+        return
+    with open(vocab_file, "rb") as f:
+        size = sum(1 for _ in f)
+    if size > vocab_size:
+        raise flag_error("vocab_file", f"{vocab_file} has {size} entries but the model's "
+                                       f"vocab_size (--bert_config_file) is {vocab_size}: the "
+                                       f"vocabulary of another model?")
 
 
 def load_vocab(vocab_file):

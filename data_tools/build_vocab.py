@@ -39,6 +39,7 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     from bert_tf.errors import flag_error
+    from bert_tf.io_utils import check_output_file
     from bert_tf.vocab_learning import build_vocab
 
     for name in ("input_file", "output_file"):
@@ -49,6 +50,7 @@ def main(argv):
             raise flag_error(name, f"must be positive, got {getattr(FLAGS, name)}")
     if FLAGS.num_unused < 0:
         raise flag_error("num_unused", f"must be >= 0, got {FLAGS.num_unused}")
+    check_output_file(FLAGS.output_file, "output_file")
     input_files = expand_globs(FLAGS.input_file, "input_file")
     build_vocab(input_files, FLAGS.output_file, FLAGS.vocab_size,
                 do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,

@@ -27,6 +27,7 @@ from absl import flags
 
 from bert_tf.cli import expand_globs, run_main, split_comma_list
 from bert_tf.errors import flag_error
+from bert_tf.io_utils import check_output_file
 
 FLAGS = flags.FLAGS
 
@@ -125,6 +126,8 @@ def main(argv):
         num_workers = FLAGS.num_workers or os.cpu_count() or 1
         if num_workers < 1:
             raise flag_error("num_workers", f"must be at least 1, got {num_workers}")
+    for path in output_files:
+        check_output_file(path, "output_file")
     tokenizer = make_tokenizer(FLAGS.tokenizer, FLAGS.vocab_file, FLAGS.do_lower_case)
 
     log = sys.stderr

@@ -5,8 +5,8 @@ The original's `extract_features.py`: same flags, same input format (one example
 `linex_index` and `features`, a list over tokens of {"token", "layers": [{"index", "values"}]}
 where values are the hidden states of the requested layers rounded to 6 places.
 
-    python -m run.extract_features --input_file=input.txt --output_file=output.jsonl \
-      --vocab_file=vocab.txt --bert_config_file=bert_config.json \
+    python -m run.extract_features --input_file=input.txt --output_file=output.jsonl \\
+      --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
       --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 
 --init_checkpoint also takes our TF2 checkpoints and a Hugging Face BERT directory; for the
@@ -57,20 +57,36 @@ InputFeatures = collections.namedtuple(
 
 
 def read_examples(input_file):
-    """Reads examples as the original: every line (an empty line is an empty text_a)."""
+    """Reads examples as the original: every line (an empty line is an empty text_a).
+
+    Bytes that are not UTF-8 are an InputError naming the file and line (the original fails
+    with a UnicodeDecodeError).
+    """
     import tensorflow as tf
 
     from bert_tf import tokenization
+    from bert_tf.errors import file_error
 
     examples = []
-    with tf.io.gfile.GFile(input_file, "r") as reader:
-        for unique_id, line in enumerate(reader):
-            line = tokenization.convert_to_unicode(line).strip()
-            match = re.match(r"^(.*) \|\|\| (.*)$", line)
-            if match is None:
-                examples.append(InputExample(unique_id, line, None))
-            else:
-                examples.append(InputExample(unique_id, match.group(1), match.group(2)))
+    try:
+        with tf.io.gfile.GFile(input_file, "r") as reader:
+            for unique_id, line in enumerate(reader):
+                line = tokenization.convert_to_unicode(line).strip()
+                match = re.match(r"^(.*) \|\|\| (.*)$", line)
+                if match is None:
+                    examples.append(InputExample(unique_id, line, None))
+                else:
+                    examples.append(InputExample(unique_id, match.group(1), match.group(2)))
+    except UnicodeDecodeError:
+        with tf.io.gfile.GFile(input_file, "rb") as reader:
+            data = reader.read()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise file_error(input_file, f"not valid UTF-8 ({e.reason}: byte "
+                                         f"0x{data[e.start]:02x})",
+                             data.count(b"\n", 0, e.start) + 1) from None
+        raise
     return examples
 
 
@@ -189,27 +205,27 @@ def extract_features(examples, encoder, tokenizer, layer_indexes, max_seq_length
 
 def main(argv):
     del argv
-    from bert_tf import tokenization
-    from bert_tf.checkpoints import load_checkpoint
-    from bert_tf.encoder import BertEncoder
-    from bert_tf.errors import flag_error, file_error
-    from bert_tf.io_utils import atomic_open
-    from bert_tf.progress import Progress
+    from bert_tf.errors import flag_error
+    from bert_tf.io_utils import atomic_open, check_input_file, check_output_file
 
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "required")
     if FLAGS.batch_size < 1:
         raise flag_error("batch_size", "must be positive")
-    import tensorflow as tf
-    if not tf.io.gfile.exists(FLAGS.input_file):
-        raise file_error(FLAGS.input_file, "input file not found")
-    from run.common_flags import resolve_model_files
+    check_input_file(FLAGS.input_file, "input_file")  # before any slow import or work
+    check_output_file(FLAGS.output_file, "output_file")
+    from bert_tf import tokenization
+    from bert_tf.checkpoints import load_checkpoint
+    from bert_tf.encoder import BertEncoder
+    from bert_tf.progress import Progress
+    from bert_tf.api import resolve_model_files
     config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
     from run.common_flags import check_max_seq_length
     check_max_seq_length(config)
+    tokenization.check_vocab_fits(vocab_file, config.vocab_size)
     layer_indexes = parse_layers(FLAGS.layers, config.num_hidden_layers)
     tokenizer = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case)
 

@@ -1,7 +1,7 @@
 """BERT fine-tuning for sentence (pair) classification: the original's run_classifier on TF2.
 
-    python -m run.run_classifier --task_name=MRPC --data_dir=glue_data/MRPC \
-        --vocab_file=vocab.txt --bert_config_file=bert_config.json \
+    python -m run.run_classifier --task_name=MRPC --data_dir=glue_data/MRPC \\
+        --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
         --init_checkpoint=bert_model.ckpt --output_dir=out --do_train --do_eval --do_predict
 
 Same flags, defaults, processors, records (train.tf_record, eval.tf_record, predict.tf_record

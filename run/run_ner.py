@@ -1,7 +1,7 @@
 """BERT fine-tuning for token classification (NER) on CoNLL files, in run_classifier's style.
 
-    python -m run.run_ner --data_dir=conll2003 --vocab_file=vocab.txt \
-        --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \
+    python -m run.run_ner --data_dir=conll2003 --vocab_file=vocab.txt \\
+        --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \\
         --output_dir=out --do_train --do_eval --do_predict
 
 Files in --data_dir (names set by --train_file, --dev_file, --test_file): one `word ... tag`

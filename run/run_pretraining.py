@@ -1,8 +1,8 @@
 """Masked-LM / next-sentence pretraining of BERT: the original's run_pretraining on TF2.
 
-    python -m run.run_pretraining --bert_config_file=bert_config.json \
-        --input_file='records/*.tfrecord' --output_dir=model --do_train --do_eval \
-        [--init_checkpoint=...] [--distribution_strategy=mirrored --num_gpus=8] \
+    python -m run.run_pretraining --bert_config_file=bert_config.json \\
+        --input_file='records/*.tfrecord' --output_dir=model --do_train --do_eval \\
+        [--init_checkpoint=...] [--distribution_strategy=mirrored --num_gpus=8] \\
         [--mixed_precision=bfloat16] [--jit_compile]
 
 Same flags, defaults, loss, optimizer, eval metrics and eval_results.txt as the original
@@ -51,9 +51,12 @@ flags.DEFINE_bool("deterministic_input", False,
 def main(argv):
     del argv
     from bert_tf import runner
-    from bert_tf.pretraining import PretrainingTask
 
     common_flags.check_required("bert_config_file", "input_file", "output_dir")
+    # The checks that need no TensorFlow first (it takes seconds to import).
+    runner.check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
+    input_files = expand_globs(FLAGS.input_file, "input_file")
+    from bert_tf.pretraining import PretrainingTask
     bert_config = common_flags.load_bert_config()
     for name in ("max_seq_length", "max_predictions_per_seq"):
         if getattr(FLAGS, name) <= 0:
@@ -62,7 +65,6 @@ def main(argv):
         raise flag_error("max_seq_length",
                          f"{FLAGS.max_seq_length} is longer than the model's "
                          f"max_position_embeddings {bert_config.max_position_embeddings}")
-    input_files = expand_globs(FLAGS.input_file, "input_file")
     runner.log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
                + (" ..." if len(input_files) > 5 else ""))
     task = PretrainingTask(input_files, bert_config, FLAGS.max_seq_length,

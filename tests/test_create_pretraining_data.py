@@ -519,7 +519,7 @@ def test_bad_input_errors_name_flag_or_file(shared_data, uncased_vocab, tmp_path
     assert "--output_shards: is 2 but --output_file lists 3 files" in error_of(
         f"--input_file={sample}", f"--output_file={tmp_path / 'a'},b,c", vocab,
         "--output_shards=2")
-    assert not any(tmp_path.glob("o.tfrecord*"))
+    assert not any(tmp_path.glob("o.tfrecord*")) and not any(tmp_path.glob(".o.tfrecord*"))
 
 
 def test_killed_run_leaves_no_file_under_the_final_name(shared_data, uncased_vocab, tmp_path):
@@ -536,7 +536,7 @@ def test_killed_run_leaves_no_file_under_the_final_name(shared_data, uncased_voc
         for line in process.stderr:  # instance creation has started: the output file is open
             if line.startswith("[create_instances]"):
                 break
-        temporary = list(tmp_path.glob("out.tfrecord.tmp-*"))
+        temporary = list(tmp_path.glob(".out.tfrecord.tmp-*"))
         process.send_signal(signal.SIGKILL)
         process.wait(timeout=60)
     finally:

@@ -1,13 +1,10 @@
 """Bad input to run_classifier, run_ner and run_squad: one line `error: ...` naming the flag, file or line,
 exit status 2, no traceback. A table of cases, each run as the real command line."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import assert_one_line_error
 
 pytestmark = pytest.mark.slow
 
@@ -137,16 +134,4 @@ CASES = [
 @pytest.mark.parametrize("name,make,expected", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_clear_line(files, name, make, expected):
     module, flags = make(files)
-    line = [sys.executable, "-m", module]
-    for flag, value in flags.items():
-        if value is None:
-            continue
-        line.append(f"--{flag}" if value is True else f"--{flag}={value}")
-    process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    output = process.stdout + process.stderr
-    assert process.returncode == 2, output[-3000:]
-    assert "Traceback" not in output, output[-3000:]
-    last = output.strip().splitlines()[-1]
-    assert last.startswith("error: "), last
-    assert expected in last, last
+    assert_one_line_error(module, flags, expected)
