@@ -127,31 +127,6 @@ def load_bert_config():
     return BertConfig.from_json_file(FLAGS.bert_config_file)
 
 
-def resolve_model_files(init_checkpoint, bert_config_file, vocab_file, do_lower_case,
-                        do_lower_case_given):
-    """(BertConfig, vocab_file, do_lower_case): flags first, then a Hugging Face directory's."""
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.config import BertConfig
-    from bert_tf.errors import flag_error
-
-    hf = hf_directory_files(init_checkpoint) if init_checkpoint else None
-    if bert_config_file:
-        config = BertConfig.from_json_file(bert_config_file)
-    elif hf is not None:
-        config = hf[0]
-    else:
-        raise flag_error("bert_config_file", "required (unless --init_checkpoint is a Hugging "
-                                             "Face directory)")
-    if not vocab_file:
-        if hf is None or hf[1] is None:
-            raise flag_error("vocab_file", "required (unless --init_checkpoint is a Hugging Face "
-                                           "directory with a vocab.txt)")
-        vocab_file = hf[1]
-    if not do_lower_case_given and hf is not None and hf[2] is not None:
-        do_lower_case = hf[2]
-    return config, vocab_file, do_lower_case
-
-
 def check_max_seq_length(bert_config, minimum=3):
     """--max_seq_length must fit [CLS] + a token + [SEP] and the model's positions."""
     from bert_tf.errors import flag_error
@@ -166,6 +141,7 @@ def fine_tuning_model_files():
     they all make before reading any data: something to do, --max_seq_length, --do_lower_case
     against the checkpoint's name, --output_dir not a file."""
     from bert_tf import runner, tokenization
+    from bert_tf.api import resolve_model_files
 
     bert_config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,

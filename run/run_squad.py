@@ -1,7 +1,7 @@
 """BERT fine-tuning for SQuAD 1.1 and 2.0 question answering: the original's run_squad on TF2.
 
-    python -m run.run_squad --vocab_file=vocab.txt --bert_config_file=bert_config.json \
-        --init_checkpoint=bert_model.ckpt --output_dir=out \
+    python -m run.run_squad --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
+        --init_checkpoint=bert_model.ckpt --output_dir=out \\
         --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json
 
 Same flags, defaults, preprocessing (bert_tf.squad_data: windows of max_seq_length moved by
