@@ -17,6 +17,9 @@ Tagging (NER): `serve_text` returns `words`, `tags` (the tag of each word's firs
 `num_words` instead (`_ner_serve_text`).
 SQuAD: `serve_text_pair` (question, context) returns the best span's `answer` (de-tokenized
 WordPiece text), `score`, `start_logit` and `end_logit` (`_squad_serve_text_pair`).
+Masked LM (`MaskedLMTask`): `serve_text` only, on texts where the literal "[MASK]" is the mask
+token; at each mask, the `top_k` `tokens`, `token_ids` and `probabilities`
+(`_masked_lm_serve_text`).
 """
 import json
 import os
@@ -41,6 +44,73 @@ class EncoderTask(Task):
     def serving_outputs(self, outputs):
         return {name: tf.cast(outputs[name], tf.float32)
                 for name in ("sequence_output", "pooled_output")}
+
+
+class MaskedLMTask(Task):
+    """The pretrained model's masked-LM head, for export: at every `[MASK]` of the input (id
+    `mask_id`), the `top_k` most probable tokens. Outputs (padded to the batch's most masks):
+    `token_ids` int32 and `probabilities` float32 [B, masks, top_k], `positions` int32 and
+    `mask` int32 (1: a real [MASK]) [B, masks]; padding entries are 0."""
+
+    name = "pretraining"
+
+    def __init__(self, bert_config, mask_id, top_k=5):
+        self.bert_config = bert_config
+        self.mask_id = mask_id
+        self.top_k = top_k
+
+    def build_model(self):
+        from bert_tf.models import BertPretrainer
+        return BertPretrainer(self.bert_config)
+
+    def outputs(self, model, batch, training):
+        ids = batch["input_ids"]
+        where = tf.where(tf.equal(ids, self.mask_id) & tf.not_equal(batch["input_mask"], 0))
+        found = tf.RaggedTensor.from_value_rowids(
+            tf.cast(where[:, 1], tf.int32), where[:, 0], nrows=tf.shape(ids, tf.int64)[0])
+        positions = found.to_tensor(0)
+        inputs = dict(self.model_inputs(batch), masked_lm_positions=positions)
+        outputs = dict(model(inputs, training=training))
+        outputs["masked_lm_positions"] = positions
+        outputs["masked_lm_mask"] = tf.ones_like(found).to_tensor(0)
+        return outputs
+
+    def serving_outputs(self, outputs):
+        mask = outputs["masked_lm_mask"]
+        probabilities = tf.exp(tf.cast(outputs["masked_lm_log_probs"], tf.float32))
+        top = tf.math.top_k(probabilities, min(self.top_k, self.bert_config.vocab_size))
+        real = tf.cast(mask, tf.bool)[:, :, None]
+        return {"token_ids": tf.where(real, top.indices, 0),
+                "probabilities": tf.where(real, top.values, 0.0),
+                "positions": outputs["masked_lm_positions"], "mask": mask}
+
+
+def _masked_lm_serve_text(task, model, tokenizer, max_seq_length):
+    """`serve_text` of a MaskedLMTask: the literal "[MASK]" (upper case, as is) in a text is the
+    [MASK] token; the parts around it are tokenized as usual (the original's BasicTokenizer
+    would split "[MASK]" into "[", "mask", "]"). Adds `tokens`, the top-k token strings ("" in
+    padding)."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve_text(text):
+        parts = tf.strings.split(text, sep="[MASK]")  # n parts around n - 1 masks
+        pieces = parts.with_flat_values(tokenizer.tokenize(parts.flat_values))
+        per_part = pieces.values  # [parts, (pieces)]
+        lengths = per_part.row_lengths()
+        last = tf.equal(tf.range(tf.size(lengths), dtype=tf.int64) + 1,
+                        tf.gather(parts.row_limits(), parts.value_rowids()))
+        with_mask = tf.concat([per_part, tf.fill([per_part.nrows(), 1], task.mask_id)], axis=1)
+        keep = lengths + tf.cast(~last, tf.int64)  # the last part gets no [MASK] after it
+        per_part = tf.ragged.boolean_mask(
+            with_mask, tf.ragged.range(lengths + 1) < tf.expand_dims(keep, 1))
+        ids = pieces.with_values(per_part).merge_dims(1, 2)
+        inputs = pack_single(tokenizer, ids, max_seq_length)
+        served = task.serving_outputs(task.outputs(model, inputs, training=False))
+        real = tf.cast(served["mask"], tf.bool)[:, :, None]
+        served["tokens"] = tf.where(real, tokenizer.id_to_token(served["token_ids"]), "")
+        return served
+
+    return serve_text
 
 
 def pack_single(tokenizer, ids, max_seq_length):
@@ -168,6 +238,8 @@ def text_signatures(task, model, tokenizer, max_seq_length):
         return serve(tokenizer.bert_inputs(text_a, text_b, max_seq_length=max_seq_length))
 
     signatures = {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
+    if task.name == "pretraining":
+        return {"serve_text": _masked_lm_serve_text(task, model, tokenizer, max_seq_length)}
     if task.name == "tagging":
         signatures["serve_text"] = _ner_serve_text(task, model, tokenizer, max_seq_length)
     if task.name == "squad":

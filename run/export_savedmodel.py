@@ -1,6 +1,6 @@
 """Exports a checkpoint as a SavedModel that serves token ids and raw strings.
 
-    python -m run.export_savedmodel --init_checkpoint=out --bert_config_file=bert_config.json \
+    python -m run.export_savedmodel --init_checkpoint=out --bert_config_file=bert_config.json \\
         --vocab_file=vocab.txt --task=classifier --label_list=0,1 --export_dir=exported
 
 The SavedModel's signatures (bert_tf.export): `serving_default` on input_ids / input_mask /
@@ -22,9 +22,10 @@ flags.DEFINE_string("bert_config_file", None, "The config json file of the model
 flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a Hugging "
                     "Face directory's).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (uncased models).")
-flags.DEFINE_enum("task", "encoder", ["encoder", "classifier", "squad", "ner"],
+flags.DEFINE_enum("task", "encoder", ["encoder", "classifier", "squad", "ner", "pretraining"],
                   "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
-                  "run_squad's or run_ner's.")
+                  "run_squad's, run_ner's or run_pretraining's (the masked-LM top-k tokens).")
+flags.DEFINE_integer("top_k", 5, "pretraining: the most probable tokens returned at each [MASK].")
 flags.DEFINE_list("label_list", None, "classifier, ner: the labels in output order (the "
                   "classifier's probabilities and label names; one label: regression).")
 flags.DEFINE_integer("max_seq_length", 128, "Length the string signatures pack texts to.")
@@ -35,9 +36,9 @@ flags.DEFINE_integer("n_best_size", 20, "squad: the best starts and ends the ans
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.")
 
 
-def build_task(config):
+def build_task(config, vocab_file=None):
     from bert_tf.classification import ClassificationTask
-    from bert_tf.export import EncoderTask
+    from bert_tf.export import EncoderTask, MaskedLMTask
     from bert_tf.squad import SquadTask
     from bert_tf.tagging import TaggingTask
 
@@ -60,6 +61,16 @@ def build_task(config):
                          max_answer_length=FLAGS.max_answer_length)
         task.max_query_length = FLAGS.max_query_length
         return task
+    if FLAGS.task == "pretraining":
+        from bert_tf.tokenization import load_vocab
+        if FLAGS.top_k < 1:
+            raise flag_error("top_k", f"must be >= 1, got {FLAGS.top_k}")
+        if not vocab_file:
+            raise flag_error("vocab_file", "required for --task=pretraining (the [MASK] id)")
+        vocab = load_vocab(vocab_file)
+        if "[MASK]" not in vocab:
+            raise flag_error("vocab_file", f"{vocab_file} has no [MASK] token")
+        return MaskedLMTask(config, vocab["[MASK]"], FLAGS.top_k)
     return EncoderTask(config)
 
 
@@ -78,7 +89,7 @@ def main(argv):
         raise flag_error("max_seq_length", f"must be in [3, {config.max_position_embeddings}] "
                                            f"(max_position_embeddings), got "
                                            f"{FLAGS.max_seq_length}")
-    task = build_task(config)
+    task = build_task(config, vocab_file)
     model = task.build_model()
     report = load_checkpoint(model, FLAGS.init_checkpoint)
     if report.new:
