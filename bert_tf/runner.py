@@ -66,6 +66,8 @@ class RunSettings:
     jit_compile: bool = False
     seed: int = None
     export_dir: str = None
+    vocab_file: str = None  # with export_dir: the raw-string signatures' vocabulary
+    do_lower_case: bool = True
 
     def validate(self):
         """InputError naming the flag for values no task can run with."""
@@ -262,28 +264,13 @@ def predict(task, strategy, model, settings, log=log):
     return paths
 
 
-def export(task, model, export_dir, log=log):
-    """Saves a SavedModel with the task's serving signatures into export_dir (written under a
-    temporary name, renamed when complete)."""
-    import shutil
-
-    import tensorflow as tf
-
-    from bert_tf.io_utils import temporary_path
-
-    from bert_tf.io_utils import remove_stale_temporaries
-    remove_stale_temporaries(export_dir)
-    tmp = temporary_path(export_dir.rstrip("/"))
-    signatures = task.serving_signatures(model)
-    module = tf.Module()
-    # The variables only: a Keras model attached here would add Keras' own default signature.
-    module.model_variables = [v.value for v in model.variables]
-    tf.saved_model.save(module, tmp, signatures=signatures)
-    if tf.io.gfile.exists(export_dir):
-        shutil.rmtree(export_dir)
-    tf.io.gfile.rename(tmp, export_dir)
-    log(f"exported {export_dir} (signatures: {', '.join(signatures)})")
-    return export_dir
+def export(task, model, settings, log=log):
+    """Saves the task's SavedModel into settings.export_dir (bert_tf.export): the token-id
+    signature, and with settings.vocab_file the raw-string signatures too."""
+    from bert_tf import export as export_lib
+    return export_lib.save(task, model, settings.export_dir, settings.vocab_file,
+                           settings.do_lower_case,
+                           getattr(task, "max_seq_length", None) or 128, log=log)
 
 
 def run(task, settings, log=log):
@@ -327,7 +314,7 @@ def run(task, settings, log=log):
             if settings.do_predict:
                 predict(task, strategy, model, settings, log)
         if settings.export_dir:
-            export(task, model, settings.export_dir, log)
+            export(task, model, settings, log)
         return results
     finally:
         training.set_mixed_precision("off")

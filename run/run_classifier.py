@@ -128,8 +128,10 @@ def main(argv):
     task = ClassificationTask(
         bert_config, 1 if regression else len(label_list), record_files, FLAGS.max_seq_length,
         num_records, task_metric=TASK_METRICS.get(task_name, "correlation" if regression else None),
-        original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length)
-    runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
+        original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
+        label_names=label_list)
+    runner.run(task, common_flags.run_settings(
+        num_train_steps, num_warmup_steps, vocab_file=vocab_file, do_lower_case=do_lower_case))
 
 
 def console_main():

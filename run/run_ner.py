@@ -104,7 +104,8 @@ def main(argv):
                        features={m: f for m, f in features.items() if m != "train"},
                        sentences=splits, scheme=FLAGS.tag_scheme,
                        bucket_by_length=FLAGS.bucket_by_length)
-    runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
+    runner.run(task, common_flags.run_settings(
+        num_train_steps, num_warmup_steps, vocab_file=vocab_file, do_lower_case=do_lower_case))
 
 
 def console_main():

@@ -151,7 +151,8 @@ def main(argv):
         do_lower_case=do_lower_case, version_2_with_negative=FLAGS.version_2_with_negative,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
         verbose_logging=FLAGS.verbose_logging, log=runner.log)
-    runner.run(task, common_flags.run_settings(num_train_steps, num_warmup_steps))
+    runner.run(task, common_flags.run_settings(
+        num_train_steps, num_warmup_steps, vocab_file=vocab_file, do_lower_case=do_lower_case))
 
 
 def console_main():

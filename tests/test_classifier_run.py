@@ -215,7 +215,7 @@ def test_eval_and_predict_equal_the_original(workspace, reference, refbert, eval
     np.testing.assert_allclose(probabilities, expected_probabilities, atol=2e-6)
 
 
-def test_exported_savedmodel_predicts_as_the_run(evaluated):
+def test_exported_savedmodel_predicts_as_the_run(evaluated, workspace):
     """--export_dir: the SavedModel's token-id signature gives test_results.tsv's probabilities
     on the predict records (loaded without bert_tf's Python classes)."""
     import tensorflow as tf
@@ -231,6 +231,15 @@ def test_exported_savedmodel_predicts_as_the_run(evaluated):
                        for k in ("input_ids", "input_mask", "segment_ids")})
     expected = read_probabilities(output_dir / "test_results.tsv")
     np.testing.assert_allclose(outputs["probabilities"].numpy()[:30], expected, atol=1e-6)
+    # The raw-string signature, on the test file's sentence pairs, gives the same.
+    import csv
+    with open(workspace["data"] / "test.tsv", encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+    by_text = tf.saved_model.load(str(output_dir / "exported")).signatures["serve_text_pair"](
+        text_a=tf.constant([r[3] for r in rows]), text_b=tf.constant([r[4] for r in rows]))
+    np.testing.assert_allclose(by_text["probabilities"].numpy(), expected, atol=1e-6)
+    assert [x.decode() for x in by_text["label"].numpy()] == [
+        ["0", "1"][i] for i in expected.argmax(axis=1)]
 
 
 def test_bucketed_batches_give_the_same_numbers(evaluated):
