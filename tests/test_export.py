@@ -317,3 +317,42 @@ def test_masked_lm_string_signature_returns_top_k_tokens(tmp_path, uncased_vocab
         by_ids = loaded.signatures["serving_default"](
             **{k: tf.constant(v) for k, v in inputs.items() if k != "masked_lm_positions"})
         assert by_ids["token_ids"][0].numpy().tolist() == top.tolist()
+
+
+def test_saved_model_cli_runs_the_string_signature(exported, tmp_path):
+    """`saved_model_cli run` (TensorFlow's tool, TF1 session loader) on serve_text_pair, without
+    tensorflow_text: the in-process probabilities."""
+    import pathlib
+    import subprocess
+
+    import tensorflow as tf
+
+    from conftest import env_without_tensorflow_text
+    pairs = exported["pairs"][:4]
+    path = str(exported["root"] / "exported")
+    expected = tf.saved_model.load(path).signatures["serve_text_pair"](
+        text_a=tf.constant([a for a, _ in pairs]),
+        text_b=tf.constant([b for _, b in pairs]))["probabilities"].numpy()
+    cli = pathlib.Path(sys.executable).parent / "saved_model_cli"
+    command = [str(cli)] if cli.exists() else [sys.executable, "-m",
+                                                "tensorflow.python.tools.saved_model_cli"]
+    out = subprocess.run(
+        command + ["run", "--dir", path, "--tag_set", "serve", "--signature_def",
+                   "serve_text_pair", "--input_exprs",
+                   f"text_a={[a for a, _ in pairs]!r};text_b={[b for _, b in pairs]!r}",
+                   "--outdir", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env_without_tensorflow_text(tmp_path / "blocker"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "probabilities.npy"), expected,
+                               rtol=1e-6, atol=1e-7)
+
+
+def test_a_checkpoint_that_does_not_match_the_config_is_refused(exported, tmp_path):
+    config = tmp_path / "wider.json"
+    config.write_text(json.dumps(dict(TINY, hidden_size=48, intermediate_size=96)))
+    flags = dict(exported["flags"], bert_config_file=config,
+                 vocab_file=exported["root"] / "vocab.moved", export_dir=tmp_path / "out")
+    output = export(flags, expect=2)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "model.ckpt" in last and "shape" in last, last
+    assert not (tmp_path / "out").exists()
