@@ -338,7 +338,11 @@ def check_window_flags(max_seq_length, doc_stride, max_query_length):
 
 
 class _ContextTokens:
-    """WordPiece tokens of a paragraph's words, kept for the next question on it."""
+    """WordPiece tokens of a paragraph's words, kept for the next question on it. The words
+    go to the tokenizer in one `tokenize_batch` call when it has one (FastTokenizer: one call
+    costs about a millisecond of TensorFlow dispatch, so a word per call made the shuffled
+    training questions of a 36-article SQuAD file take ~20 CPU minutes); the pieces are the
+    same as a `tokenize` call per word (the original's loop)."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -350,9 +354,11 @@ class _ContextTokens:
             tok_to_orig_index = []
             orig_to_tok_index = []
             all_doc_tokens = []
-            for (i, token) in enumerate(doc_tokens):
+            batch = getattr(self.tokenizer, "tokenize_batch", None)
+            pieces = (batch(list(doc_tokens)) if batch is not None
+                      else [self.tokenizer.tokenize(token) for token in doc_tokens])
+            for (i, sub_tokens) in enumerate(pieces):
                 orig_to_tok_index.append(len(all_doc_tokens))
-                sub_tokens = self.tokenizer.tokenize(token)
                 tok_to_orig_index.extend([i] * len(sub_tokens))
                 all_doc_tokens.extend(sub_tokens)
             self._doc_tokens = doc_tokens
