@@ -116,6 +116,19 @@ def env_without_tensorflow_text(directory):
         [str(directory), str(PROJECT_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
 
 
+def decoded_records(path):
+    """Each record of a TFRecord file as {feature name: (kind, values)}."""
+    import tensorflow as tf
+
+    decoded = []
+    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
+        example = tf.train.Example.FromString(record)
+        decoded.append({name: (feature.WhichOneof("kind"),
+                               list(getattr(feature, feature.WhichOneof("kind")).value))
+                        for name, feature in example.features.feature.items()})
+    return decoded
+
+
 def stub_estimator(module):
     """Replaces tf.estimator's names in a reference script with stand-ins, so that its
     model_fn can be driven without Estimator (as TPUEstimator would call it). Returns the spec

@@ -15,6 +15,7 @@ from bert_tf import classifier_data as cd
 from bert_tf import features
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
+from conftest import decoded_records
 
 SPLITS = ("train", "dev", "test")
 
@@ -101,19 +102,6 @@ def available_splits(processor, data_dir):
         except InputError as e:
             assert "not found" in str(e), e
     return found
-
-
-def decoded_records(path):
-    """Each record of a TFRecord file as {feature name: (kind, values)}."""
-    import tensorflow as tf
-
-    decoded = []
-    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
-        example = tf.train.Example.FromString(record)
-        decoded.append({name: (feature.WhichOneof("kind"),
-                               list(getattr(feature, feature.WhichOneof("kind")).value))
-                        for name, feature in example.features.feature.items()})
-    return decoded
 
 
 def write(path, lines, newline="\n"):

@@ -22,6 +22,7 @@ from bert_tf import features as features_lib
 from bert_tf import squad_data as sd
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
+from conftest import decoded_records
 
 EXAMPLE_FIELDS = ("qas_id", "question_text", "doc_tokens", "orig_answer_text",
                   "start_position", "end_position", "is_impossible")
@@ -106,19 +107,6 @@ def reference_features(rs, examples, tokenizer, window, is_training):
     rs.convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
                                     max_query_length, is_training, collected.append)
     return collected
-
-
-def decoded_records(path):
-    """Each record of a TFRecord file as {feature name: (kind, values)}."""
-    import tensorflow as tf
-
-    decoded = []
-    for record in tf.data.TFRecordDataset(str(path)).as_numpy_iterator():
-        example = tf.train.Example.FromString(record)
-        decoded.append({name: (feature.WhichOneof("kind"),
-                               list(getattr(feature, feature.WhichOneof("kind")).value))
-                        for name, feature in example.features.feature.items()})
-    return decoded
 
 
 def reference_records(rs, path, features, is_training):
