@@ -30,8 +30,18 @@ def run_main(main):
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
 
+    def parse_flags(argv):
+        """absl's parsing, but a bad flag (unknown name, invalid value) is one `error:` line
+        and exit 2, as other bad input (absl prints its usage text and exits 1)."""
+        from absl import flags
+        try:
+            return flags.FLAGS(argv)
+        except flags.Error as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
+
     try:
-        app.run(guarded_main)
+        app.run(guarded_main, flags_parser=parse_flags)
     except SystemExit as e:
         if help_requested and e.code == 1:  # absl exits 1 after printing the help text
             sys.exit(0)

@@ -294,3 +294,14 @@ def test_demo_tokenize_stage_times_the_fast_tokenizer_warm(tmp_path, capsys):
     build_vocab([corpus], str(tmp_path / "vocab.txt"), 600, do_lower_case=True)
     report = demo.tokenization_report(corpus, str(tmp_path / "vocab.txt"))
     assert report["fast_tokens_per_s"] > 0.5 * report["exact_tokens_per_s"], report
+
+
+@pytest.mark.parametrize("module, flags, expected", [
+    ("run.run_classifier", ["--mixed_precision=fp8"], "--mixed_precision=fp8"),
+    ("run.run_squad", ["--max_seq_length=many"], "--max_seq_length=many"),
+    ("data_tools.build_vocab", ["--no_such_flag=1"], "no_such_flag"),
+], ids=["invalid enum value", "invalid integer", "unknown flag"])
+def test_bad_flags_are_one_clear_line(module, flags, expected):
+    """absl's own flag errors (it would print the usage text and exit 1) are one `error:` line
+    and exit 2, as the README promises for invalid flag values."""
+    assert_one_line_error(module, flags, expected)
