@@ -138,14 +138,13 @@ def load_model(files, task="encoder", num_labels=None, require_all=None):
     directory or checkpoint). `require_all` (default: True for task heads) makes a checkpoint
     that lacks some of the model's variables (e.g. the head) an error instead of leaving them
     freshly initialised."""
-    from bert_tf.checkpoints import load_checkpoint
+    from bert_tf.checkpoints import load_checkpoint, require_complete
     if not isinstance(files, ModelFiles):
         files = model_files(files)
     model = build_model(task, files.config, num_labels)
     report = load_checkpoint(model, files.checkpoint)
-    if (task != "encoder" if require_all is None else require_all) and report.new:
-        raise file_error(files.checkpoint, f"has no {report.new[0]} ({len(report.new)} "
-                                           f"variables of the {task} model missing)")
+    if task != "encoder" if require_all is None else require_all:
+        require_complete(report, what=f"{task} model")
     return model
 
 
@@ -223,10 +222,8 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     tokenizer = load_tokenizer(files)
     os.makedirs(output_dir, exist_ok=True)
     train_examples = _examples(train, "train")
-    num_train_steps = int(len(train_examples) / train_batch_size * num_train_epochs)
-    if num_train_steps < 1:
-        raise InputError(f"{num_train_epochs} epochs of {len(train_examples)} examples at batch "
-                         f"size {train_batch_size} is no training step")
+    num_train_steps, num_warmup_steps = runner.epoch_steps(
+        len(train_examples), train_batch_size, num_train_epochs, warmup_proportion)
     record_files = {"train": os.path.join(output_dir, "train.tf_record")}
     classifier_data.write_classifier_records(train_examples, labels, max_seq_length, tokenizer,
                                              record_files["train"])
@@ -242,8 +239,8 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
         output_dir=os.fspath(output_dir), do_train=True, do_eval=bool(dev),
         init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, learning_rate=learning_rate,
-        num_train_steps=num_train_steps,
-        num_warmup_steps=int(num_train_steps * warmup_proportion), seed=seed, **settings))
+        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps, seed=seed,
+        **settings))
     trained = dataclasses.replace(files, checkpoint=os.fspath(output_dir))
     return Classifier(load_model(trained, "classifier", len(labels)), tokenizer, list(labels),
                       max_seq_length)

@@ -35,7 +35,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import file_error
+from bert_tf.errors import file_error, flag_error
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
 SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
@@ -151,6 +151,18 @@ def load_checkpoint(model, path):
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
         return _load_object_checkpoint(model, reader, location)
     return _load_named(model, _ReaderValues(reader), location, "tf1")
+
+
+def require_complete(report, flag=None, what="model", hint=""):
+    """InputError when the checkpoint of `report` lacked some of the model's variables (e.g. a
+    task head): naming `flag` (a command line's) or else the checkpoint."""
+    if not report.new:
+        return
+    message = (f"has no {report.new[0]} ({len(report.new)} variables of the {what} "
+               f"missing){hint}")
+    if flag:
+        raise flag_error(flag, f"{report.path} {message}")
+    raise file_error(report.path, message)
 
 
 def resolve_checkpoint(path):

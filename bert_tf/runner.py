@@ -123,6 +123,18 @@ def naming_damaged_records(task, mode):
     return guard()
 
 
+def epoch_steps(num_examples, batch_size, num_train_epochs, warmup_proportion,
+                what="examples"):
+    """(num_train_steps, num_warmup_steps) as the original: int(examples / batch size *
+    epochs), warmup_proportion of them; InputError naming --num_train_epochs if that is 0."""
+    num_train_steps = int(num_examples / batch_size * num_train_epochs)
+    if num_train_steps < 1:
+        raise flag_error("num_train_epochs", f"{num_train_epochs} epochs of {num_examples} "
+                                             f"{what} at batch size {batch_size} is no training "
+                                             f"step")
+    return num_train_steps, int(num_train_steps * warmup_proportion)
+
+
 def log(message):
     print(message, file=sys.stderr, flush=True)
 
@@ -180,6 +192,7 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
     import tensorflow as tf
 
     from bert_tf import training
+    from bert_tf.checkpoints import require_complete
 
     latest = tf.train.latest_checkpoint(settings.output_dir)
     if latest:
@@ -189,11 +202,8 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
         return training.global_step(optimizer)
     if settings.init_checkpoint:
         report = task.initialize(model, settings.init_checkpoint, log)
-        if report.new:
-            raise flag_error("init_checkpoint",
-                             f"{settings.init_checkpoint} has no {report.new[0]} ({len(report.new)} "
-                             f"variables of the model missing, e.g. the task head): train first "
-                             f"(--do_train) or pass a checkpoint that holds them")
+        require_complete(report, "init_checkpoint", hint=": train first (--do_train) or pass "
+                                                         "a checkpoint that holds them")
         reader = tf.train.load_checkpoint(report.path) if report.format == "tf1" else None
         if reader is not None and reader.has_tensor("global_step"):
             return int(reader.get_tensor("global_step"))

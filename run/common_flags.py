@@ -156,13 +156,9 @@ def fine_tuning_model_files():
 def epoch_steps(num_examples, what="examples"):
     """(num_train_steps, num_warmup_steps) as the original: int(examples / train_batch_size *
     num_train_epochs), warmup_proportion of them."""
-    from bert_tf.errors import flag_error
-    num_train_steps = int(num_examples / FLAGS.train_batch_size * FLAGS.num_train_epochs)
-    if num_train_steps < 1:
-        raise flag_error("num_train_epochs", f"{FLAGS.num_train_epochs} epochs of {num_examples} "
-                                             f"{what} at batch size {FLAGS.train_batch_size} is "
-                                             f"no training step")
-    return num_train_steps, int(num_train_steps * FLAGS.warmup_proportion)
+    from bert_tf.runner import epoch_steps as steps
+    return steps(num_examples, FLAGS.train_batch_size, FLAGS.num_train_epochs,
+                 FLAGS.warmup_proportion, what)
 
 
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):

@@ -77,7 +77,7 @@ def build_task(config, vocab_file=None):
 def main(argv):
     del argv
     from bert_tf import api, export
-    from bert_tf.checkpoints import load_checkpoint
+    from bert_tf.checkpoints import load_checkpoint, require_complete
 
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
@@ -91,11 +91,8 @@ def main(argv):
                                            f"{FLAGS.max_seq_length}")
     task = build_task(config, vocab_file)
     model = task.build_model()
-    report = load_checkpoint(model, FLAGS.init_checkpoint)
-    if report.new:
-        raise flag_error("init_checkpoint", f"{FLAGS.init_checkpoint} has no {report.new[0]} "
-                                            f"({len(report.new)} variables of the {FLAGS.task} "
-                                            f"model missing): is it a {FLAGS.task} checkpoint?")
+    require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
+                     f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")
     export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case, FLAGS.max_seq_length)
 
 

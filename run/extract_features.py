@@ -216,7 +216,7 @@ def main(argv):
     check_input_file(FLAGS.input_file, "input_file")  # before any slow import or work
     check_output_file(FLAGS.output_file, "output_file")
     from bert_tf import tokenization
-    from bert_tf.checkpoints import load_checkpoint
+    from bert_tf.checkpoints import load_checkpoint, require_complete
     from bert_tf.encoder import BertEncoder
     from bert_tf.progress import Progress
     from bert_tf.api import resolve_model_files
@@ -232,9 +232,7 @@ def main(argv):
     encoder = BertEncoder(config)
     report = load_checkpoint(encoder, FLAGS.init_checkpoint)
     print(report, file=__import__("sys").stderr)
-    if report.new:
-        raise flag_error("init_checkpoint", f"{len(report.new)} encoder variables are missing "
-                                            f"from the checkpoint, e.g. {report.new[0]}")
+    require_complete(report, "init_checkpoint", "encoder")
     examples = read_examples(FLAGS.input_file)
     progress = Progress("extract_features", total=len(examples), unit="examples")
     with atomic_open(FLAGS.output_file, "w") as writer:
