@@ -252,12 +252,8 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, max_seq_l
          log=print):
     """Writes the SavedModel (see the module docstring) to export_dir, under a temporary name
     renamed when complete. Without `vocab_file`, only the token-id signature is saved."""
-    import shutil
+    from bert_tf.io_utils import atomic_output
 
-    from bert_tf.io_utils import remove_stale_temporaries, temporary_path
-
-    remove_stale_temporaries(export_dir)
-    tmp = temporary_path(export_dir.rstrip("/"))
     signatures = dict(task.serving_signatures(model))
     module = tf.Module()
     # The variables only: a Keras model attached here would add Keras' own default signature.
@@ -266,14 +262,12 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, max_seq_l
         from bert_tf.graph_tokenization import GraphTokenizer
         module.tokenizer = GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
         signatures.update(text_signatures(task, model, module.tokenizer, max_seq_length))
-    tf.saved_model.save(module, tmp, signatures=signatures)
     config = getattr(model, "config", None)
-    if config is not None:
-        tf.io.gfile.makedirs(os.path.join(tmp, "assets"))
-        with tf.io.gfile.GFile(os.path.join(tmp, "assets", "bert_config.json"), "w") as f:
-            f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
-    if tf.io.gfile.exists(export_dir):
-        shutil.rmtree(export_dir)
-    tf.io.gfile.rename(tmp, export_dir)
+    with atomic_output(export_dir) as tmp:
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        if config is not None:
+            tf.io.gfile.makedirs(os.path.join(tmp, "assets"))
+            with tf.io.gfile.GFile(os.path.join(tmp, "assets", "bert_config.json"), "w") as f:
+                f.write(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n")
     log(f"exported {export_dir} (signatures: {', '.join(signatures)})")
     return export_dir

@@ -134,23 +134,33 @@ def check_input_file(path, flag_name="input_file", allow_empty=False, what="inpu
 
 @contextlib.contextmanager
 def atomic_output(path):
-    """Yields a temporary path to write; renames it to `path` only if the block succeeds."""
-    path = str(path)
+    """Yields a temporary path to write (a file, or a directory such as a SavedModel); it
+    replaces `path` only if the block succeeds, and is removed otherwise."""
+    path = str(path).rstrip("/")
     tmp = temporary_path(path)
     if is_url(path):
         import tensorflow as tf
         gfile = tf.io.gfile
-        makedirs, exists, remove = gfile.makedirs, gfile.exists, gfile.remove
+        makedirs, exists, isdir = gfile.makedirs, gfile.exists, gfile.isdir
+        remove_file, remove_tree = gfile.remove, gfile.rmtree
         rename = lambda src, dst: gfile.rename(src, dst, overwrite=True)  # noqa: E731
     else:
         makedirs = lambda d: os.makedirs(d, exist_ok=True)  # noqa: E731
-        exists, remove, rename = os.path.exists, os.remove, os.replace
+        exists, isdir, remove_file, remove_tree = (os.path.exists, os.path.isdir, os.remove,
+                                                   shutil.rmtree)
+        rename = os.replace
+
+    def remove(target):
+        (remove_tree if isdir(target) else remove_file)(target)
+
     parent = os.path.dirname(path)
     if parent:
         makedirs(parent)
     remove_stale_temporaries(path)
     try:
         yield tmp
+        if isdir(tmp) and exists(path):  # a directory does not replace another by rename
+            remove(path)
         rename(tmp, path)
     finally:
         if exists(tmp):
