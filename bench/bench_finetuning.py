@@ -259,8 +259,7 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
     task.initialize(model, init_dir, log=lambda message: None)
     replica_step = training.make_replica_train_step(model, optimizer, task)
     loop = training.make_train_loop(strategy, replica_step, task.train_metric_names)
-    iterator = iter(strategy.distribute_datasets_from_function(
-        task.dataset_fn("train", TRAIN_BATCH, SEED)))
+    iterator = training.input_iterator(strategy, task.dataset_fn("train", TRAIN_BATCH, SEED))
     float(loop(iterator, tf.constant(warmup))[2])
     with Stopwatch() as train:
         steps_run, _, loss = loop(iterator, tf.constant(steps))

@@ -133,9 +133,8 @@ def build_ours(model, seq, precision, jit):
     task = PretrainingTask()
     step = training.make_replica_train_step(net, optimizer, task, jit_compile=jit)
     loop = training.make_train_loop(strategy, step, task.train_metric_names)
-    data = strategy.distribute_datasets_from_function(
-        lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
-    return loop, iter(data)
+    return loop, training.input_iterator(
+        strategy, lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
 
 
 def measure_ours(model, seq, precision, jit, steps, warmup):
