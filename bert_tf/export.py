@@ -249,9 +249,11 @@ def text_signatures(task, model, tokenizer, max_seq_length):
 
 
 def save(task, model, export_dir, vocab_file=None, do_lower_case=True, max_seq_length=128,
-         log=print):
+         log=print, tokenizer=None):
     """Writes the SavedModel (see the module docstring) to export_dir, under a temporary name
-    renamed when complete. Without `vocab_file`, only the token-id signature is saved."""
+    renamed when complete. Without `vocab_file`, only the token-id signature is saved.
+    `tokenizer`: another tf.Module with GraphTokenizer's methods for the string signatures
+    (bench/bench_serving.py exports the same model with tensorflow-text's tokenizers)."""
     from bert_tf.io_utils import atomic_output
 
     signatures = dict(task.serving_signatures(model))
@@ -260,7 +262,7 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, max_seq_l
     module.model_variables = [v.value for v in model.variables]
     if vocab_file:
         from bert_tf.graph_tokenization import GraphTokenizer
-        module.tokenizer = GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+        module.tokenizer = tokenizer or GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
         signatures.update(text_signatures(task, model, module.tokenizer, max_seq_length))
     config = getattr(model, "config", None)
     with atomic_output(export_dir) as tmp:

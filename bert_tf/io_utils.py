@@ -132,6 +132,19 @@ def check_input_file(path, flag_name="input_file", allow_empty=False, what="inpu
         raise flag_error(flag_name, f"{path}: {what} is empty")
 
 
+def remove_path(path):
+    """Removes a file or a directory tree, local or remote (gs://...); a missing one is fine."""
+    path = str(path)
+    if is_url(path):
+        import tensorflow as tf
+        if tf.io.gfile.exists(path):
+            (tf.io.gfile.rmtree if tf.io.gfile.isdir(path) else tf.io.gfile.remove)(path)
+    elif os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
 @contextlib.contextmanager
 def atomic_output(path):
     """Yields a temporary path to write (a file, or a directory such as a SavedModel); it
@@ -142,16 +155,10 @@ def atomic_output(path):
         import tensorflow as tf
         gfile = tf.io.gfile
         makedirs, exists, isdir = gfile.makedirs, gfile.exists, gfile.isdir
-        remove_file, remove_tree = gfile.remove, gfile.rmtree
         rename = lambda src, dst: gfile.rename(src, dst, overwrite=True)  # noqa: E731
     else:
         makedirs = lambda d: os.makedirs(d, exist_ok=True)  # noqa: E731
-        exists, isdir, remove_file, remove_tree = (os.path.exists, os.path.isdir, os.remove,
-                                                   shutil.rmtree)
-        rename = os.replace
-
-    def remove(target):
-        (remove_tree if isdir(target) else remove_file)(target)
+        exists, isdir, rename = os.path.exists, os.path.isdir, os.replace
 
     parent = os.path.dirname(path)
     if parent:
@@ -160,11 +167,11 @@ def atomic_output(path):
     try:
         yield tmp
         if isdir(tmp) and exists(path):  # a directory does not replace another by rename
-            remove(path)
+            remove_path(path)
         rename(tmp, path)
     finally:
         if exists(tmp):
-            remove(tmp)
+            remove_path(tmp)
 
 
 @contextlib.contextmanager

@@ -25,14 +25,48 @@ the outputs beyond float rounding:
   compiles only small elementwise kernels, which compute in float32 also under bfloat16.
 - Under mixed precision, embedding lookups gather from the float32 table and cast only the gathered
   rows; LayerNorm and the log-softmax of the heads run in float32.
+
+The CPU kernels switch: the hand-written gradients and XLA-fused elementwise kernels above
+(GELU, LayerNorm, dropout masking) and the transposed-kernel gradient were tuned on a CPU with
+oneDNN; on a GPU or TPU, XLA and cuDNN fuse such ops on their own and they bring nothing. One
+switch turns them all on or off: `set_cpu_kernels("on" | "off" | "auto")`, or the environment
+variable BERT_TF_CPU_KERNELS. "auto" (the default) turns them on unless a GPU is visible or a
+TPUStrategy is in scope. Off, the same math runs as plain TensorFlow ops with autodiff; the
+outputs and gradients are the same up to float rounding either way (tests/test_model.py), and
+dropout draws the same bits, so a seeded run drops the same elements.
 """
 import math
+import os
 
 import keras
 import tensorflow as tf
 
 LAYER_NORM_EPSILON = 1e-12
 ATTENTION_MASK_ADDER = -10000.0
+
+CPU_KERNELS_MODES = ("auto", "on", "off")
+_cpu_kernels = os.environ.get("BERT_TF_CPU_KERNELS", "auto")
+
+
+def set_cpu_kernels(mode):
+    """The CPU kernels switch (module docstring): "on", "off" or "auto". Read when a layer is
+    called (traced), so set it before building the training or serving function."""
+    global _cpu_kernels
+    if mode not in CPU_KERNELS_MODES:
+        raise ValueError(f"cpu kernels: {mode!r} is not one of {', '.join(CPU_KERNELS_MODES)}")
+    _cpu_kernels = mode
+
+
+def cpu_kernels_enabled():
+    """Whether the CPU kernels are used now: "auto" means no GPU visible and no TPUStrategy."""
+    if _cpu_kernels not in CPU_KERNELS_MODES:
+        raise ValueError(f"BERT_TF_CPU_KERNELS={_cpu_kernels!r} is not one of "
+                         f"{', '.join(CPU_KERNELS_MODES)}")
+    if _cpu_kernels != "auto":
+        return _cpu_kernels == "on"
+    if isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy):
+        return False
+    return not tf.config.list_logical_devices("GPU")
 
 
 def truncated_normal(stddev):
@@ -128,11 +162,18 @@ _ACTIVATIONS = {
 _TRAINING_ACTIVATIONS = {"gelu": gelu_fused, "gelu_exact": gelu_exact_fused}
 
 
+# Plain TensorFlow ops, autodiff gradients: the CPU kernels switch off.
+_PLAIN_ACTIVATIONS = {"gelu": lambda x: tf.nn.gelu(x, approximate=True)}
+
+
 def get_activation(name, training=False):
     """Maps a config's `hidden_act` to a function (None for linear), as the original; with
-    `training`, the variant to use in a training pass (the same math)."""
+    `training`, the variant to use in a training pass (the same math). With the CPU kernels
+    switch off, plain TensorFlow ops."""
     if name not in _ACTIVATIONS:
         raise ValueError(f"unsupported activation {name!r} (supported: {', '.join(_ACTIVATIONS)})")
+    if not cpu_kernels_enabled():
+        return _PLAIN_ACTIVATIONS.get(name, _ACTIVATIONS[name])
     return _TRAINING_ACTIVATIONS.get(name, _ACTIVATIONS[name]) if training else _ACTIVATIONS[name]
 
 
@@ -187,7 +228,7 @@ class Dense(keras.layers.Layer):
 
     def call(self, x, training=False):
         if training and x.dtype == tf.float32 and _transposes_kernel_for_gradient(
-                self.input_size, self.units):
+                self.input_size, self.units) and cpu_kernels_enabled():
             y = _matmul_with_transposed_kernel_gradient(x, tf.convert_to_tensor(self.kernel))
         else:
             y = tf.matmul(x, self.kernel)
@@ -233,8 +274,12 @@ class Dropout(keras.layers.Dropout):
         # Keras' seed handling (tensorflow backend): uint32 state -> int32 stateless seed.
         seed = self.seed_generator.next()
         seed = tf.cast(tf.math.floormod(tf.cast(seed, tf.int64), tf.int32.max - 1), tf.int32)
-        return _dropout_with_bits(inputs, _random_bits_like(inputs, seed),
-                                  tf.constant(threshold, tf.uint16),
+        bits = _random_bits_like(inputs, seed)
+        if not cpu_kernels_enabled():  # the same bits, masked by plain ops
+            kept = tf.cast(tf.cast(inputs, tf.float32) * scale, inputs.dtype)
+            return tf.where(bits >= tf.constant(threshold, tf.uint16), kept,
+                            tf.zeros_like(kept))
+        return _dropout_with_bits(inputs, bits, tf.constant(threshold, tf.uint16),
                                   tf.constant(scale, tf.float32))
 
 
@@ -306,8 +351,10 @@ class LayerNorm(keras.layers.LayerNormalization):
 
     def call(self, inputs, residual=None):
         summands = [inputs] if residual is None else [inputs, residual]
-        return _fused_layer_norm(summands, tf.convert_to_tensor(self.gamma),
-                                 tf.convert_to_tensor(self.beta), self.epsilon)
+        gamma, beta = tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta)
+        if not cpu_kernels_enabled():
+            return _layer_norm_forward.python_function(summands, gamma, beta, self.epsilon)[0]
+        return _fused_layer_norm(summands, gamma, beta, self.epsilon)
 
 
 def attention_bias_from_mask(input_mask, dtype):

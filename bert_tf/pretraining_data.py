@@ -196,38 +196,50 @@ def _decode(data, path, first_line_number):
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = first_line_number + data.count(b"\n", 0, e.start)
+        line = (None if first_line_number is None  # a byte range read back: no line count
+                else first_line_number + data.count(b"\n", 0, e.start))
         column = e.start - data.rfind(b"\n", 0, e.start)
         raise file_error(path, f"not valid UTF-8 ({e.reason}: byte 0x{data[e.start]:02x} at "
                                f"byte {column} of the line)", line) from None
 
 
+def _iter_raw_blocks(path, block_bytes):
+    """Yields (first_line_number, bytes) of the file: ~block_bytes of whole lines at a time,
+    each block ending with b"\n" except a last line without one."""
+    with io_utils.open_input(path, "input file") as reader:
+        line_number = 1
+        rest = b""
+        while True:
+            chunk = reader.read(block_bytes)
+            if not chunk:
+                break
+            data = rest + chunk
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            rest = data[cut:]
+            yield line_number, data[:cut]
+            line_number += data.count(b"\n", 0, cut)
+        if rest:
+            yield line_number, rest
+
+
+def _block_lines(block, path, line_number):
+    """The stripped lines of a raw block (split on "\n" only; a final "\n" ends a line)."""
+    text = _decode(block[:-1] if block.endswith(b"\n") else block, path, line_number)
+    return [line.strip() for line in text.split("\n")]
+
+
 def iter_line_blocks(input_files, block_bytes=1 << 22):
     """Yields (path, first_line_number, list of stripped lines) in order, ~block_bytes at a time.
 
-    Lines are split on b"\\n" only (as the original's GFile.readline) and `str.strip()`-ed.
+    Lines are split on b"\n" only (as the original's GFile.readline) and `str.strip()`-ed.
     Memory is bounded by the block size whatever the file size.
     """
     for path in input_files:
-        with io_utils.open_input(path, "input file") as reader:
-            line_number = 1
-            rest = b""
-            while True:
-                chunk = reader.read(block_bytes)
-                if not chunk:
-                    break
-                data = rest + chunk
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    rest = data
-                    continue
-                rest = data[cut:]
-                text = _decode(data[:cut - 1], path, line_number)
-                lines = text.split("\n")
-                yield path, line_number, [line.strip() for line in lines]
-                line_number += len(lines)
-            if rest:
-                yield path, line_number, [_decode(rest, path, line_number).strip()]
+        for line_number, block in _iter_raw_blocks(path, block_bytes):
+            yield path, line_number, _block_lines(block, path, line_number)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -859,7 +871,7 @@ class RecordFileWriter:
         with contextlib.suppress(Exception):
             self._raw.close()
         with contextlib.suppress(Exception):
-            _remove(self.tmp_path)
+            io_utils.remove_path(self.tmp_path)
 
 
 def _remote_gfile(path):
@@ -875,15 +887,6 @@ def _rename(src, dst):
         tf.io.gfile.rename(src, dst, overwrite=True)
     else:
         os.replace(src, dst)
-
-
-def _remove(path):
-    if "://" in path:
-        import tensorflow as tf
-
-        tf.io.gfile.remove(path)
-    elif os.path.exists(path):
-        os.remove(path)
 
 
 @contextlib.contextmanager
@@ -1054,7 +1057,7 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, rando
         reading = Progress("read+tokenize", unit="lines", secondary_unit="tokens",
                            interval=progress_interval)
         corpus = read_corpus(input_files, tokenizer, processes, progress=reading)
-        _check_documents(corpus.num_documents, input_files)
+        check_documents(corpus.num_documents, input_files)
         reading.summary(documents=corpus.num_documents, tokens=corpus.num_tokens)
         summary.documents = corpus.num_documents
         summary.input_tokens = corpus.num_tokens
@@ -1086,7 +1089,21 @@ def default_processes(input_files, min_bytes=4_000_000):
     return cpus if size >= min_bytes else 1
 
 
-def _check_documents(num_documents, input_files):
+def make_tokenizer(name, vocab_file, do_lower_case):
+    """The tokenizer named by create_pretraining_data's --tokenizer (same tokens either way):
+    "full" (FullTokenizer with a word cache; starts instantly) or "fast" (FastTokenizer;
+    imports TensorFlow)."""
+    if name == "fast":
+        from bert_tf.fast_tokenization import FastTokenizer
+
+        return FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+    from bert_tf.tokenization import FullTokenizer
+
+    return FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+
+
+def check_documents(num_documents, input_files):
+    """No document in the input is an error naming the files."""
     if num_documents == 0:
         names = ", ".join(input_files)
         raise InputError(f"--input_file: no text in {names} (every line is empty or has no "
@@ -1108,50 +1125,95 @@ def load_compiled_functions():
     serialize_instances(instances, corpus, options, vocab_ids, instances.order)
 
 
-def iter_windows(input_files, window_bytes, block_bytes=1 << 20):
-    """Yields windows: lists of stripped lines holding consecutive whole documents.
+def iter_window_spans(input_files, window_bytes, block_bytes=1 << 20, with_lines=False):
+    """Cuts the input into windows of consecutive whole documents; yields (spans, lines) each.
 
     A window ends at the first blank line (document boundary) once it holds `window_bytes` of
-    text (counted as characters, plus one per line), so it never splits a document; the last
-    window takes what is left. Where windows end depends only on the text.
+    text (counted as characters of the stripped lines, plus one per line), so it never splits a
+    document; the last window takes what is left. Where windows end depends only on the text.
+    spans: the window's byte ranges [(path, start, stop)], in order (a window can continue into
+    the next file); `read_window_lines(spans)` reads its lines back. lines: the window's
+    stripped lines if `with_lines`, else None (memory stays bounded by one block then).
     """
-    window = []
-    size = 0
-    for _, _, lines in iter_line_blocks(input_files, block_bytes):
-        for line in lines:
-            window.append(line)
-            size += len(line) + 1
-            if size >= window_bytes and not line:
-                yield window
-                window = []
-                size = 0
-    if window:
-        yield window
+    spans, lines, size = [], [], 0
+    for path in input_files:
+        start = offset = 0  # the window's first byte in this file; the next line's
+        for line_number, block in _iter_raw_blocks(path, block_bytes):
+            block_lines = _block_lines(block, path, line_number)
+            raw = (block[:-1] if block.endswith(b"\n") else block).split(b"\n")
+            for raw_line, line in zip(raw, block_lines):
+                offset += len(raw_line) + 1
+                if with_lines:
+                    lines.append(line)
+                size += len(line) + 1
+                if size >= window_bytes and not line:
+                    spans.append((path, start, offset))
+                    yield spans, lines if with_lines else None
+                    spans, lines, size = [], [], 0
+                    start = offset
+            if not block.endswith(b"\n"):
+                offset -= 1  # the file's last line has no "\n"
+        if offset > start:
+            spans.append((path, start, offset))
+    if spans:
+        yield spans, lines if with_lines else None
+
+
+def read_window_lines(spans):
+    """The stripped lines of a window from its byte ranges (`iter_window_spans`)."""
+    lines = []
+    for path, start, stop in spans:
+        with io_utils.open_input(path, "input file") as reader:
+            reader.seek(start)
+            lines += _block_lines(reader.read(stop - start), path, None)
+    return lines
+
+
+def iter_windows(input_files, window_bytes, block_bytes=1 << 20):
+    """Yields the windows of `iter_window_spans` as lists of stripped lines."""
+    for _, lines in iter_window_spans(input_files, window_bytes, block_bytes, with_lines=True):
+        yield lines
+
+
+class WindowProcessor:
+    """One streaming window to its records: tokenize its lines, create instances with
+    `random.Random(random_seed + index)` exactly as the default mode does for a whole corpus,
+    and serialize them grouped by output file. Everything it uses is on the object (no module
+    state): the streaming mode calls it in worker processes, the Beam pipeline
+    (`bert_tf.pretraining_beam`) in its DoFn.
+
+    Calling it with (index, lines) returns (documents, input tokens, instances, groups, stats):
+    groups[j] = (framed TFRecord bytes, count) holds the records whose index k in the window's
+    output order has k % num_outputs == j; stats = (instance tokens, masked, random next).
+    """
+
+    def __init__(self, tokenizer, options, random_seed, num_outputs):
+        self.tokenizer = tokenizer
+        self.options = options
+        self.vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
+        self.random_seed = random_seed
+        self.num_outputs = num_outputs
+
+    def __call__(self, index, lines):
+        builder = CorpusBuilder()
+        builder.add(*tokenize_lines(self.tokenizer, self.tokenizer.vocab, lines))
+        corpus = builder.build()
+        instances = create_instances(corpus, random.Random(self.random_seed + index),
+                                     self.options, self.vocab_ids)
+        groups = []
+        stats = np.zeros(3, np.int64)
+        for j in range(self.num_outputs):
+            indices = instances.order[j::self.num_outputs]
+            data, _, group_stats = serialize_instances(instances, corpus, self.options,
+                                                       self.vocab_ids, indices)
+            groups.append((data.tobytes(), len(indices)))  # bytes unpickle without a copy
+            stats += group_stats
+        return (corpus.num_documents, corpus.num_tokens, len(instances), groups,
+                tuple(stats.tolist()))
 
 
 def _process_window(item):
-    """One streaming window: tokenize, create instances with its own seed, serialize them.
-
-    Returns the window's records grouped by k % num_outputs (k: the record's index in the
-    window's output order), as [(framed bytes, record count)], plus statistics.
-    """
-    index, lines = item
-    state = _WORKER
-    tokenizer = state["tokenizer"]
-    builder = CorpusBuilder()
-    builder.add(*tokenize_lines(tokenizer, tokenizer.vocab, lines))
-    corpus = builder.build()
-    options, vocab_ids = state["options"], state["vocab_ids"]
-    instances = create_instances(corpus, random.Random(state["random_seed"] + index), options,
-                                 vocab_ids)
-    groups = []
-    stats = np.zeros(3, np.int64)
-    for j in range(state["num_outputs"]):
-        indices = instances.order[j::state["num_outputs"]]
-        data, _, group_stats = serialize_instances(instances, corpus, options, vocab_ids, indices)
-        groups.append((data.tobytes(), len(indices)))  # bytes unpickle without a copy
-        stats += group_stats
-    return corpus.num_documents, corpus.num_tokens, len(instances), groups, tuple(stats.tolist())
+    return _WORKER["processor"](*item)
 
 
 def create_pretraining_data_streaming(input_files, output_files, tokenizer, options,
@@ -1179,9 +1241,7 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
     options.validate()
     if window_bytes < 1:
         raise flag_error("window_bytes", f"must be positive, got {window_bytes}")
-    vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
-    state = {"tokenizer": tokenizer, "options": options, "vocab_ids": vocab_ids,
-             "random_seed": random_seed, "num_outputs": len(output_files)}
+    state = {"processor": WindowProcessor(tokenizer, options, random_seed, len(output_files))}
     if num_workers > 1:
         load_compiled_functions()  # once here: forked workers inherit them
     summary = Summary()
@@ -1204,7 +1264,7 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
                     writers[(written + j) % num_outputs].write(data, count)
             written += num_instances
             progress.update(num_docs, secondary=num_instances, instances=summary.instances)
-        _check_documents(summary.documents, input_files)
+        check_documents(summary.documents, input_files)
         for writer in writers:
             summary.records_per_file[writer.path] = writer.num_records
     progress.summary(instances=summary.instances)

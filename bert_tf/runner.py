@@ -64,6 +64,7 @@ class RunSettings:
     num_cpu_devices: int = 1
     mixed_precision: str = "off"
     jit_compile: bool = False
+    cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.layers.set_cpu_kernels); None: as set
     seed: int = None
     export_dir: str = None
     vocab_file: str = None  # with export_dir: the raw-string signatures' vocabulary
@@ -301,6 +302,9 @@ def run(task, settings, log=log):
     if settings.seed is not None:
         keras.utils.set_random_seed(settings.seed)
     training.set_mixed_precision(settings.mixed_precision)
+    if settings.cpu_kernels is not None:
+        from bert_tf import layers
+        layers.set_cpu_kernels(settings.cpu_kernels)
     try:
         with strategy.scope():
             model = task.build_model()
@@ -342,7 +346,8 @@ def _train(task, strategy, model, optimizer, settings, log):
         save_checkpoints_steps=settings.save_checkpoints_steps,
         keep_checkpoint_max=settings.keep_checkpoint_max, log_steps=settings.log_steps,
         gradient_accumulation_steps=settings.gradient_accumulation_steps,
-        jit_compile=settings.jit_compile)
+        jit_compile=settings.jit_compile,
+        deterministic_input=settings.seed is not None or task.deterministic_input)
 
     def init_fn():
         if settings.init_checkpoint:

@@ -32,10 +32,13 @@ class Task:
     Attributes:
       name: short name for logs and summaries.
       train_metric_names: the keys of `train_metrics` (the first must be "loss").
+      deterministic_input: the training input is in a fixed order even without a seed (file
+        order): a resumed run replays it to its step, as with a seed.
     """
 
     name = "task"
     train_metric_names = ("loss",)
+    deterministic_input = False
 
     # ---- Data.
     def check_inputs(self, mode):

@@ -56,6 +56,9 @@ class TrainConfig:
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
     jit_compile: bool = False
+    # The input order is a function of the seed (or file order): a resumed run then replays
+    # its input up to the restored step, so it trains on what an uninterrupted run would.
+    deterministic_input: bool = False
 
 
 def set_mixed_precision(mode):
@@ -152,6 +155,17 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
     return replica_step
 
 
+def _skipping_steps(dataset_fn, steps):
+    """dataset_fn without the batches of the first `steps` steps (one per replica each)."""
+
+    def skipping(input_context=None):
+        context = input_context or tf.distribute.InputContext()
+        replicas_per_pipeline = context.num_replicas_in_sync // context.num_input_pipelines
+        return dataset_fn(input_context).skip(steps * replicas_per_pipeline)
+
+    return skipping
+
+
 def input_iterator(strategy, dataset_fn):
     """An iterator over `dataset_fn`'s batches for the loops of `strategy`.
 
@@ -246,6 +260,8 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
     replica_step = make_replica_train_step(model, optimizer, task,
                                            config.gradient_accumulation_steps, config.jit_compile)
     train_loop = make_train_loop(strategy, replica_step, names)
+    if restored and config.deterministic_input:
+        dataset_fn = _skipping_steps(dataset_fn, step)
     iterator = input_iterator(strategy, dataset_fn)
     writer = (tf.summary.create_file_writer(os.path.join(config.model_dir, "train"))
               if chief else tf.summary.create_noop_writer())

@@ -18,8 +18,13 @@ shard is deterministic for a given seed, --window_bytes and shard count (whateve
 --num_workers is), and memory stays bounded as the corpus grows. It is not the original's
 single global shuffle (which needs every instance in memory).
 
+--runner=DirectRunner (or DataflowRunner, FlinkRunner, SparkRunner with --beam_options) runs
+the streaming mode as an Apache Beam pipeline (bert_tf/pretraining_beam.py): the same output
+files, byte for byte, on one machine or many.
+
 Output files are written under a temporary name and renamed when complete.
 """
+import functools
 import os
 import sys
 
@@ -75,17 +80,14 @@ flags.DEFINE_enum("tokenizer", "full", ["full", "fast"],
                   "(bert_tf.tokenization.FullTokenizer with a word cache; starts instantly) or "
                   "'fast' (bert_tf.fast_tokenization.FastTokenizer; imports TensorFlow).")
 flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines.")
-
-
-def make_tokenizer(name, vocab_file, do_lower_case):
-    """The tokenizer selected by --tokenizer (same tokens either way)."""
-    if name == "fast":
-        from bert_tf.fast_tokenization import FastTokenizer
-
-        return FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-    from bert_tf.tokenization import FullTokenizer
-
-    return FullTokenizer(vocab_file, do_lower_case=do_lower_case)
+flags.DEFINE_string("runner", None,
+                    "Run the streaming mode as an Apache Beam pipeline on this runner "
+                    "(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...): the same "
+                    "output files as the streaming mode. DirectRunner runs --num_workers "
+                    "processes. Needs apache-beam (pip install bert_tf[beam]).")
+flags.DEFINE_string("beam_options", "",
+                    "With --runner: more Beam pipeline options, one shell-quoted string, e.g. "
+                    "\"--project=P --region=R --temp_location=gs://B/tmp\" for Dataflow.")
 
 
 def streaming_output_files(output_files, output_shards):
@@ -120,7 +122,8 @@ def main(argv):
     output_files = split_comma_list(FLAGS.output_file)
     if not output_files:
         raise flag_error("output_file", "no output file given")
-    streaming = FLAGS.num_workers is not None or FLAGS.output_shards is not None
+    streaming = (FLAGS.num_workers is not None or FLAGS.output_shards is not None
+                 or FLAGS.runner is not None)
     if streaming:
         output_files = streaming_output_files(output_files, FLAGS.output_shards)
         num_workers = FLAGS.num_workers or os.cpu_count() or 1
@@ -128,7 +131,9 @@ def main(argv):
             raise flag_error("num_workers", f"must be at least 1, got {num_workers}")
     for path in output_files:
         check_output_file(path, "output_file")
-    tokenizer = make_tokenizer(FLAGS.tokenizer, FLAGS.vocab_file, FLAGS.do_lower_case)
+    make_tokenizer = functools.partial(pretraining_data.make_tokenizer, FLAGS.tokenizer,
+                                       FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = make_tokenizer()  # also checks the vocabulary before any work
 
     log = sys.stderr
     print("*** Reading from input files ***", file=log)
@@ -139,7 +144,15 @@ def main(argv):
     print("*** Writing to output files ***", file=log)
     for path in output_files:
         print(f"  {path}", file=log)
-    if streaming:
+    if FLAGS.runner:
+        from bert_tf import pretraining_beam
+
+        summary = pretraining_beam.create_pretraining_data_beam(
+            input_files, output_files, make_tokenizer, options,
+            pretraining_beam.pipeline_options(FLAGS.runner, num_workers, FLAGS.beam_options),
+            random_seed=FLAGS.random_seed, window_bytes=FLAGS.window_bytes, gzip=FLAGS.gzip,
+            log=lambda message: print(message, file=log))
+    elif streaming:
         summary = pretraining_data.create_pretraining_data_streaming(
             input_files, output_files, tokenizer, options, random_seed=FLAGS.random_seed,
             num_workers=num_workers, window_bytes=FLAGS.window_bytes, gzip=FLAGS.gzip,

@@ -86,6 +86,10 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                       "Compute in bfloat16 or float16 with float32 weights; float16 uses dynamic "
                       "loss scaling.")
     flags.DEFINE_bool("jit_compile", False, "Compile the forward/backward pass with XLA.")
+    flags.DEFINE_enum("cpu_kernels", None, ["auto", "on", "off"],
+                      "The CPU-tuned kernels of bert_tf/layers.py (fused GELU, LayerNorm and "
+                      "dropout gradients; same results either way). auto: on unless a GPU is "
+                      "visible or the strategy is tpu. Default: $BERT_TF_CPU_KERNELS, else auto.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
                       "adamw: the original's AdamWeightDecay; lamb: LAMB for large batches "
                       "(same weight-decay exclusions).")

@@ -251,3 +251,95 @@ def reference_code_point_tokens(ref, vocab_for_case):
     import corpora
     return _by_case(ref, vocab_for_case,
                     lambda reference: [reference.tokenize(t) for t in corpora.code_point_texts()])
+
+
+def free_ports(n):
+    """n free TCP ports on 127.0.0.1 (for TF_CONFIG clusters of worker processes)."""
+    import socket
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def start_workers(line, num_workers=2):
+    """Starts `line` (a command line with --distribution_strategy=multi_worker_mirrored) as
+    num_workers processes on 127.0.0.1, each with its TF_CONFIG; returns the Popen objects."""
+    import json
+    import subprocess
+    ports = free_ports(num_workers)
+    processes = []
+    for index in range(num_workers):
+        tf_config = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
+                     "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(tf_config))
+        processes.append(subprocess.Popen(line, cwd=PROJECT_ROOT, env=env, text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    return processes
+
+
+def finish(processes, timeout=300):
+    """Waits for the processes; asserts each exits 0; returns the chief's (first) output."""
+    outputs = [process.communicate(timeout=timeout)[0] for process in processes]
+    for process, output in zip(processes, outputs):
+        assert process.returncode == 0, output[-3000:]
+    return outputs[0]
+
+
+def kill_a_worker_and_resume(line_into, straight_dir, killed_dir, num_steps):
+    """The documented recovery of a multi-worker run, checked against an uninterrupted one.
+
+    Starts two 2-worker runs, `line_into(straight_dir)` and `line_into(killed_dir)`, side by
+    side. When killed_dir has its first checkpoint, worker 1 of that run is killed (SIGKILL);
+    worker 0 is killed too if it has not stopped by itself within 30 s (its collective ops have
+    lost their peer). Then both workers are started again with the same command: they resume
+    from the last checkpoint and finish. Returns (the checkpoint step resumed from, the resumed
+    chief's output); the uninterrupted run has finished too.
+    """
+    import signal
+    import subprocess
+    import time
+
+    import tensorflow as tf
+    straight = start_workers(line_into(straight_dir))
+    killed = start_workers(line_into(killed_dir))
+    deadline = time.monotonic() + 240
+    while not tf.train.latest_checkpoint(str(killed_dir)):
+        assert killed[0].poll() is None, killed[0].communicate()[0][-3000:]
+        assert time.monotonic() < deadline, "no checkpoint within 240 s"
+        time.sleep(0.05)
+    killed[1].send_signal(signal.SIGKILL)
+    try:
+        killed[0].wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        killed[0].send_signal(signal.SIGKILL)
+        killed[0].wait()
+    for process in killed:
+        process.communicate()
+    latest = tf.train.latest_checkpoint(str(killed_dir))
+    resumed_step = int(latest.rsplit("-", 1)[1])
+    assert resumed_step < num_steps, "the run finished before a worker was killed"
+    output = finish(start_workers(line_into(killed_dir)))
+    assert f"resuming from {latest} at step {resumed_step}" in output
+    finish(straight)
+    return resumed_step, output
+
+
+def assert_same_checkpoints(first, second, rtol=1e-5, atol=1e-6):
+    """Every variable of two checkpoints (weights, optimizer slots, step) is the same."""
+    import numpy as np
+    import tensorflow as tf
+    a, b = tf.train.load_checkpoint(str(first)), tf.train.load_checkpoint(str(second))
+    names = sorted(a.get_variable_to_shape_map())
+    assert names == sorted(b.get_variable_to_shape_map())
+    compared = 0
+    for name in names:
+        if a.get_variable_to_dtype_map()[name] == tf.string:
+            continue
+        np.testing.assert_allclose(a.get_tensor(name), b.get_tensor(name), rtol=rtol,
+                                   atol=atol, err_msg=name)
+        compared += 1
+    assert compared > 10

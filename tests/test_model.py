@@ -395,3 +395,44 @@ def test_fused_layer_norm_matches_keras_values_and_gradients():
     assert y.dtype == tf.bfloat16 and half.gamma.dtype == "float32"
     np.testing.assert_allclose(np.asarray(tf.cast(y, tf.float32)), np.asarray(theirs[0]),
                                rtol=0.05, atol=0.05)
+
+
+def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
+    """The CPU kernels switch (bert_tf.layers.set_cpu_kernels) on and off: the same outputs at
+    inference, and in training (dropout on, the same seeds) the same loss and gradients, up to
+    float rounding. On, the training path uses the fused kernels; off, plain TensorFlow ops."""
+    from bert_tf import layers
+
+    # intermediate_size = 4 x hidden: the Dense with the transposed-kernel gradient is used too.
+    config = BertConfig.from_dict(dict(SMALL_CONFIG, intermediate_size=128))
+    inputs = make_inputs(seed=3)
+    model = BertPretrainer(config)
+    model(inputs)
+    initial = [v.numpy() for v in model.variables]  # weights and dropout seed states
+    upstream = np.random.RandomState(4).randn(BATCH, PREDICTIONS, config.vocab_size)
+
+    def run(mode):
+        layers.set_cpu_kernels(mode)
+        for variable, value in zip(model.variables, initial):
+            variable.assign(value)
+        served = model(inputs, training=False)["masked_lm_log_probs"]
+        with tf.GradientTape() as tape:
+            out = model(inputs, training=True)
+            loss = (tf.reduce_sum(out["masked_lm_log_probs"] * upstream)
+                    + tf.reduce_sum(out["next_sentence_log_probs"]))
+        grads = [tf.convert_to_tensor(g)  # embedding gradients are IndexedSlices
+                 for g in tape.gradient(loss, model.trainable_variables)]
+        activation = layers.get_activation("gelu", training=True)
+        return [served, loss] + grads, activation
+
+    try:
+        on, on_activation = run("on")
+        off, off_activation = run("off")
+    finally:
+        layers.set_cpu_kernels("auto")
+    assert on_activation is layers.gelu_fused and off_activation is not layers.gelu_fused
+    assert len(on) == len(model.trainable_variables) + 2
+    for a, b in zip(on, off):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="not one of"):
+        layers.set_cpu_kernels("gpu")

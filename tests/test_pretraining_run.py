@@ -14,7 +14,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,7 +23,7 @@ import pytest
 import tensorflow as tf
 
 import pretraining_fixtures as fx
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, assert_same_checkpoints, free_ports, kill_a_worker_and_resume
 
 pytestmark = pytest.mark.slow
 
@@ -167,16 +166,6 @@ def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_pa
     assert np.abs(moved_from.get_tensor(name) - reference.get_tensor(name)).max() > 1e-4
 
 
-def free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def test_same_loss_curve_on_one_device_mirrored_and_multi_worker(workspace):
     root = workspace["root"]
     flags = dict(do_train=True, deterministic_input=True, train_batch_size=8, num_train_steps=4,
@@ -202,6 +191,25 @@ def test_same_loss_curve_on_one_device_mirrored_and_multi_worker(workspace):
     for name in ("mirrored", "multi_worker"):
         np.testing.assert_allclose(curves[name], curves["one_device"], rtol=1e-5, err_msg=name)
     assert not os.path.exists(root / "multi_worker" / ".worker_1")
+
+
+def test_multi_worker_run_resumes_after_a_worker_is_killed(workspace):
+    """Two MultiWorkerMirrored workers; one is killed after the first checkpoint, the other
+    loses its peer; restarted, both resume from the last checkpoint (the input replayed to it:
+    --seed) and end with the weights and Adam moments of an uninterrupted run."""
+    root = workspace["root"]
+
+    def line_into(output_dir):
+        return command(workspace["config"], workspace["inputs"], str(output_dir), do_train=True,
+                       train_batch_size=8, num_train_steps=200, num_warmup_steps=10,
+                       save_checkpoints_steps=20, iterations_per_loop=20, log_steps=20, seed=3,
+                       distribution_strategy="multi_worker_mirrored")
+
+    step, output = kill_a_worker_and_resume(line_into, root / "mw_straight", root / "mw_killed",
+                                            200)
+    assert "2 replica(s)" in output and f"[train] done: {200 - step} steps" in output
+    assert_same_checkpoints(root / "mw_straight" / "model.ckpt-200",
+                            root / "mw_killed" / "model.ckpt-200")
 
 
 def test_resume_after_kill_9(workspace):
