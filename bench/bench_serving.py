@@ -22,7 +22,9 @@ signatures. Inputs are real GLUE dev text: SST-2 sentences (`serve_text`) and MR
 pairs (`serve_text_pair`). Per round, peers interleaved:
   latency     --latency_texts single-text calls (batch 1), one after the other; median and 90th
               percentile milliseconds per call;
-  throughput  every dev example in batches of 32; texts per second.
+  throughput  every dev example in batches of 32; texts per second;
+  and the same for the exported tokenizer's `tokenize` alone ("tokenize only"): what the
+  tokenizer costs apart from the model (which pads every text to 128 tokens).
 Also printed once: how many outputs agree with ours (argmax and max |probability difference|);
 tensorflow-text's tokenizers differ from the original's on some Unicode text, so a few may not.
 The table gives medians over rounds and ratios ours / peer (> 1: ours faster; for latency the
@@ -74,7 +76,10 @@ def text_ops_tokenizer(vocab_file, do_lower_case, fast):
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def tokenize(self, texts):
-            return tf.cast(self._text.tokenize(texts).merge_dims(1, 2), tf.int32)
+            ids = self._text.tokenize(texts)  # BertTokenizer: [B, (words), (pieces)]
+            if ids.ragged_rank == 2:
+                ids = ids.merge_dims(1, 2)
+            return tf.cast(ids, tf.int32)
 
     return TextOpsTokenizer()
 
@@ -118,12 +123,25 @@ def batches(items, size):
 
 def call(signature, texts):
     import tensorflow as tf
+    if isinstance(signature, Tokenize):
+        return signature(tf.constant(texts)).flat_values.numpy()
     if isinstance(texts[0], tuple):
         a, b = zip(*texts)
         out = signature(text_a=tf.constant(a), text_b=tf.constant(b))
     else:
         out = signature(text=tf.constant(texts))
     return out["probabilities"].numpy()
+
+
+class Tokenize:
+    """The exported tokenizer's `tokenize` alone ([B] strings -> [B, (pieces)] ids), timed like
+    a signature: what the tokenizer costs without the model."""
+
+    def __init__(self, loaded):
+        self.tokenize = loaded.tokenizer.tokenize
+
+    def __call__(self, texts):
+        return self.tokenize(texts)
 
 
 def measure(signature, texts, latency_texts):
@@ -159,6 +177,8 @@ def main():
     parser.add_argument("--latency_texts", type=int, default=200,
                         help="batch-1 calls per signature and round")
     parser.add_argument("--work_dir", default=None)
+    parser.add_argument("--only", default=None,
+                        help="comma-separated: text, pair, tokenize (default: all)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.path.insert(0, REPO)
@@ -172,9 +192,21 @@ def main():
     sst, mrpc = glue_texts()
     loaded = {peer: tf.saved_model.load(path) for peer, path in dirs.items()}
     inputs = {"serve_text (SST-2)": ("serve_text", sst),
-              "serve_text_pair (MRPC)": ("serve_text_pair", mrpc)}
+              "serve_text_pair (MRPC)": ("serve_text_pair", mrpc),
+              "tokenize only (SST-2)": ("tokenize", sst)}
+
+    if args.only:
+        keep = {"text": "serve_text", "pair": "serve_text_pair", "tokenize": "tokenize"}
+        names = {keep[o] for o in args.only.split(",")}
+        inputs = {label: v for label, v in inputs.items() if v[0] in names}
+
+    def signature_of(peer, name):
+        return Tokenize(loaded[peer]) if name == "tokenize" else loaded[peer].signatures[name]
+
     for label, (name, texts) in inputs.items():
-        signatures = {peer: loaded[peer].signatures[name] for peer in PEERS}
+        if name == "tokenize":
+            continue
+        signatures = {peer: signature_of(peer, name) for peer in PEERS}
         for peer, (agree, diff) in agreement(signatures, texts).items():
             print(f"{label} {peer}: argmax equal to ours on {agree}/{len(texts)}, "
                   f"max |p - p_ours| {diff:.2e}")
@@ -182,7 +214,7 @@ def main():
     for round_index in range(args.rounds):
         for label, (name, texts) in inputs.items():
             for peer in PEERS:
-                signature = loaded[peer].signatures[name]
+                signature = signature_of(peer, name)
                 call(signature, texts[:BATCH])  # warm: the first call of a shape traces
                 figures = measure(signature, texts, args.latency_texts)
                 results.setdefault((label, peer), []).append(figures)

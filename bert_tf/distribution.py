@@ -49,8 +49,14 @@ def split_cpu(num_cpu_devices):
         cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(num_cpu_devices)])
 
 
+_STRATEGIES = {}  # one strategy per process and arguments: see create_strategy
+
+
 def create_strategy(name, num_gpus=0, num_cpu_devices=1, tpu_kwargs=None, _tpu_api=None):
-    """Builds the tf.distribute.Strategy `name` (one of STRATEGIES).
+    """The tf.distribute.Strategy `name` (one of STRATEGIES), built once per process for the
+    same arguments: MultiWorkerMirrored (and Mirrored on logical CPUs) must be built before
+    TensorFlow runs any op, so a command line that writes records first builds it at start-up
+    (run/common_flags.start_strategy) and the runner gets the same object later.
 
     Args:
       num_gpus: GPUs to use for one_device (>0: GPU 0) and mirrored.
@@ -58,6 +64,16 @@ def create_strategy(name, num_gpus=0, num_cpu_devices=1, tpu_kwargs=None, _tpu_a
       tpu_kwargs: TPUClusterResolver arguments (see `tpu_resolver_kwargs`).
       _tpu_api: for tests: (resolver_class, connect_fn, initialize_fn, strategy_class).
     """
+    key = (name, num_gpus, num_cpu_devices, tuple(sorted((tpu_kwargs or {}).items())))
+    if _tpu_api is None and key in _STRATEGIES:
+        return _STRATEGIES[key]
+    strategy = _create_strategy(name, num_gpus, num_cpu_devices, tpu_kwargs, _tpu_api)
+    if _tpu_api is None:
+        _STRATEGIES[key] = strategy
+    return strategy
+
+
+def _create_strategy(name, num_gpus, num_cpu_devices, tpu_kwargs, _tpu_api):
     if name == "one_device":
         return tf.distribute.OneDeviceStrategy("/gpu:0" if num_gpus > 0 else "/cpu:0")
     if name == "mirrored":

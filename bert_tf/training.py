@@ -238,7 +238,10 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
     chief = is_chief(strategy)
     with strategy.scope():
         optimizer.build(model.trainable_variables)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    # The dropout layers' seed states too (Keras keeps them out of the model's checkpoint): a
+    # resumed run then draws the masks an uninterrupted one would.
+    dropout_seeds = [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, dropout_seeds=dropout_seeds)
     manager = tf.train.CheckpointManager(checkpoint, config.model_dir,
                                          max_to_keep=config.keep_checkpoint_max,
                                          checkpoint_name=CHECKPOINT_NAME)

@@ -165,6 +165,14 @@ def epoch_steps(num_examples, what="examples"):
                  FLAGS.warmup_proportion, what)
 
 
+def start_strategy():
+    """Builds the tf.distribute strategy of the flags now, before the command line writes its
+    records with TensorFlow: MultiWorkerMirrored and Mirrored on logical CPUs must exist before
+    any op runs. The runner reuses it (bert_tf.distribution.create_strategy)."""
+    from bert_tf import runner
+    runner.build_strategy(run_settings(), log=lambda message: None)
+
+
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):
     """RunSettings from the shared flags (plus the task-derived step counts)."""
     from bert_tf.runner import RunSettings

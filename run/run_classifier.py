@@ -97,6 +97,7 @@ def main(argv):
     from bert_tf.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
+    common_flags.start_strategy()
     bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
     processor = classifier_data.get_processor(FLAGS.task_name, **tsv_options())
     task_name = FLAGS.task_name.strip().lower()

@@ -54,6 +54,7 @@ def main(argv):
     from bert_tf.tagging import TaggingTask
 
     common_flags.check_required("data_dir", "output_dir")
+    common_flags.start_strategy()
     bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
     if not FLAGS.label_list and not FLAGS.do_train:
         raise flag_error("label_list", "is required without --do_train (the tags in output "

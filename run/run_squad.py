@@ -110,6 +110,7 @@ def main(argv):
 
     common_flags.check_required("output_dir")
     check_flags()
+    common_flags.start_strategy()
     bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
     squad_data.check_window_flags(FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
