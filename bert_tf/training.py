@@ -170,9 +170,9 @@ def input_iterator(strategy, dataset_fn):
     """An iterator over `dataset_fn`'s batches for the loops of `strategy`.
 
     One device that is the host CPU reads the dataset itself: tf.distribute's iterator would
-    add a copy to the same device, and deleting it (the end of every eval and predict pass) waits for
-    its tf.data autotuning thread, measured at 4-30 s a pass on this CPU (a predict pass of
-    SST-2 dev takes about 12 s). Every other strategy (several replicas, workers, a GPU or TPU,
+    add a copy to the same device, and deleting it (the end of every eval and predict pass)
+    waits for its tf.data autotuning thread, measured at 4-30 s a pass on this CPU (a predict
+    pass of SST-2 dev takes about 12 s). Every other strategy (several replicas, workers, a GPU or TPU,
     where prefetching to the device pays) gets strategy.distribute_datasets_from_function.
     """
     if (isinstance(strategy, tf.distribute.OneDeviceStrategy) and tf.DeviceSpec.from_string(
