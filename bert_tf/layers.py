@@ -35,6 +35,7 @@ TPUStrategy is in scope. Off, the same math runs as plain TensorFlow ops with au
 outputs and gradients are the same up to float rounding either way (tests/test_model.py), and
 dropout draws the same bits, so a seeded run drops the same elements.
 """
+import functools
 import math
 import os
 
@@ -66,7 +67,13 @@ def cpu_kernels_enabled():
         return _cpu_kernels == "on"
     if isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy):
         return False
-    return not tf.config.list_logical_devices("GPU")
+    return not _gpu_visible()
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_visible():
+    # Asked by every layer call: list the devices once (they do not change in a process).
+    return bool(tf.config.list_logical_devices("GPU"))
 
 
 def truncated_normal(stddev):
