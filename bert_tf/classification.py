@@ -95,6 +95,10 @@ class ClassificationTask(Task):
         return BertClassifier(self.bert_config, self.num_labels, self.dropout_rate)
 
     # ---- Train.
+    def outputs(self, model, batch, training):
+        """The head reads [CLS] only: the model skips the last layer's other positions."""
+        return model(self.model_inputs(batch), training=training, return_encoder_outputs=False)
+
     def per_example_loss(self, batch, logits):
         logits = tf.cast(logits, tf.float32)
         if self.regression:

@@ -97,7 +97,7 @@ class BertEncoder(SerializesBertConfig, keras.Model):
             encoder_outputs.append(unflatten(x))
         if output_positions is not None:
             positions = tf.cast(output_positions, tf.int32)
-            positions = tf.concat([tf.zeros_like(positions[:, :1]), positions], axis=1)
+            positions = tf.concat([tf.zeros_like(input_ids[:, :1]), positions], axis=1)
             x = last_layer(x, attention_bias, seq_length=seq_length, training=training,
                            positions=positions)
             x = unflatten(x, positions.shape[1] or tf.shape(positions)[1])

@@ -11,6 +11,7 @@ holding its head outputs (float32) plus the encoder outputs.
     BertTokenClassifier(config, num_labels) -> logits [B, T, num_labels]
 """
 import keras
+import tensorflow as tf
 
 from bert_tf import checkpoints
 from bert_tf.config import BertConfig, SerializesBertConfig
@@ -96,8 +97,16 @@ class BertClassifier(_TaskModel):
         """run_classifier's names: output_weights, output_bias (no scope)."""
         return checkpoints.projection_parts("", self.classifier.projection)
 
-    def call(self, inputs, training=False):
-        outputs = dict(self.encoder(inputs, training=training))
+    def call(self, inputs, training=False, return_encoder_outputs=True):
+        """`return_encoder_outputs=False` returns "logits" and "pooled_output" only, and then
+        computes the last layer at [CLS] alone (the only position the head reads; MiniLM, 6
+        layers: about 1/7 fewer FLOPs per step)."""
+        if return_encoder_outputs:
+            outputs = dict(self.encoder(inputs, training=training))
+        else:
+            no_positions = tf.zeros_like(inputs["input_ids"][:, :0])
+            outputs = dict(self.encoder(inputs, training=training, output_positions=no_positions))
+            outputs.pop("positions_output")
         outputs["logits"] = self.classifier(outputs["pooled_output"], training=training)
         return outputs
 
