@@ -191,6 +191,10 @@ def test_classifier_matches_run_classifier(refbert, tmp_path):
     report = load_checkpoint(model, tmp_path / "model.ckpt")
     assert report.new == [] and report.unused == []
     assert max_diff(model(inputs)["logits"], ref["logits"]) < 1e-5
+    # What fine-tuning runs (ClassificationTask.outputs): the last layer at [CLS] only.
+    heads_only = model(inputs, return_encoder_outputs=False)
+    assert sorted(heads_only) == ["logits", "pooled_output"]
+    assert max_diff(heads_only["logits"], ref["logits"]) < 1e-5
 
 
 def test_span_labeler_matches_run_squad(refbert, tmp_path):
