@@ -14,25 +14,23 @@ the outputs beyond float rounding:
   whose gradient is cheap).
 - Dense layers use bias_add, which oneDNN fuses with the matmul and the GELU at inference; in
   training the GELU and its derivative are one XLA-fused kernel each (tf.custom_gradient).
-- LayerNorm(x + residual) is one XLA-fused pass forward and one backward (hand-written gradient).
+- In training, LayerNorm(x + residual) is one XLA-fused pass forward and one backward
+  (hand-written gradient). At inference no XLA kernel runs: plain ops are as fast there, and XLA
+  compiles again for every new shape (length-bucketed batches).
 - In float32 training, the intermediate layer computes its input gradient from a transposed copy
   of the kernel (oneDNN's matmul with a transposed operand is slow for that shape).
 - Dropout draws 16 random bits per element (XLA's Threefry, ~2x faster per bit than the Philox
   kernel behind Keras' float32 draws) and masks in one pass.
-- In float32, attention's two batched matmuls (scores, context) are XLA kernels: TensorFlow's
-  BatchMatMul costs much per small [T, T] matrix (MiniLM inference, one layer at T=56: 9.0 vs
-  15.3 ms).
 - A model whose loss reads a few positions of the last layer (pretraining: [CLS] and the masked
   positions) computes that layer only there (`positions`).
-- The dense layers' matmuls stay oneDNN's (no whole-model XLA: on CPU they beat XLA's, README,
-  model section); XLA compiles small kernels only (elementwise ones compute in float32 also
-  under bfloat16).
+- Matmuls stay oneDNN's (no whole-model XLA: on CPU they beat XLA's, README, model section); XLA
+  compiles only small elementwise kernels, which compute in float32 also under bfloat16.
 - Under mixed precision, embedding lookups gather from the float32 table and cast only the gathered
   rows; LayerNorm and the log-softmax of the heads run in float32.
 
 The CPU kernels switch: the hand-written gradients and XLA-fused elementwise kernels above
-(GELU, LayerNorm, dropout masking, attention's batched matmuls) and the transposed-kernel
-gradient were tuned on a CPU with oneDNN; on a GPU or TPU, XLA and cuDNN fuse such ops on their own and they bring nothing. One
+(GELU, LayerNorm, dropout masking) and the transposed-kernel gradient were tuned on a CPU with
+oneDNN; on a GPU or TPU, XLA and cuDNN fuse such ops on their own and they bring nothing. One
 switch turns them all on or off: `set_cpu_kernels("on" | "off" | "auto")`, or the environment
 variable BERT_TF_CPU_KERNELS. "auto" (the default) turns them on unless a GPU is visible or a
 TPUStrategy is in scope. Off, the same math runs as plain TensorFlow ops with autodiff; the
@@ -349,9 +347,9 @@ def _fused_layer_norm(summands, gamma, beta, epsilon):
 class LayerNorm(keras.layers.LayerNormalization):
     """The original's LayerNorm (last axis, epsilon 1e-12, float32 math) of the sum of its inputs.
 
-    `layer(x, residual)` is LayerNorm(x + residual) in one fused pass forward and one backward
-    (XLA; Keras' LayerNormalization runs ~8 separate memory-bound ops each way, and the residual
-    add is one more). Input and output are in the compute dtype; gamma and beta stay float32.
+    `layer(x, residual, training=True)` is LayerNorm(x + residual) in one fused pass forward and
+    one backward (XLA; Keras' LayerNormalization runs ~8 separate memory-bound ops each way, and
+    the residual add is one more). Input and output are in the compute dtype; gamma and beta stay float32.
     """
 
     def __init__(self, name, dtype=None, **kwargs):
@@ -360,10 +358,12 @@ class LayerNorm(keras.layers.LayerNormalization):
         kwargs.setdefault("autocast", False)  # gamma and beta are used in float32
         super().__init__(name=name, dtype=dtype, **kwargs)
 
-    def call(self, inputs, residual=None):
+    def call(self, inputs, residual=None, training=False):
         summands = [inputs] if residual is None else [inputs, residual]
         gamma, beta = tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta)
-        if not cpu_kernels_enabled():
+        if not (training and cpu_kernels_enabled()):
+            # Inference: the plain ops are as fast, and XLA would compile the kernel again for
+            # every new batch shape (length-bucketed predict: ~1.5 s per MRPC dev pass).
             return _layer_norm_forward.python_function(summands, gamma, beta, self.epsilon)[0]
         return _fused_layer_norm(summands, gamma, beta, self.epsilon)
 
@@ -436,22 +436,6 @@ class BertEmbeddings(keras.layers.Layer):
         return config
 
 
-def _attention_scores(query, key, attention_bias):
-    """query key^T / sqrt(head_size) + bias: [B, N, T (or P), T]."""
-    scale = tf.cast(1.0 / math.sqrt(int(query.shape[-1])), query.dtype)
-    return tf.matmul(query, key, transpose_b=True) * scale + attention_bias
-
-
-# TensorFlow's BatchMatMul costs much per [T, T] matrix on CPU; XLA's batched dots do not.
-# MiniLM at batch 32, one layer's attention (scores, softmax, context), inference: 9.0 vs
-# 15.3 ms at T=56, 2.7 vs 4.9 at T=24, 30 vs 42 at 128, 261 vs 413 at 384; forward and
-# backward about equal from 128 to 384 (in bfloat16 XLA's are slower: float32 only). The softmax stays TensorFlow's: XLA's is no faster
-# here but takes ~0.7 s to compile for each new length (bucketed batches bring up to 16
-# lengths); these two compile in ~0.05 s.
-_attention_scores_xla = tf.function(_attention_scores, jit_compile=True)
-_attention_context_xla = tf.function(tf.matmul, jit_compile=True)
-
-
 class BertSelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with a fused QKV projection.
 
@@ -500,18 +484,16 @@ class BertSelfAttention(keras.layers.Layer):
             key, value = tf.unstack(kv, 2)
             query = tf.nn.bias_add(tf.matmul(query, kernel[:, :h]), bias[:h])
             query = tf.transpose(tf.reshape(query, [tf.shape(key)[0], -1, n, d]), [0, 2, 1, 3])
-        attention_bias = tf.cast(attention_bias, query.dtype)
-        use_xla = cpu_kernels_enabled() and query.dtype == tf.float32  # bfloat16: slower
-        scores = (_attention_scores_xla if use_xla else _attention_scores)(
-            query, key, attention_bias)
+        scores = tf.matmul(query, key, transpose_b=True) * tf.cast(1.0 / math.sqrt(d), x.dtype)
+        scores = scores + tf.cast(attention_bias, scores.dtype)
         if scores.dtype == tf.float16:
             # float16 has too little range for a stable softmax; bfloat16 has float32's range.
             probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32)), scores.dtype)
         else:
             probs = tf.nn.softmax(scores)
         probs = self.dropout(probs, training=training)
-        context = (_attention_context_xla if use_xla else tf.matmul)(probs, value)
-        context = tf.transpose(context, [0, 2, 1, 3])  # [B, T (or P), N, D]
+        context = tf.matmul(probs, value)  # [B, N, T (or P), D]
+        context = tf.transpose(context, [0, 2, 1, 3])
         return tf.reshape(context, [-1, h])
 
     def get_config(self):
