@@ -152,7 +152,9 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
             optimizer.apply(grads, model.trainable_variables)
         return dict(zip(names, metrics))
 
-    return replica_step
+    # Its Python ifs are on Python values; AutoGraph's rewrite of it and of every function it
+    # calls (model, task, optimizer) cost ~1-2 s of the first step.
+    return tf.autograph.experimental.do_not_convert(replica_step)
 
 
 def _skipping_steps(dataset_fn, steps):
@@ -351,7 +353,7 @@ def _gather_step(strategy, model, task, mode):
             outputs = dict(outputs, **{EXAMPLE_INDEX: batch[EXAMPLE_INDEX]})
         return outputs
 
-    @tf.function
+    @tf.function(autograph=False)  # no data-dependent Python control flow: spare the AST rewrite
     def step(iterator):
         per_replica = strategy.run(replica_step, args=(next(iterator),))
         return tf.nest.map_structure(lambda v: strategy.gather(v, axis=0), per_replica)
