@@ -349,7 +349,8 @@ class LayerNorm(keras.layers.LayerNormalization):
 
     `layer(x, residual, training=True)` is LayerNorm(x + residual) in one fused pass forward and
     one backward (XLA; Keras' LayerNormalization runs ~8 separate memory-bound ops each way, and
-    the residual add is one more). Input and output are in the compute dtype; gamma and beta stay float32.
+    the residual add is one more). Input and output are in the compute dtype; gamma and beta
+    stay float32.
     """
 
     def __init__(self, name, dtype=None, **kwargs):
