@@ -19,7 +19,7 @@ gradients clipped to global norm 1.0, dropout 0.1.
 
   ours_bucket   bert_tf: ClassificationTask over TFRecords (classifier_data), its input pipeline
                 with bucket_by_length=True (batches of similar length, each cut to its longest
-                example rounded up to 8), the runner's model/optimizer (runner.build_optimizer:
+                example: rounded up to 8 in training), the runner's model/optimizer (runner.build_optimizer:
                 the original's AdamWeightDecay, no bias correction, epsilon 1e-6) and init
                 (task.initialize from the HF directory), then bert_tf.training's train loop
                 (make_train_loop: the loop training.train runs, warm-up steps in one call, the

@@ -120,8 +120,11 @@ def _sharding(input_context):
 
 def trim_to_longest(batch, sequence_features, multiple=8):
     """Cuts the [B, T] `sequence_features` of a batch to its longest example (input_mask), rounded
-    up to a multiple of `multiple` (fewer distinct shapes to trace). Padding positions are masked
-    out of attention, so the real positions' outputs are the same up to float rounding."""
+    up to a multiple of `multiple`. Padding positions are masked out of attention, so the real
+    positions' outputs are the same up to float rounding.
+
+    Training rounds to 8: its XLA kernels (bert_tf.layers) compile once per shape. Eval and
+    predict run none and cut to the exact longest (MiniLM, MRPC dev: a pass ~10% faster)."""
     full = tf.shape(batch["input_ids"])[1]
     longest = tf.reduce_max(tf.reduce_sum(tf.cast(batch["input_mask"], tf.int32), axis=1))
     length = tf.minimum((longest + multiple - 1) // multiple * multiple, full)
@@ -227,7 +230,8 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
             d = sort_windows_by_length(d, global_batch_size)
         d = d.batch(global_batch_size, drop_remainder=True)
     if sequence_features:
-        d = d.map(_plain_graph(lambda batch: trim_to_longest(batch, sequence_features)))
+        multiple = 8 if shuffle else 1
+        d = d.map(_plain_graph(lambda batch: trim_to_longest(batch, sequence_features, multiple)))
     if not shuffle and num_replicas > 1:
         replicas_per_pipeline = num_replicas // num_pipelines
         first = pipeline_id * replicas_per_pipeline

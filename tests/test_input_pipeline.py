@@ -122,9 +122,19 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
         window = seen[start:start + 16]
         assert sorted(window) == list(range(start, min(start + 16, 40)))
         assert list(lengths[window]) == sorted(lengths[window])
-    # The library's default window covers these 40 records: batches are globally sorted and cut.
+    # The library's default window covers these 40 records: batches are globally sorted and cut
+    # to their exact longest example.
     widths = [b["input_ids"].shape[1] for b in make()]
-    assert widths == sorted(widths) and widths[0] < 32
+    ordered = sorted(lengths)
+    assert widths == [max(ordered[i:i + 4]) for i in range(0, 40, 4)]
+    # Training batches (XLA kernels: one compile per shape) are cut to a multiple of 8 instead.
+    train = input_pipeline.tfrecord_dataset(
+        [path], classifier_feature_spec(32), 4, shuffle=True, seed=1,
+        sequence_features=("input_ids", "input_mask", "segment_ids"))
+    for batch in train.take(20):
+        width, longest = batch["input_ids"].shape[1], int(tf.reduce_max(
+            tf.reduce_sum(batch["input_mask"], axis=1)))
+        assert width % 8 == 0 and longest <= width < longest + 8
 
     class Echo:  # a task whose per-example output is its label, to check the order
         def outputs(self, model, batch, training):
