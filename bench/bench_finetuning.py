@@ -23,12 +23,12 @@ gradients clipped to global norm 1.0, dropout 0.1.
                 (runner.build_optimizer: the original's AdamWeightDecay, no bias correction,
                 epsilon 1e-6) and init (task.initialize from the HF directory), then
                 bert_tf.training's train loop (make_train_loop: the loop training.train runs,
-                warm-up steps in one call, the timed steps in the next) and training.gather_outputs for predict (what
-                runner.predict runs; predict records padded to a multiple of 32 with the
-                original's padding examples, which ours computes and the others do not have).
-                A length first seen in the timed train steps costs a one-time XLA compile of
-                the fused training kernels (~0.5-1.5 s; up to 16 lengths): raise --warmup/--steps (e.g.
-                8/16) for the steady state.
+                warm-up steps in one call, the timed steps in the next) and
+                training.gather_outputs for predict (what runner.predict runs; predict records
+                padded to a multiple of 32 with the original's padding examples, which ours
+                computes and the others do not have). A length first seen in the timed train
+                steps costs a one-time XLA compile of the fused training kernels (~0.5-1.5 s;
+                up to 16 lengths): raise --warmup/--steps (e.g. 8/16) for the steady state.
   ours_padded   the same with bucket_by_length=False: every batch [32, 128].
   keras_hub     keras_hub.models.BertTextClassifier on BertBackbone.from_preset(<the HF dir>)
                 (keras-hub's own transformers converter; note: keras-hub's BERT always uses the
