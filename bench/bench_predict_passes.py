@@ -1,0 +1,105 @@
+"""Predict passes over GLUE dev with the CPU kernels switch on and off, side by side in one
+process: what the first pass (pipeline set-up, tracing, any per-shape compile) costs on top of
+a warm one, and whether the switch changes either.
+
+    python bench/bench_predict_passes.py                    # MRPC and SST-2, 5 rounds
+    python bench/bench_predict_passes.py --tasks=MRPC --rounds=7
+
+The model and data are bench_finetuning.py's (all-MiniLM-L6-v2 plus a fresh 2-class head,
+dev records padded to a multiple of 32, batch 32, fp32, bucket_by_length=True: batches sorted
+by length and cut to their longest example), run through training.gather_outputs, what
+runner.predict runs. One model; one ClassificationTask per switch position, each with its own
+traced predict step (the switch is read when a step is traced). Rounds alternate the order
+of the two variants; the 1st pass of each variant is reported alone, then the median of the
+others. The first variant's 1st pass also pays the process's one-time costs (oneDNN
+primitives for each new shape, TensorFlow start-up), so the 1st-pass comparison is made twice,
+with each variant first.
+"""
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import bench_finetuning as bf  # noqa: E402
+
+MODES = ("on", "off")
+
+
+def measure(task_name, init_dir, work_dir, rounds, first):
+    """{mode: [seconds of each pass]}; `first` is the mode that runs the process's first pass."""
+    from bert_tf import layers, runner, training
+    from bert_tf.checkpoints import hf_directory_files
+    from bert_tf.classification import ClassificationTask
+
+    spec = bf.prepare_task(task_name, init_dir, work_dir)
+    config = hf_directory_files(init_dir)[0]
+    settings = runner.RunSettings(output_dir=tempfile.mkdtemp(prefix="bench_passes_"),
+                                  do_predict=True, init_checkpoint=init_dir,
+                                  predict_batch_size=bf.PREDICT_BATCH)
+    _, strategy = runner.build_strategy(settings)
+
+    def make_task():
+        return ClassificationTask(config, bf.NUM_LABELS, {"predict": spec["dev_records"]},
+                                  bf.MAX_SEQ_LENGTH, {"predict": spec["num_dev_records"]},
+                                  bucket_by_length=True)
+
+    tasks = {mode: make_task() for mode in MODES}
+    with strategy.scope():
+        model = tasks["on"].build_model()
+    tasks["on"].initialize(model, init_dir, log=lambda message: None)
+    num_steps = spec["num_dev_records"] // bf.PREDICT_BATCH
+    seconds = {mode: [] for mode in MODES}
+    order = [first] + [m for m in MODES if m != first]
+    try:
+        for r in range(rounds):
+            for mode in (order if r % 2 == 0 else order[::-1]):
+                layers.set_cpu_kernels(mode)
+                task = tasks[mode]
+                start = time.perf_counter()
+                outputs = training.gather_outputs(strategy, model, task,
+                                                  task.dataset_fn("predict", bf.PREDICT_BATCH),
+                                                  num_steps, "predict")
+                seconds[mode].append(time.perf_counter() - start)
+                assert len(outputs["probabilities"]) == spec["num_dev_records"]
+    finally:
+        layers.set_cpu_kernels("auto")
+    return spec["num_dev"], seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default="MRPC,SST-2")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:  # one (task, first mode) per process: the 1st pass is the process's first
+        task_name, first, work_dir = args.child.split("|")
+        num_dev, seconds = measure(task_name, bf.write_init_dir(
+            bf.minilm_dir(), os.path.join(work_dir, "init")), work_dir, args.rounds, first)
+        for mode in MODES:
+            rest = statistics.median(seconds[mode][1:])
+            print(f"{task_name:6s} {first:>3s} first  kernels {mode:>3s}: 1st pass "
+                  f"{seconds[mode][0]:5.2f} s ({num_dev / seconds[mode][0]:6.1f} ex/s), "
+                  f"later passes {rest:5.2f} s ({num_dev / rest:6.1f} ex/s; median of "
+                  f"{len(seconds[mode]) - 1})", flush=True)
+        return
+    import subprocess
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {os.getloadavg()[0]:.2f}; "
+          f"batch {bf.PREDICT_BATCH}, fp32, {args.rounds} rounds", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench_passes_") as work_dir:
+        for task_name in args.tasks.split(","):
+            for first in MODES:
+                subprocess.run([sys.executable, __file__, f"--rounds={args.rounds}",
+                                f"--child={task_name}|{first}|{work_dir}"], check=True)
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
