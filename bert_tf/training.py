@@ -17,7 +17,8 @@ restore_foreign). `bert_tf.runner.run` drives these loops for the command lines.
 - Checkpoints (model, optimizer slots, step = optimizer.iterations) every `save_checkpoints_steps`
   through tf.train.CheckpointManager, keeping `keep_checkpoint_max`; TF writes the data and index
   under temporary names and replaces the `checkpoint` state file atomically, so a crash never
-  leaves a half-written latest checkpoint. Rerunning resumes from the latest one, which may also
+  leaves a half-written latest checkpoint; what such a crash leaves (`model.ckpt-<step>_temp/`)
+  is removed when training starts again (`remove_dead_checkpoint_writes`). Rerunning resumes from the latest one, which may also
   be one the task continues (the original's run_pretraining: weights, Adam moments, step).
 - Eval and predict: per-example outputs gathered across replicas and steps, in record order.
 - TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
@@ -27,6 +28,7 @@ restore_foreign). `bert_tf.runner.run` drives these loops for the command lines.
 import dataclasses
 import math
 import os
+import re
 import shutil
 import time
 
@@ -215,6 +217,53 @@ def _worker_checkpoint_dir(model_dir, strategy):
     return os.path.join(model_dir, f".worker_{strategy.cluster_resolver.task_id}")
 
 
+# What TF's checkpoint writers leave when killed mid-write (measured with kill -9, TF 2.21):
+# the sharded saver writes `<prefix>_temp/part-00000-of-00001{.index,.data-...}` (the data
+# under a `.tempstate<n>` name while it is written) and then merges them into `<prefix>.index`
+# and `<prefix>.data-...`, deleting the directory; the CheckpointManager's state file is
+# written as `checkpoint.tmp<32 hex>` and renamed over `checkpoint`.
+_DEAD_WRITE = re.compile(rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+_temp|checkpoint\.tmp[0-9a-f]{{32}})$")
+
+
+def remove_dead_checkpoint_writes(model_dir):
+    """Removes what checkpoint writes killed mid-way left in `model_dir` (the chief's
+    directory); returns the removed paths. Call at the start of training only.
+
+    The rule, and why it cannot remove a write in progress:
+    - only `model_dir` itself is looked at: other workers of a multi-worker run write into
+      their own `.worker_<id>` subdirectories (`_worker_checkpoint_dir`), never looked into
+      (and removed whole by their worker when it finishes);
+    - only names TF's writers give their temporary output (`model.ckpt-<step>_temp`
+      directories holding nothing but `part-*` files, `checkpoint.tmp<32 hex>` files); a
+      finished write leaves neither, so none of them is part of a complete checkpoint;
+    - only at the start of the chief's training, before it saves anything: the chief is the
+      one process that writes checkpoints into model_dir, so any such name there now was left
+      by an earlier, dead writer. (Two runs training into one output_dir at once would be
+      the exception; CheckpointManager does not support that either: they would delete each
+      other's checkpoints and overwrite the state file.)
+    """
+    if "://" in str(model_dir) or not os.path.isdir(model_dir):
+        return []
+    removed = []
+    for name in sorted(os.listdir(model_dir)):
+        if not _DEAD_WRITE.match(name):
+            continue
+        path = os.path.join(model_dir, name)
+        try:
+            if os.path.islink(path):
+                continue
+            if os.path.isdir(path):
+                if not all(part.startswith("part-") for part in os.listdir(path)):
+                    continue  # not what TF writes there: leave it to the user
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
 def restore_latest(checkpoint, manager, model, optimizer, task=None):
     """Restores the latest checkpoint of `manager`; returns its path or None.
 
@@ -238,6 +287,9 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
     `on_checkpoint(step)` runs after each checkpoint is saved (eval during training).
     """
     chief = is_chief(strategy)
+    if chief:
+        for path in remove_dead_checkpoint_writes(config.model_dir):
+            log(f"removed {path}: left by a checkpoint write that did not finish")
     with strategy.scope():
         optimizer.build(model.trainable_variables)
     # The dropout layers' seed states too (Keras keeps them out of the model's checkpoint): a
