@@ -12,12 +12,19 @@ nbest_predictions.json and, for SQuAD 2.0, null_odds.json) and, when the predict
 answers, the official evaluation script's numbers (`bert_tf.squad_metrics`) into
 eval_results.txt. The predict records are padded to a multiple of the batch with windows whose
 unique_id is 0 (real ones count from 1000000000), which post-processing leaves out.
+
+A question without a window (its context empty, or nothing but characters the tokenizer drops)
+is predicted as the original predicts it: no candidate, so the original's nonce answer "empty"
+(probability 1, logits 0); with SQuAD 2.0 the original fails on it (IndexError), here it
+predicts "" (see bert_tf.squad_postprocess). A predict file where no question has a window has
+nothing to predict: run_squad stops with one error naming the file (`require_windows`).
 """
 import os
 import time
 
 import tensorflow as tf
 
+from bert_tf.errors import flag_error
 from bert_tf.features import squad_feature_spec
 from bert_tf.task import Task
 
@@ -110,6 +117,9 @@ class SquadTask(Task):
         from bert_tf.task import format_results, write_results
 
         dataset, examples, features = self.predict_data
+        if not features:  # nothing ran: no window to take logits from
+            raise ValueError("no predict window: check the predict file with "
+                             "bert_tf.squad.require_windows before running predict")
         real = outputs["unique_ids"] != PADDING_UNIQUE_ID
         started = time.perf_counter()
         paths = [os.path.join(output_dir, name) for name in (
@@ -146,3 +156,13 @@ def padding_record(max_seq_length):
     zeros = [0] * max_seq_length
     return {"unique_ids": [PADDING_UNIQUE_ID], "input_ids": zeros, "input_mask": zeros,
             "segment_ids": zeros}
+
+
+def require_windows(path, examples, features, flag="predict_file"):
+    """Raises InputError naming `path` (the file of `--flag`) when none of its questions has a
+    window: nothing can be predicted (a question without one, among others with windows, is
+    predicted "empty" as the original)."""
+    if examples and not features:
+        raise flag_error(flag, f"{path}: none of its {len(examples)} question(s) has a "
+                               f"window to predict from: every context is empty (or holds "
+                               f"no token)")

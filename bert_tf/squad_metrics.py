@@ -23,6 +23,8 @@ import collections
 import re
 import string
 
+from bert_tf.errors import InputError
+
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 
@@ -76,7 +78,11 @@ def evaluate_v1(dataset, predictions, log=None):
                     if log is not None:
                         log(f"Unanswered question {qa['id']} will receive score 0.")
                     continue
-                ground_truths = [answer["text"] for answer in qa["answers"]]
+                ground_truths = [answer["text"] for answer in qa.get("answers") or ()]
+                if not ground_truths:  # the official script fails here (max() of nothing)
+                    raise InputError(
+                        f"question {qa['id']!r} has no answer: SQuAD 1.1 scoring needs at "
+                        f"least one per question (SQuAD 2.0 files: --version_2_with_negative)")
                 prediction = predictions[qa["id"]]
                 exact_match += metric_max_over_ground_truths(
                     exact_match_score, prediction, ground_truths)

@@ -136,6 +136,7 @@ def main(argv):
         dataset, examples = read_examples(FLAGS.predict_file, is_training=False)
         features = squad_data.convert_examples_to_features(examples, is_training=False,
                                                            **windows)
+        squad.require_windows(FLAGS.predict_file, examples, features)
         padding = [squad.padding_record(FLAGS.max_seq_length)] * (
             -len(features) % FLAGS.predict_batch_size)
         path = os.path.join(FLAGS.output_dir, "eval.tf_record")

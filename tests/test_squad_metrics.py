@@ -56,6 +56,14 @@ def test_v1_scores_by_hand():
     assert lines == ["Unanswered question q3 will receive score 0."]
 
 
+def test_v1_question_without_answers_is_bad_input():
+    """The official v1.1 script fails with max() of nothing; here an InputError names it."""
+    from bert_tf.errors import InputError
+    data = dataset(("q1", ["Paris"]), ("q2", []))
+    with pytest.raises(InputError, match="question 'q2' has no answer: SQuAD 1.1 scoring"):
+        m.evaluate_v1(data, {"q1": "Paris", "q2": "empty"})
+
+
 def test_v2_scores_by_hand():
     assert m.compute_f1("", "") == 1 and m.compute_f1("the", "") == 1  # both empty
     assert m.compute_f1("Paris", "") == 0 and m.compute_exact("", "") == 1

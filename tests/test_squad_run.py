@@ -98,15 +98,17 @@ def reference_features(rs, refbert, workspace, path, is_training, records):
     return examples, features
 
 
-def reference_predictions(reference, refbert, ref_flags, workspace, version, out_dir):
-    """The original's three files for the dev slice of `version`, from its model's logits."""
+def reference_predictions(reference, refbert, ref_flags, workspace, version, out_dir,
+                          path=None):
+    """The original's three files for the dev slice of `version` (or `path`), from its
+    model's logits."""
     rs, spec = reference
     v1 = refbert.v1
     ref_flags(version_2_with_negative=version == "2.0", verbose_logging=False,
               null_score_diff_threshold=0.0)
     records = out_dir / "eval.tf_record"
-    examples, features = reference_features(rs, refbert, workspace, workspace["files"][version],
-                                            False, records)
+    examples, features = reference_features(rs, refbert, workspace,
+                                            path or workspace["files"][version], False, records)
     results = []
     with v1.Graph().as_default(), tf1_tensor_shapes(v1):
         input_fn = rs.input_fn_builder(str(records), WINDOWS["max_seq_length"], False, False)
@@ -187,6 +189,75 @@ def test_predictions_equal_the_originals(reference, refbert, ref_flags, workspac
     assert set(written) == set(expected)
     for key, value in expected.items():
         assert float(written[key]) == pytest.approx(float(value), abs=1e-9), key
+
+
+def with_windowless_questions(workspace, version):
+    """The dev slice of `version` with two paragraphs whose questions get no window (an empty
+    context, a context of spaces) inserted before and after the others; its path."""
+    data = json.loads(workspace["files"][version].read_text())
+    paragraphs = data["data"][0]["paragraphs"]
+    paragraphs.insert(0, {"context": "", "qas": [{"id": "no_window_1", "question": "Who?",
+                                                 "answers": [], "is_impossible": True}]})
+    paragraphs.append({"context": "  \t ", "qas": [{"id": "no_window_2", "question": "When?",
+                                                    "answers": [], "is_impossible": True}]})
+    if version == "1.1":  # v1.1 scoring needs an answer for every question
+        for qa in paragraphs[0]["qas"] + paragraphs[-1]["qas"]:
+            del qa["is_impossible"]
+            qa["answers"] = [{"text": "nowhere", "answer_start": 0}]
+    path = workspace["root"] / f"windowless-v{version}.json"
+    path.write_text(json.dumps(data), "utf-8")
+    return path
+
+
+def test_questions_without_a_window_predicted_as_the_original(reference, refbert, ref_flags,
+                                                               workspace, tmp_path_factory):
+    """A question without a window among others (v1.1): the original's nonce answer "empty",
+    the other questions as the original predicts them; all three files equal."""
+    path = with_windowless_questions(workspace, "1.1")
+    theirs = reference_predictions(reference, refbert, ref_flags, workspace, "1.1",
+                                   tmp_path_factory.mktemp("reference_windowless"), path=path)
+    output_dir = tmp_path_factory.mktemp("ours_windowless")
+    log = run(squad_command(workspace, output_dir, do_predict=True, predict_file=path,
+                            init_checkpoint=workspace["checkpoint"], predict_batch_size=8))
+    ours = json.loads((output_dir / "predictions.json").read_text())
+    assert ours == theirs["predictions.json"]
+    assert ours["no_window_1"] == ours["no_window_2"] == "empty"
+    assert sum(text != "empty" for text in ours.values()) > 40
+    ours_nbest = json.loads((output_dir / "nbest_predictions.json").read_text())
+    assert list(ours_nbest) == list(theirs["nbest_predictions.json"])
+    for qid in ("no_window_1", "no_window_2"):
+        assert ours_nbest[qid] == theirs["nbest_predictions.json"][qid] == [
+            {"text": "empty", "probability": 1.0, "start_logit": 0.0, "end_logit": 0.0}]
+    assert "eval_results.txt" in log
+
+
+def test_questions_without_a_window_squad_2(reference, refbert, ref_flags, workspace,
+                                            tmp_path_factory):
+    """SQuAD 2.0: the original fails on a question without a window (IndexError: its null
+    candidate indexes the question's windows); ours predicts "" (no answer: there is no
+    context), its null odds the original's initial null score, and every other question as
+    the original."""
+    path = with_windowless_questions(workspace, "2.0")
+    with pytest.raises(IndexError):
+        reference_predictions(reference, refbert, ref_flags, workspace, "2.0",
+                              tmp_path_factory.mktemp("reference_windowless_2"), path=path)
+    theirs = reference_predictions(reference, refbert, ref_flags, workspace, "2.0",
+                                   tmp_path_factory.mktemp("reference_2"))
+    output_dir = tmp_path_factory.mktemp("ours_windowless_2")
+    run(squad_command(workspace, output_dir, do_predict=True, predict_file=path,
+                      init_checkpoint=workspace["checkpoint"], predict_batch_size=8,
+                      version_2_with_negative=True))
+    ours = json.loads((output_dir / "predictions.json").read_text())
+    odds = json.loads((output_dir / "null_odds.json").read_text())
+    nbest = json.loads((output_dir / "nbest_predictions.json").read_text())
+    for qid in ("no_window_1", "no_window_2"):
+        assert ours.pop(qid) == ""
+        assert odds.pop(qid) == 1000000
+        assert nbest[qid] == [{"text": "", "probability": 1.0, "start_logit": 0.0,
+                               "end_logit": 0.0}]
+    assert ours == theirs["predictions.json"]
+    np.testing.assert_allclose([odds[q] for q in theirs["null_odds.json"]],
+                               list(theirs["null_odds.json"].values()), atol=1e-5)
 
 
 def test_training_loss_equals_the_originals(reference, refbert, ref_flags, workspace, tmp_path):
