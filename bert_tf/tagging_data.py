@@ -46,8 +46,25 @@ def _decode_utf8(data, path):
                          line_number) from None
 
 
+class ConllSentences(list):
+    """The (words, tags) sentences of a CoNLL file (a list), which also know where they came
+    from: `path`, and `first_lines[i]`, the line number of sentence i's first word (its word j
+    is on line first_lines[i] + j: one word per line). A slice or copy is a plain list."""
+
+    def __init__(self, sentences=(), path=None, first_lines=()):
+        super().__init__(sentences)
+        self.path = path
+        self.first_lines = list(first_lines)
+
+    def where(self, sentence_index, word_index):
+        """"path:line" of a word, or None when not known."""
+        if self.path is None or sentence_index >= len(self.first_lines):
+            return None
+        return f"{self.path}:{self.first_lines[sentence_index] + word_index}"
+
+
 def read_conll(path, require_tags=True):
-    """The sentences of a CoNLL file, each a (words, tags) pair of lists.
+    """The sentences of a CoNLL file, each a (words, tags) pair of lists (a ConllSentences).
 
     One `word ... tag` line per word, columns separated by whitespace (the word is the first
     column, the tag the last, so CoNLL-2003's `word POS chunk NER` works as is); a blank line
@@ -58,7 +75,7 @@ def read_conll(path, require_tags=True):
     """
     with open_input(path, "CoNLL file") as f:
         text = _decode_utf8(f.read(), path)
-    sentences, words, tags = [], [], []
+    sentences, words, tags = ConllSentences(path=path), [], []
     for line_number, line in enumerate(text.split("\n"), start=1):
         columns = line.split()
         if not columns or columns[0] == DOCSTART:
@@ -66,6 +83,8 @@ def read_conll(path, require_tags=True):
                 sentences.append((words, tags))
                 words, tags = [], []
             continue
+        if not words:
+            sentences.first_lines.append(line_number)
         if len(columns) == 1 and require_tags:
             raise file_error(path, f"{columns[0]!r} has no tag (expected `word ... tag` "
                                    f"columns)", line_number)
@@ -210,26 +229,30 @@ def scoring_windows(windows, word_starts):
     return best
 
 
-def _label_ids(sentence_index, words, tags, label_map):
-    """Each word's tag index (0 for a word without a gold tag)."""
+def _label_ids(sentence_index, words, tags, label_map, where=None):
+    """Each word's tag index (0 for a word without a gold tag). `where(sentence_index,
+    word_index)`, if given, is the "file:line" of a word, which an unknown tag's error names."""
     ids = []
     for word_index, (word, tag) in enumerate(zip(words, tags)):
         if tag is not None and tag not in label_map:
-            raise InputError(f"sentence {sentence_index + 1}, word {word_index + 1} ({word!r}): "
-                             f"tag {tag!r} is not in the label list {list(label_map)}")
+            location = where(sentence_index, word_index) if where is not None else None
+            message = (f"sentence {sentence_index + 1}, word {word_index + 1} ({word!r}): tag "
+                       f"{tag!r} is not in the label list {list(label_map)}")
+            raise InputError(f"{location}: {message}" if location else message)
         ids.append(0 if tag is None else label_map[tag])
     return ids
 
 
 def convert_sentence(sentence_index, words, tags, label_map, max_seq_length, tokenizer,
-                     doc_stride):
-    """The features (one per window) of one sentence; see the module doc for the rules."""
+                     doc_stride, where=None):
+    """The features (one per window) of one sentence; see the module doc for the rules.
+    `where`: as `_label_ids`'."""
     pieces_per_word = word_pieces(tokenizer, words)
     word_starts, pieces = [], []
     for pieces_of_word in pieces_per_word:
         word_starts.append(len(pieces))
         pieces.extend(pieces_of_word)
-    word_label_ids = _label_ids(sentence_index, words, tags, label_map)
+    word_label_ids = _label_ids(sentence_index, words, tags, label_map, where)
     windows = word_windows(word_starts, len(pieces), max_seq_length - 2, doc_stride)
     scored_in = scoring_windows(windows, word_starts)
     features = []
@@ -256,6 +279,8 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
 
     doc_stride: pieces between the starts of a long sentence's windows (run_squad's flag);
     default half a window. Every word of every sentence is scored in exactly one feature.
+    A tag not in `label_list` is an InputError naming the word (and its file:line when the
+    sentences are read_conll's).
     """
     if max_seq_length < 3:
         raise flag_error("max_seq_length", f"must be at least 3 ([CLS], a piece, [SEP]), "
@@ -265,10 +290,11 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     if doc_stride < 1:
         raise flag_error("doc_stride", f"must be at least 1, got {doc_stride}")
     label_map = {label: index for index, label in enumerate(label_list)}
+    where = getattr(sentences, "where", None)
     features = []
     for sentence_index, (words, tags) in enumerate(sentences):
         features.extend(convert_sentence(sentence_index, words, tags, label_map,
-                                         max_seq_length, tokenizer, doc_stride))
+                                         max_seq_length, tokenizer, doc_stride, where))
     return features
 
 

@@ -264,6 +264,34 @@ def test_conversion_errors(tokenizer):
                                                    doc_stride=0)
 
 
+def test_unknown_tag_names_file_and_line(tmp_path, tokenizer):
+    path = tmp_path / "tags.txt"
+    path.write_bytes(b"-DOCSTART- -X- O\n\nEU NNP B-ORG\r\nrejects VBZ O\r\n\n\n"
+                     b"-DOCSTART- -X- O\nThe O\nblack O\ncat B-ANIMAL\n\nLondon B-LOC\n")
+    sentences = tagging_data.read_conll(path)
+    assert sentences.first_lines == [3, 8, 12]
+    with pytest.raises(InputError) as raised:
+        tagging_data.convert_sentences_to_features(sentences, CONLL_LABELS, 8, tokenizer)
+    assert str(raised.value) == (f"{path}:10: sentence 2, word 3 ('cat'): tag 'B-ANIMAL' is not "
+                                 f"in the label list {CONLL_LABELS}")
+    # Sentences that are not read_conll's (a list): the sentence and word only.
+    with pytest.raises(InputError, match=r"^sentence 2, word 3 \('cat'\): tag 'B-ANIMAL'"):
+        tagging_data.convert_sentences_to_features(list(sentences), CONLL_LABELS, 8, tokenizer)
+
+
+def test_unknown_tag_line_in_the_real_file(valid_path, sentences, tokenizer):
+    """Oracle: the first line of the file itself whose last column is the left-out tag."""
+    labels = [label for label in CONLL_LABELS if label != "I-MISC"]
+    with pytest.raises(InputError) as raised:
+        tagging_data.convert_sentences_to_features(sentences, labels, 128, tokenizer)
+    lines = valid_path.read_text("utf-8").split("\n")
+    line = next(n for n, text in enumerate(lines, start=1)
+                if text.split() and text.split()[-1] == "I-MISC")
+    word = lines[line - 1].split()[0]
+    assert str(raised.value).startswith(f"{valid_path}:{line}: sentence ")
+    assert f"({word!r}): tag 'I-MISC' is not in the label list" in str(raised.value)
+
+
 def test_words_predictions_rejects_mismatched_predictions(converted):
     _, _, features = converted
     predictions = [f.label_ids for f in features]
