@@ -2,13 +2,31 @@
 
 The library defines no flags; each command line defines its own and calls `run_main(main)`.
 """
+import importlib.abc
+import importlib.util
 import os
+import re
 import sys
+import tempfile
 
 from bert_tf.errors import InputError, flag_error
 
-# TensorFlow's C++ start-up chatter (oneDNN, CUDA stubs) hides our own progress lines.
+# TensorFlow's C++ INFO and WARNING lines (CPU feature guard, ...) hide our own progress lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# What TensorFlow 2.20-2.21 print when a command line first imports it, whatever
+# TF_CPP_MIN_LOG_LEVEL says: they are logged by static initializers before TensorFlow reads its
+# log level, once by _pywrap_tensorflow_internal.so and again by _pywrap_profiler_plugin.so
+# (tf.profiler's extension has its own copy of that code; `import tensorflow` loads both), hence
+# the banner twice per process. `_QuietTensorFlowImport` drops them at that import.
+_START_UP_NOISE = re.compile(
+    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
+    r"|[IW]\d{4} [\d:. ]+\d+ (port\.cc:\d+\] oneDNN custom operations are on"
+    r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine)")
+# On a machine without NVIDIA's driver, the CUDA build of TensorFlow (the `tensorflow` wheel)
+# logs this ERROR when it first lists devices: no GPU could be there, so it is noise.
+_NO_DRIVER_NOISE = re.compile(
+    r"E\d{4} [\d:. ]+\d+ cuda_platform\.cc:\d+\] failed call to cuInit")
 
 
 # absl's help flags: it prints the usage (the module docstring, then the flags) and exits 1.
@@ -16,10 +34,90 @@ HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "-helpshort", "--hel
               "-helpfull", "--helpxml", "-helpxml")
 
 
+class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
+    """Imports TensorFlow, wherever a command line first does, with file descriptor 2 sent to a
+    temporary file; then lists the physical devices (what every command does first; it creates
+    no context, so device configuration stays possible) and writes back to stderr every line
+    but TensorFlow's start-up banner (`_START_UP_NOISE`, `_NO_DRIVER_NOISE`). Everything is
+    written back if the import fails."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow":
+            return None
+        sys.meta_path.remove(self)  # one import only; the real finder finds it below
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def quiet_exec_module(module):
+            with _StderrFiltered():
+                exec_module(module)
+                module.config.list_physical_devices()
+
+        spec.loader = _Loader(spec.loader, quiet_exec_module)
+        return spec
+
+
+class _Loader(importlib.abc.Loader):
+    """`loader` with its exec_module replaced."""
+
+    def __init__(self, loader, exec_module):
+        self._loader, self.exec_module = loader, exec_module
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _StderrFiltered:
+    """Sends file descriptor 2 to a temporary file; on exit, writes its lines back to stderr,
+    without the start-up noise unless an exception is leaving."""
+
+    def __enter__(self):
+        sys.stderr.flush()
+        self._file = tempfile.TemporaryFile()
+        self._saved = os.dup(2)
+        os.dup2(self._file.fileno(), 2)
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._file.seek(0)
+        text = self._file.read().decode("utf-8", "replace")
+        self._file.close()
+        no_driver = not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl"))
+        kept = [line for line in text.splitlines(keepends=True) if kind is not None or not (
+            _START_UP_NOISE.match(line) or (no_driver and _NO_DRIVER_NOISE.match(line)))]
+        if kept:
+            sys.stderr.write("".join(kept))
+            sys.stderr.flush()
+        return False
+
+
+def quiet_tensorflow_start_up():
+    """From now on, this process's first `import tensorflow` prints no start-up banner, and
+    TensorFlow's Python INFO lines (SavedModel sharding, signature names, ...) are not shown
+    unless --verbosity says so. `run_main` calls it before the command imports TensorFlow."""
+    from absl import logging
+
+    logging.set_verbosity(logging.WARNING)  # a --verbosity flag, parsed later, overrides it
+    if "tensorflow" not in sys.modules and not any(
+            isinstance(finder, _QuietTensorFlowImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlowImport())
+
+
 def run_main(main):
     """Runs an absl `main(argv)`; bad input exits with status 2 and a one-line message;
-    --help (and --helpfull, ...) exits 0."""
+    --help (and --helpfull, ...) exits 0. TensorFlow's start-up banner and INFO lines are not
+    shown (`quiet_tensorflow_start_up`)."""
     from absl import app
+
+    quiet_tensorflow_start_up()
 
     help_requested = any(arg.split("=")[0] in HELP_FLAGS for arg in sys.argv[1:])
 
@@ -29,11 +127,19 @@ def run_main(main):
         except InputError as e:
             print(f"error: {e}", file=sys.stderr)
             sys.exit(2)
+        except Exception as e:  # noqa: BLE001 (only permission errors are handled here)
+            message = permission_error_message(e)
+            if message is None:
+                raise
+            print(f"error: {message}", file=sys.stderr)
+            sys.exit(2)
 
     def parse_flags(argv):
-        """absl's parsing, but a bad flag (unknown name, invalid value) is one `error:` line
-        and exit 2, as other bad input (absl prints its usage text and exits 1)."""
+        """absl's parsing, but a bad flag (unknown name, invalid value, a value outside
+        FLAG_RANGES) is one `error:` line and exit 2, as other bad input (absl prints its usage
+        text and exits 1)."""
         from absl import flags
+        register_flag_ranges(flags.FLAGS)
         try:
             return flags.FLAGS(argv)
         except flags.Error as e:
@@ -46,6 +152,53 @@ def run_main(main):
         if help_requested and e.code == 1:  # absl exits 1 after printing the help text
             sys.exit(0)
         raise
+
+
+# The values every command line's numeric flags may take, by flag name: one check for all of
+# them, made when the flags are parsed (before any work). A flag of a command line that is in
+# no table here takes any value its type allows (tests/test_bad_input.py lists those).
+_POSITIVE_INTEGERS = (
+    "train_batch_size", "eval_batch_size", "predict_batch_size", "batch_size",
+    "save_checkpoints_steps", "iterations_per_loop", "num_tpu_cores", "num_cpu_devices",
+    "gradient_accumulation_steps", "keep_checkpoint_max", "log_steps", "max_seq_length",
+    "max_predictions_per_seq", "max_eval_steps", "shuffle_buffer_size", "doc_stride",
+    "n_best_size", "max_answer_length", "top_k", "vocab_size", "dupe_factor", "num_workers",
+    "output_shards", "window_bytes", "num_documents", "min_frequency", "limit_alphabet")
+_NON_NEGATIVE_NUMBERS = (
+    "num_gpus", "num_train_steps", "num_warmup_steps", "num_train_epochs", "finetune_epochs",
+    "weight_decay_rate", "max_query_length", "num_unused", "seed", "random_seed")
+_POSITIVE_NUMBERS = ("learning_rate", "progress_interval")
+_PROPORTIONS = ("warmup_proportion", "masked_lm_prob", "short_seq_prob")
+FLAG_RANGES = {
+    **{name: (lambda v: v >= 1, "must be a positive integer") for name in _POSITIVE_INTEGERS},
+    **{name: (lambda v: v >= 0, "must be >= 0") for name in _NON_NEGATIVE_NUMBERS},
+    **{name: (lambda v: v > 0, "must be > 0") for name in _POSITIVE_NUMBERS},
+    **{name: (lambda v: 0 <= v <= 1, "must be in [0, 1]") for name in _PROPORTIONS},
+}
+
+
+def register_flag_ranges(flag_values):
+    """Registers FLAG_RANGES' check for each of them that `flag_values` defines (unset
+    optional flags, None, pass)."""
+    from absl import flags
+    for name, (in_range, message) in FLAG_RANGES.items():
+        if name in flag_values:
+            flags.register_validator(name, lambda v, ok=in_range: v is None or ok(v),
+                                     message=message, flag_values=flag_values)
+
+
+def permission_error_message(error):
+    """One line for an error that says a path cannot be written or read (permission denied,
+    read-only or immutable): Python's PermissionError and TensorFlow's PermissionDeniedError
+    (whose message names the path); None for any other error."""
+    import errno
+    if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        where = error.filename or ""
+        return f"{where}: {error.strerror.lower()}" if where else str(error)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and isinstance(error, tf.errors.PermissionDeniedError):
+        return error.message.splitlines()[0]
+    return None
 
 
 def split_comma_list(value):

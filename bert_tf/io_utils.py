@@ -98,14 +98,21 @@ def remove_stale_temporaries(path):
     return removed
 
 
-def check_output_file(path, flag_name="output_file"):
-    """An output file must not be an existing directory, nor under a file: checked before any
-    work is done."""
+def check_output_file(path, flag_name="output_file", inputs=None):
+    """An output file must not be an existing directory, nor under a file, nor one of the
+    command's `inputs` ({flag name: [paths]}), which writing it would replace: checked before
+    any work is done."""
     path = os.fspath(path)
     if is_url(path):
         return
     if os.path.isdir(path):
         raise flag_error(flag_name, f"{path}: is a directory, not a file")
+    for input_flag, input_paths in (inputs or {}).items():
+        for input_path in [input_paths] if isinstance(input_paths, str) else input_paths:
+            if (input_path and not is_url(input_path) and os.path.exists(path)
+                    and os.path.samefile(path, input_path)):
+                raise flag_error(flag_name, f"{path} is also --{input_flag}: writing it would "
+                                            f"replace that input; nothing was written")
     parent = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
@@ -130,6 +137,80 @@ def check_input_file(path, flag_name="input_file", allow_empty=False, what="inpu
         raise flag_error(flag_name, f"{path}: is a directory, not a file")
     if not allow_empty and size(path) == 0:
         raise flag_error(flag_name, f"{path}: {what} is empty")
+
+
+def check_writable_dir(path, flag_name="output_dir"):
+    """A directory the command will create or write into: it must be a directory (or not exist
+    yet) and writable, or be creatable under its nearest existing parent. Checked before any
+    work; creates nothing. Remote paths (gs://...) are left to the file system."""
+    path = os.fspath(path)
+    if is_url(path):
+        return
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise flag_error(flag_name, f"{path} is a file, not a directory")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise flag_error(flag_name, f"{path}: {existing} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == os.path.abspath(path) else (
+            f"cannot be created: {existing} is not writable")
+        raise flag_error(flag_name, f"{path} {what} (permission denied, a read-only or an "
+                                    f"immutable folder)")
+
+
+def same_or_inside(path, folder):
+    """Whether local `path` is `folder` or lies inside it (symbolic links resolved)."""
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_replaceable_dir(path, flag_name, is_ours, what, keep=None):
+    """A directory that a command replaces as a whole (a SavedModel export): it must not exist,
+    be empty, or be one that `is_ours(path)` recognises as written by this kind of command
+    (its files are then replaced). Anything else of the user's is refused before any work, and
+    so is a path that is, or holds, one of the `keep` folders ({flag name: path}: the run's
+    output and checkpoint folders), which replacing it would delete. Local paths only."""
+    path = os.fspath(path)
+    if is_url(path):
+        return
+    for other_flag, other in (keep or {}).items():
+        if other and not is_url(other) and same_or_inside(other, path):
+            raise flag_error(flag_name, f"{path} would replace --{other_flag}'s {other}; "
+                                        f"nothing was deleted: export to another folder")
+    if not os.path.lexists(path):
+        return
+    if not os.path.isdir(path) or os.path.islink(path):
+        raise flag_error(flag_name, f"{path} is a file, not a directory")
+    names = sorted(os.listdir(path))
+    if names and not is_ours(path):
+        more = f" and {len(names) - 1} more" if len(names) > 1 else ""
+        raise flag_error(flag_name, f"{path} is not empty and not {what} (it holds "
+                                    f"{names[0]!r}{more}); nothing was deleted: pass a new or "
+                                    f"empty folder, or remove it yourself")
+
+
+@contextlib.contextmanager
+def removed_on_failure(directory):
+    """What the block creates in local `directory` is removed if the block raises (and the
+    directory too if the block created it): a command that fails while preparing its inputs
+    leaves no partial outputs. What was there before is never touched."""
+    directory = os.fspath(directory)
+    if is_url(directory):
+        yield
+        return
+    existed = os.path.isdir(directory)
+    before = set(os.listdir(directory)) if existed else set()
+    try:
+        yield
+    except BaseException:
+        if os.path.isdir(directory):
+            for name in set(os.listdir(directory)) - before:
+                remove_path(os.path.join(directory, name))
+            if not existed and not os.listdir(directory):
+                os.rmdir(directory)
+        raise
 
 
 def remove_path(path):

@@ -24,6 +24,7 @@ import os
 import sys
 
 from bert_tf.errors import InputError, flag_error
+from bert_tf.io_utils import check_writable_dir
 
 # --save_original_checkpoint writes output_dir/<this>/model.ckpt-<step> in the original naming.
 ORIGINAL_FORMAT_DIR = "original_format"
@@ -70,13 +71,15 @@ class RunSettings:
     vocab_file: str = None  # with export_dir: the raw-string signatures' vocabulary
     do_lower_case: bool = True
 
-    def validate(self):
-        """InputError naming the flag for values no task can run with."""
+    def validate(self, steps_known=True):
+        """InputError naming the flag for values no task can run with, and for output paths
+        that cannot be written or would replace what is not ours. `steps_known=False`: before
+        the command line has counted its data (num_train_steps not set yet)."""
         check_request(self.do_train, self.do_eval, self.do_predict, self.output_dir)
         positive = ["train_batch_size", "eval_batch_size", "predict_batch_size",
                     "iterations_per_loop", "max_eval_steps", "gradient_accumulation_steps",
-                    "keep_checkpoint_max"]
-        if self.do_train:
+                    "keep_checkpoint_max", "learning_rate"]
+        if self.do_train and steps_known:
             positive.append("num_train_steps")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -90,6 +93,19 @@ class RunSettings:
             raise flag_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
         if self.mixed_precision not in ("off", "bfloat16", "float16"):
             raise flag_error("mixed_precision", "must be off, bfloat16 or float16")
+        check_writable_dir(self.output_dir)
+        if self.export_dir:
+            from bert_tf.export import check_export_dir
+            keep = {"output_dir": self.output_dir}
+            if self.init_checkpoint:
+                keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
+            check_export_dir(self.export_dir, keep)
+
+
+def checkpoint_folder(path):
+    """The folder that holds checkpoint `path` (a directory, or a checkpoint prefix's)."""
+    path = os.fspath(path)
+    return path if os.path.isdir(path) else (os.path.dirname(path) or ".")
 
 
 def check_request(do_train, do_eval, do_predict, output_dir):
@@ -127,7 +143,12 @@ def naming_damaged_records(task, mode):
 def epoch_steps(num_examples, batch_size, num_train_epochs, warmup_proportion,
                 what="examples"):
     """(num_train_steps, num_warmup_steps) as the original: int(examples / batch size *
-    epochs), warmup_proportion of them; InputError naming --num_train_epochs if that is 0."""
+    epochs), warmup_proportion of them; InputError naming the argument that makes no
+    training step or cannot be meant."""
+    if batch_size <= 0:
+        raise flag_error("train_batch_size", f"must be positive, got {batch_size}")
+    if not 0 <= warmup_proportion <= 1:
+        raise flag_error("warmup_proportion", f"must be in [0, 1], got {warmup_proportion}")
     num_train_steps = int(num_examples / batch_size * num_train_epochs)
     if num_train_steps < 1:
         raise flag_error("num_train_epochs", f"{num_train_epochs} epochs of {num_examples} "
@@ -188,6 +209,27 @@ def build_optimizer(model, settings):
     return training.wrap_optimizer(optimizer, settings.mixed_precision)
 
 
+# Why eval/predict refuse an --init_checkpoint that lacks some of the model (a task head).
+_INCOMPLETE_FOR_INFERENCE = ": train first (--do_train) or pass a checkpoint that holds them"
+
+
+def check_init_checkpoint(build_model, settings):
+    """Before any work: the init_checkpoint this run will read loads into `build_model()` (a
+    throwaway model: every variable's shape must match the config), and holds the whole model
+    when eval/predict use it without training. Nothing to check when the run continues the
+    latest checkpoint in output_dir instead (it reads no init_checkpoint then)."""
+    import tensorflow as tf
+
+    from bert_tf.checkpoints import load_checkpoint, require_complete
+
+    if not settings.init_checkpoint or (tf.io.gfile.isdir(settings.output_dir) and
+                                        tf.train.latest_checkpoint(settings.output_dir)):
+        return
+    report = load_checkpoint(build_model(), settings.init_checkpoint)
+    if not settings.do_train:
+        require_complete(report, "init_checkpoint", hint=_INCOMPLETE_FOR_INFERENCE)
+
+
 def restore_for_inference(task, model, optimizer, settings, log=log):
     """Loads the weights eval/predict use (see the module docstring); returns the global step."""
     import tensorflow as tf
@@ -203,8 +245,7 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
         return training.global_step(optimizer)
     if settings.init_checkpoint:
         report = task.initialize(model, settings.init_checkpoint, log)
-        require_complete(report, "init_checkpoint", hint=": train first (--do_train) or pass "
-                                                         "a checkpoint that holds them")
+        require_complete(report, "init_checkpoint", hint=_INCOMPLETE_FOR_INFERENCE)
         reader = tf.train.load_checkpoint(report.path) if report.format == "tf1" else None
         if reader is not None and reader.has_tensor("global_step"):
             return int(reader.get_tensor("global_step"))

@@ -45,13 +45,8 @@ def main(argv):
     for name in ("input_file", "output_file"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
-    for name in ("vocab_size", "min_frequency", "limit_alphabet"):
-        if getattr(FLAGS, name) < 1:
-            raise flag_error(name, f"must be positive, got {getattr(FLAGS, name)}")
-    if FLAGS.num_unused < 0:
-        raise flag_error("num_unused", f"must be >= 0, got {FLAGS.num_unused}")
-    check_output_file(FLAGS.output_file, "output_file")
     input_files = expand_globs(FLAGS.input_file, "input_file")
+    check_output_file(FLAGS.output_file, "output_file", inputs={"input_file": input_files})
     build_vocab(input_files, FLAGS.output_file, FLAGS.vocab_size,
                 do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
                 min_frequency=FLAGS.min_frequency, limit_alphabet=FLAGS.limit_alphabet)

@@ -130,7 +130,8 @@ def main(argv):
         if num_workers < 1:
             raise flag_error("num_workers", f"must be at least 1, got {num_workers}")
     for path in output_files:
-        check_output_file(path, "output_file")
+        check_output_file(path, "output_file", inputs={"input_file": input_files,
+                                                       "vocab_file": FLAGS.vocab_file})
     make_tokenizer = functools.partial(pretraining_data.make_tokenizer, FLAGS.tokenizer,
                                        FLAGS.vocab_file, FLAGS.do_lower_case)
     tokenizer = make_tokenizer()  # also checks the vocabulary before any work

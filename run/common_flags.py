@@ -110,7 +110,10 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                       "After training, also write the weights as a TF1 checkpoint in the original "
                       "release's variable names to output_dir/original_format/model.ckpt-<step>.")
     flags.DEFINE_string("export_dir", None,
-                        "Also save the model as a SavedModel here (serving on token ids).")
+                        "Also save the model as a SavedModel here: serving_default on token ids, "
+                        "and serve_text / serve_text_pair on raw strings (see docs/export.md). "
+                        "A new or empty folder, or an earlier bert_tf export (replaced); never "
+                        "the output or checkpoint folder.")
 
 
 def check_required(*names):
@@ -166,11 +169,22 @@ def epoch_steps(num_examples, what="examples"):
 
 
 def start_strategy():
-    """Builds the tf.distribute strategy of the flags now, before the command line writes its
-    records with TensorFlow: MultiWorkerMirrored and Mirrored on logical CPUs must exist before
-    any op runs. The runner reuses it (bert_tf.distribution.create_strategy)."""
+    """Checks the run's settings before any work (values, an output folder that can be
+    written, an export folder that replaces nothing of the user's) and builds the
+    tf.distribute strategy now, before the command line writes its records with TensorFlow:
+    MultiWorkerMirrored and Mirrored on logical CPUs must exist before any op runs. The runner
+    reuses it (bert_tf.distribution.create_strategy)."""
     from bert_tf import runner
-    runner.build_strategy(run_settings(), log=lambda message: None)
+    settings = run_settings()
+    settings.validate(steps_known=False)
+    runner.build_strategy(settings, log=lambda message: None)
+
+
+def check_init_checkpoint(build_model):
+    """Before the command line writes records: --init_checkpoint fits the model that
+    `build_model()` builds (bert_tf.runner.check_init_checkpoint)."""
+    from bert_tf import runner
+    runner.check_init_checkpoint(build_model, run_settings())
 
 
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):

@@ -33,7 +33,8 @@ flags.DEFINE_integer("max_query_length", 64, "squad: the question's pieces kept 
 flags.DEFINE_integer("max_answer_length", 30, "squad: the longest answer span, in pieces.")
 flags.DEFINE_integer("n_best_size", 20, "squad: the best starts and ends the answer is chosen "
                      "among (run_squad's).")
-flags.DEFINE_string("export_dir", None, "Where to write the SavedModel.")
+flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
+                    "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
 
 
 def build_task(config, vocab_file=None):
@@ -54,17 +55,12 @@ def build_task(config, vocab_file=None):
             raise flag_error("max_query_length", f"must be in [0, max_seq_length - 4 = "
                                                  f"{FLAGS.max_seq_length - 4}], got "
                                                  f"{FLAGS.max_query_length}")
-        for name in ("max_answer_length", "n_best_size"):
-            if getattr(FLAGS, name) < 1:
-                raise flag_error(name, f"must be >= 1, got {getattr(FLAGS, name)}")
         task = SquadTask(config, {}, FLAGS.max_seq_length, n_best_size=FLAGS.n_best_size,
                          max_answer_length=FLAGS.max_answer_length)
         task.max_query_length = FLAGS.max_query_length
         return task
     if FLAGS.task == "pretraining":
         from bert_tf.tokenization import load_vocab
-        if FLAGS.top_k < 1:
-            raise flag_error("top_k", f"must be >= 1, got {FLAGS.top_k}")
         if not vocab_file:
             raise flag_error("vocab_file", "required for --task=pretraining (the [MASK] id)")
         vocab = load_vocab(vocab_file)
@@ -82,6 +78,9 @@ def main(argv):
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
+    from bert_tf.runner import checkpoint_folder
+    export.check_export_dir(FLAGS.export_dir,
+                            keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     config, vocab_file, do_lower_case = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)

@@ -211,10 +211,10 @@ def main(argv):
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "required")
-    if FLAGS.batch_size < 1:
-        raise flag_error("batch_size", "must be positive")
     check_input_file(FLAGS.input_file, "input_file")  # before any slow import or work
-    check_output_file(FLAGS.output_file, "output_file")
+    check_output_file(FLAGS.output_file, "output_file",
+                      inputs={name: getattr(FLAGS, name) for name in
+                              ("input_file", "vocab_file", "bert_config_file")})
     from bert_tf import tokenization
     from bert_tf.checkpoints import load_checkpoint, require_complete
     from bert_tf.encoder import BertEncoder
@@ -223,7 +223,7 @@ def main(argv):
     config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
-    from run.common_flags import check_max_seq_length
+    from .common_flags import check_max_seq_length
     check_max_seq_length(config)
     tokenization.check_vocab_fits(vocab_file, config.vocab_size)
     layer_indexes = parse_layers(FLAGS.layers, config.num_hidden_layers)

@@ -27,7 +27,7 @@ from absl import flags
 
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
-from run import common_flags
+from . import common_flags
 
 FLAGS = flags.FLAGS
 
@@ -71,14 +71,10 @@ def tsv_options():
 
 def write_records(name, examples, label_list, tokenizer, regression, batch_size=None):
     """Writes output_dir/<name>.tf_record (padded to a multiple of batch_size if given);
-    returns (records written, real examples)."""
+    returns (path, records written, real examples)."""
     from bert_tf import classifier_data, runner
 
     num_real = len(examples)
-    if not num_real:
-        split = {"train": FLAGS.train_file, "eval": FLAGS.dev_file, "predict": FLAGS.test_file}
-        raise flag_error("data_dir", f"the {name} split holds no examples"
-                         + (f" ({split[name]})" if FLAGS.task_name.lower() == "tsv" else ""))
     if batch_size:
         examples, num_real = classifier_data.pad_examples(examples, batch_size)
     path = os.path.join(FLAGS.output_dir, f"{name}.tf_record")
@@ -88,11 +84,28 @@ def write_records(name, examples, label_list, tokenizer, regression, batch_size=
     return path, count, num_real
 
 
+def read_splits(processor):
+    """{split: examples} of every split the run needs, all read (and checked) before any
+    record is written."""
+    readers = {"train": (FLAGS.do_train, processor.get_train_examples, FLAGS.train_file),
+               "eval": (FLAGS.do_eval, processor.get_dev_examples, FLAGS.dev_file),
+               "predict": (FLAGS.do_predict, processor.get_test_examples, FLAGS.test_file)}
+    splits = {}
+    for name, (wanted, read, file_name) in readers.items():
+        if not wanted:
+            continue
+        splits[name] = read(FLAGS.data_dir)
+        if not splits[name]:
+            raise flag_error("data_dir", f"the {name} split holds no examples"
+                             + (f" ({file_name})" if FLAGS.task_name.lower() == "tsv" else ""))
+    return splits
+
+
 def main(argv):
     del argv
     import tensorflow as tf
 
-    from bert_tf import classifier_data, runner
+    from bert_tf import classifier_data, io_utils, runner
     from bert_tf.classification import TASK_METRICS, ClassificationTask
     from bert_tf.fast_tokenization import FastTokenizer
 
@@ -105,29 +118,30 @@ def main(argv):
     label_list = (None if regression else
                   (processor.get_labels(FLAGS.data_dir) if task_name == "tsv"
                    else processor.get_labels()))
+    num_labels = 1 if regression else len(label_list)
+    splits = read_splits(processor)
+    common_flags.check_init_checkpoint(lambda: ClassificationTask(
+        bert_config, num_labels, {}, FLAGS.max_seq_length).build_model())
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
 
     runner.log(f"*** task {task_name}: "
                + ("regression" if regression else f"{len(label_list)} labels {label_list}"))
     record_files, num_records = {}, {}
     num_train_steps = num_warmup_steps = 0
-    if FLAGS.do_train:
-        train_examples = processor.get_train_examples(FLAGS.data_dir)
-        num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(train_examples))
-        record_files["train"], _, _ = write_records("train", train_examples, label_list,
-                                                    tokenizer, regression)
-    if FLAGS.do_eval:
-        record_files["eval"], num_records["eval"], _ = write_records(
-            "eval", processor.get_dev_examples(FLAGS.data_dir), label_list, tokenizer,
-            regression, FLAGS.eval_batch_size)
-    if FLAGS.do_predict:
-        record_files["predict"], num_records["predict"], _ = write_records(
-            "predict", processor.get_test_examples(FLAGS.data_dir), label_list, tokenizer,
-            regression, FLAGS.predict_batch_size)
+    batch_sizes = {"train": None, "eval": FLAGS.eval_batch_size,
+                   "predict": FLAGS.predict_batch_size}
+    with io_utils.removed_on_failure(FLAGS.output_dir):
+        tf.io.gfile.makedirs(FLAGS.output_dir)
+        if FLAGS.do_train:
+            num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(splits["train"]))
+        for name, examples in splits.items():
+            record_files[name], count, _ = write_records(name, examples, label_list, tokenizer,
+                                                         regression, batch_sizes[name])
+            if name != "train":
+                num_records[name] = count
 
     task = ClassificationTask(
-        bert_config, 1 if regression else len(label_list), record_files, FLAGS.max_seq_length,
+        bert_config, num_labels, record_files, FLAGS.max_seq_length,
         num_records, task_metric=TASK_METRICS.get(task_name, "correlation" if regression else None),
         original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
         label_names=label_list)

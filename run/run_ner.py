@@ -22,7 +22,7 @@ from absl import flags
 
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
-from run import common_flags
+from . import common_flags
 
 FLAGS = flags.FLAGS
 
@@ -49,7 +49,7 @@ def main(argv):
     del argv
     import tensorflow as tf
 
-    from bert_tf import runner, tagging_data
+    from bert_tf import io_utils, runner, tagging_data
     from bert_tf.fast_tokenization import FastTokenizer
     from bert_tf.tagging import TaggingTask
 
@@ -77,29 +77,33 @@ def main(argv):
         label_list = FLAGS.label_list
     else:
         label_list = tagging_data.label_list_from(splits["train"])
+    common_flags.check_init_checkpoint(lambda: TaggingTask(
+        bert_config, label_list, {}, FLAGS.max_seq_length).build_model())
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
     runner.log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
 
     record_files, features = {}, {}
     num_train_steps = num_warmup_steps = 0
     batch_sizes = {"train": None, "eval": FLAGS.eval_batch_size,
                    "predict": FLAGS.predict_batch_size}
-    for mode, sentences in splits.items():
-        mode_features = tagging_data.convert_sentences_to_features(
+    for mode, sentences in splits.items():  # every split checked before any record is written
+        features[mode] = tagging_data.convert_sentences_to_features(
             sentences, label_list, FLAGS.max_seq_length, tokenizer, FLAGS.doc_stride)
-        num_real = len(mode_features)
-        if batch_sizes[mode]:
-            mode_features += [tagging_data.padding_feature(FLAGS.max_seq_length)
-                              for _ in range(-num_real % batch_sizes[mode])]
-        path = os.path.join(FLAGS.output_dir, f"{mode}.tf_record")
-        tagging_data.write_tagging_records(mode_features, path)
-        runner.log(f"  {mode}: {len(sentences)} sentences, {num_real} windows "
-                   f"(+{len(mode_features) - num_real} padding) -> {path}")
-        record_files[mode], features[mode] = path, mode_features
     if FLAGS.do_train:
         num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(features["train"]),
                                                                       "windows")
+    with io_utils.removed_on_failure(FLAGS.output_dir):
+        tf.io.gfile.makedirs(FLAGS.output_dir)
+        for mode, mode_features in features.items():
+            num_real = len(mode_features)
+            if batch_sizes[mode]:
+                mode_features += [tagging_data.padding_feature(FLAGS.max_seq_length)
+                                  for _ in range(-num_real % batch_sizes[mode])]
+            path = os.path.join(FLAGS.output_dir, f"{mode}.tf_record")
+            tagging_data.write_tagging_records(mode_features, path)
+            runner.log(f"  {mode}: {len(splits[mode])} sentences, {num_real} windows "
+                       f"(+{len(mode_features) - num_real} padding) -> {path}")
+            record_files[mode] = path
 
     task = TaggingTask(bert_config, label_list, record_files, FLAGS.max_seq_length,
                        features={m: f for m, f in features.items() if m != "train"},

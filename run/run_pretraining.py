@@ -24,7 +24,7 @@ from absl import flags
 
 from bert_tf.cli import expand_globs, run_main
 from bert_tf.errors import flag_error
-from run import common_flags
+from . import common_flags
 
 FLAGS = flags.FLAGS
 
@@ -53,14 +53,15 @@ def main(argv):
     from bert_tf import runner
 
     common_flags.check_required("bert_config_file", "input_file", "output_dir")
+    if FLAGS.export_dir:  # refused now rather than after the training it would follow
+        raise flag_error("export_dir", "run_pretraining does not export; export its output_dir "
+                                       "with run.export_savedmodel --task=encoder (or "
+                                       "--task=pretraining for the masked-LM)")
     # The checks that need no TensorFlow first (it takes seconds to import).
     runner.check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
     input_files = expand_globs(FLAGS.input_file, "input_file")
     from bert_tf.pretraining import PretrainingTask
     bert_config = common_flags.load_bert_config()
-    for name in ("max_seq_length", "max_predictions_per_seq"):
-        if getattr(FLAGS, name) <= 0:
-            raise flag_error(name, "must be positive")
     if FLAGS.max_seq_length > bert_config.max_position_embeddings:
         raise flag_error("max_seq_length",
                          f"{FLAGS.max_seq_length} is longer than the model's "

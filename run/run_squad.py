@@ -26,7 +26,7 @@ from absl import flags
 
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
-from run import common_flags
+from . import common_flags
 
 FLAGS = flags.FLAGS
 
@@ -75,10 +75,6 @@ def check_flags():
         common_flags.check_required("train_file")
     if FLAGS.do_predict:
         common_flags.check_required("predict_file")
-    if FLAGS.n_best_size < 1:
-        raise flag_error("n_best_size", f"must be >= 1, got {FLAGS.n_best_size}")
-    if FLAGS.max_answer_length < 1:
-        raise flag_error("max_answer_length", f"must be >= 1, got {FLAGS.max_answer_length}")
 
 
 def read_examples(path, is_training):
@@ -105,7 +101,7 @@ def main(argv):
     import tensorflow as tf
 
     from bert_tf import features as features_lib
-    from bert_tf import runner, squad, squad_data
+    from bert_tf import io_utils, runner, squad, squad_data
     from bert_tf.fast_tokenization import FastTokenizer
 
     common_flags.check_required("output_dir")
@@ -114,10 +110,10 @@ def main(argv):
     bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
     squad_data.check_window_flags(FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-    tf.io.gfile.makedirs(FLAGS.output_dir)
     windows = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
                    doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
 
+    # Both files read and checked before any record is written.
     record_files, num_records = {}, {}
     num_train_steps = num_warmup_steps = 0
     predict_data = None
@@ -126,26 +122,34 @@ def main(argv):
         squad_data.shuffle_training_examples(train_examples)
         num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(train_examples),
                                                                      "questions")
-        path = os.path.join(FLAGS.output_dir, "train.tf_record")
-        count = squad_data.write_squad_records(
-            path, squad_data.iter_features(train_examples, is_training=True, **windows),
-            is_training=True)
-        record_files["train"] = path
-        runner.log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
     if FLAGS.do_predict:
         dataset, examples = read_examples(FLAGS.predict_file, is_training=False)
         features = squad_data.convert_examples_to_features(examples, is_training=False,
                                                            **windows)
         squad.require_windows(FLAGS.predict_file, examples, features)
-        padding = [squad.padding_record(FLAGS.max_seq_length)] * (
-            -len(features) % FLAGS.predict_batch_size)
-        path = os.path.join(FLAGS.output_dir, "eval.tf_record")
-        count = features_lib.write_examples(
-            path, [squad_data.feature_record(f, is_training=False) for f in features] + padding)
-        record_files["predict"], num_records["predict"] = path, count
         predict_data = (dataset, examples, features)
-        runner.log(f"  predict: {len(examples)} questions, {len(features)} windows "
-                   f"(+{len(padding)} padding) -> {path}")
+    common_flags.check_init_checkpoint(
+        lambda: squad.SquadTask(bert_config, {}, FLAGS.max_seq_length).build_model())
+
+    with io_utils.removed_on_failure(FLAGS.output_dir):
+        tf.io.gfile.makedirs(FLAGS.output_dir)
+        if FLAGS.do_train:
+            path = os.path.join(FLAGS.output_dir, "train.tf_record")
+            count = squad_data.write_squad_records(
+                path, squad_data.iter_features(train_examples, is_training=True, **windows),
+                is_training=True)
+            record_files["train"] = path
+            runner.log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
+        if FLAGS.do_predict:
+            padding = [squad.padding_record(FLAGS.max_seq_length)] * (
+                -len(features) % FLAGS.predict_batch_size)
+            path = os.path.join(FLAGS.output_dir, "eval.tf_record")
+            count = features_lib.write_examples(
+                path, [squad_data.feature_record(f, is_training=False) for f in features]
+                + padding)
+            record_files["predict"], num_records["predict"] = path, count
+            runner.log(f"  predict: {len(examples)} questions, {len(features)} windows "
+                       f"(+{len(padding)} padding) -> {path}")
 
     task = squad.SquadTask(
         bert_config, record_files, FLAGS.max_seq_length, num_records, predict_data,

@@ -1,0 +1,296 @@
+"""Nothing a user owns is lost to a command: every path a command deletes or replaces is checked
+before any work (an export folder is replaced only when it is an earlier bert_tf export, never
+when it is or holds the output or checkpoint folder; an output file is never one of the
+command's inputs), numeric flags out of range and unwritable output folders are refused when
+the command starts, and a command that fails while preparing its data leaves no partial
+outputs. Each case: one `error:` line naming the flag, exit status 2, every file that existed
+before still there with the same bytes, and nothing new written."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import assert_one_line_error, run_command_line
+
+TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": 64, "max_position_embeddings": 64, "type_vocab_size": 2}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, uncased_vocab):
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.models import BertClassifier
+
+    root = tmp_path_factory.mktemp("nothing_lost")
+    (root / "bert_config.json").write_text(json.dumps(TINY))
+    (root / "wide_config.json").write_text(json.dumps(dict(TINY, hidden_size=48)))
+    tsv = root / "tsv"
+    tsv.mkdir()
+    (tsv / "train.tsv").write_text("a good movie\tpos\nbad\tneg\nfine\tpos\nawful\tneg\n")
+    (tsv / "dev.tsv").write_text("fine\tpos\nmeh\tneg\n")
+    (tsv / "test.tsv").write_text("nice\tpos\n")
+    # A trained run's folder: its classifier checkpoint and result files.
+    trained = root / "trained"
+    checkpoint = write_tf1_checkpoint(BertClassifier(BertConfig.from_dict(TINY), 2),
+                                      trained / "model.ckpt")
+    (trained / "eval_results.txt").write_text("eval_accuracy = 0.9\n")
+    (trained / "test_results.tsv").write_text("0.9\t0.1\n")
+    mine = root / "my_folder"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    return {"root": root, "vocab": str(uncased_vocab), "config": root / "bert_config.json",
+            "checkpoint": checkpoint, "trained": trained, "mine": mine, "tsv": tsv}
+
+
+def snapshot(root):
+    """{path: bytes} of every file under root, and every directory (bytes None)."""
+    return {path: (path.read_bytes() if path.is_file() else None) for path in root.rglob("*")}
+
+
+def assert_refused(module, flags, expected, root):
+    """One `error:` line with `expected`, exit 2; nothing under root changed or added."""
+    before = snapshot(root)
+    line = assert_one_line_error(module, flags, expected)
+    assert snapshot(root) == before, line
+    return line
+
+
+def classifier(f, **flags):
+    base = {"vocab_file": f["vocab"], "bert_config_file": f["config"], "task_name": "tsv",
+            "text_a_column": 0, "label_column": 1, "data_dir": f["tsv"], "max_seq_length": 16,
+            "output_dir": f["root"] / "classifier_out", "train_batch_size": 2,
+            "eval_batch_size": 2, "predict_batch_size": 1}
+    base.update(flags)
+    return "run.run_classifier", base
+
+
+def export(f, **flags):
+    base = {"init_checkpoint": f["checkpoint"], "bert_config_file": f["config"],
+            "vocab_file": f["vocab"], "task": "classifier", "label_list": "neg,pos",
+            "max_seq_length": 16}
+    base.update(flags)
+    return "run.export_savedmodel", base
+
+
+CASES = [
+    # 1. Export targets: a folder of the user's, the checkpoint's folder, the output folder.
+    ("export into a folder of the user's",
+     lambda f: export(f, export_dir=f["mine"]),
+     "error: --export_dir: {mine} is not empty and not a SavedModel exported by bert_tf (it "
+     "holds 'thesis.tex'); nothing was deleted"),
+    ("export into the checkpoint's folder",
+     lambda f: export(f, export_dir=f["trained"]),
+     "error: --export_dir: {trained} would replace --init_checkpoint's {trained}"),
+    ("export into a folder that holds the checkpoint",
+     lambda f: export(f, export_dir=f["root"]),
+     "would replace --init_checkpoint's"),
+    ("run_classifier: export_dir is output_dir",
+     lambda f: classifier(f, do_train=True, do_predict=True, output_dir=f["root"] / "same",
+                          export_dir=f["root"] / "same"),
+     "error: --export_dir: {root}/same would replace --output_dir's {root}/same"),
+    ("run_classifier: export into the init_checkpoint's folder",
+     lambda f: classifier(f, do_predict=True, init_checkpoint=f["checkpoint"],
+                          label_list="neg,pos", export_dir=f["trained"]),
+     "error: --export_dir: {trained} would replace --init_checkpoint's"),
+    ("run_classifier: export into a folder of the user's",
+     lambda f: classifier(f, do_train=True, export_dir=f["mine"]),
+     "error: --export_dir: {mine} is not empty and not a SavedModel exported by bert_tf"),
+    ("run_pretraining: export_dir (it would fail after training)",
+     lambda f: ("run.run_pretraining", {"bert_config_file": f["config"], "input_file": f["config"],
+                                        "output_dir": f["root"] / "pretraining_out",
+                                        "do_train": True, "export_dir": f["root"] / "mlm"}),
+     "error: --export_dir: run_pretraining does not export"),
+    # 2, 3. Numbers that cannot be meant: refused when the flags are parsed.
+    ("batch size 0", lambda f: classifier(f, do_train=True, train_batch_size=0),
+     "error: flag --train_batch_size=0: must be a positive integer"),
+    ("negative learning rate", lambda f: classifier(f, do_train=True, learning_rate=-1),
+     "error: flag --learning_rate=-1.0: must be > 0"),
+    ("warmup proportion above 1", lambda f: classifier(f, do_train=True, warmup_proportion=1.5),
+     "error: flag --warmup_proportion=1.5: must be in [0, 1]"),
+    ("negative epochs", lambda f: classifier(f, do_train=True, num_train_epochs=-2),
+     "error: flag --num_train_epochs=-2.0: must be >= 0"),
+    ("run_pretraining: negative steps",
+     lambda f: ("run.run_pretraining", {"bert_config_file": f["config"], "input_file": f["config"],
+                                        "output_dir": f["root"] / "pretraining_out",
+                                        "do_train": True, "num_train_steps": -5}),
+     "error: flag --num_train_steps=-5: must be >= 0"),
+    ("create_pretraining_data: masked_lm_prob above 1",
+     lambda f: ("data_tools.create_pretraining_data",
+                {"input_file": f["tsv"] / "train.tsv", "output_file": f["root"] / "x.tfrecord",
+                 "vocab_file": f["vocab"], "masked_lm_prob": 2}),
+     "error: flag --masked_lm_prob=2.0: must be in [0, 1]"),
+    ("export_savedmodel: top_k 0", lambda f: export(f, task="pretraining", top_k=0,
+                                                    export_dir=f["root"] / "mlm"),
+     "error: flag --top_k=0: must be a positive integer"),
+    # 8. What can be checked before any work is: no record is written.
+    ("dev label outside the training labels",
+     lambda f: classifier(f, do_train=True, do_eval=True, label_list="pos,neg",
+                          data_dir=f["root"] / "bad_dev"),
+     "dev.tsv:2: label 'neutral' is not one of the labels"),
+    ("config does not match the checkpoint",
+     lambda f: classifier(f, do_train=True, init_checkpoint=f["checkpoint"],
+                          bert_config_file=f["root"] / "wide_config.json"),
+     "shape"),
+    ("predict from a checkpoint without the head",
+     lambda f: classifier(f, do_predict=True, init_checkpoint=f["encoder"],
+                          label_list="neg,pos"),
+     "error: --init_checkpoint: "),
+    ("run_squad: predict from a checkpoint without the head",
+     lambda f: ("run.run_squad", {"vocab_file": f["vocab"], "bert_config_file": f["config"],
+                                  "output_dir": f["root"] / "squad_out", "max_seq_length": 48,
+                                  "max_query_length": 8, "doc_stride": 16, "do_predict": True,
+                                  "predict_file": f["squad"], "init_checkpoint": f["encoder"]}),
+     "error: --init_checkpoint: "),
+    # Output files that are the command's inputs.
+    ("build_vocab: output is the input",
+     lambda f: ("data_tools.build_vocab", {"input_file": f["tsv"] / "train.tsv",
+                                           "output_file": f["tsv"] / "train.tsv",
+                                           "vocab_size": 50}),
+     "error: --output_file: {tsv}/train.tsv is also --input_file"),
+    ("create_pretraining_data: output is the vocabulary",
+     lambda f: ("data_tools.create_pretraining_data",
+                {"input_file": f["tsv"] / "train.tsv", "output_file": f["vocab_copy"],
+                 "vocab_file": f["vocab_copy"]}),
+     "is also --vocab_file"),
+]
+
+
+@pytest.fixture(scope="module")
+def more_files(files):
+    """The files some cases need besides `files`: a dev set with an unknown label, an encoder
+    checkpoint (no head), a SQuAD file, a vocabulary copy."""
+    import shutil
+
+    from bert_tf.checkpoints import write_tf1_checkpoint
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+
+    root = files["root"]
+    bad_dev = root / "bad_dev"
+    bad_dev.mkdir(exist_ok=True)
+    shutil.copy(files["tsv"] / "train.tsv", bad_dev / "train.tsv")
+    (bad_dev / "dev.tsv").write_text("fine\tpos\nmeh\tneutral\n")
+    encoder = write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(TINY)),
+                                   root / "encoder" / "model.ckpt")
+    squad = root / "squad.json"
+    squad.write_text(json.dumps({"data": [{"paragraphs": [{
+        "context": "Paris is the capital of France.",
+        "qas": [{"id": "q1", "question": "What is the capital?", "answers": []}]}]}]}))
+    shutil.copy(files["vocab"], root / "vocab_copy.txt")
+    return dict(files, encoder=encoder, squad=squad, vocab_copy=root / "vocab_copy.txt")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,make,expected", CASES, ids=[c[0] for c in CASES])
+def test_refused_before_any_work_and_nothing_lost(more_files, name, make, expected):
+    f = more_files
+    module, flags = make(f)
+    assert_refused(module, flags, expected.format(**{k: v for k, v in f.items()}), f["root"])
+
+
+@pytest.mark.slow
+def test_an_earlier_export_is_replaced_and_a_new_folder_made(files, tmp_path):
+    """Our own export (recognised by its marker) is replaced; an empty folder is used."""
+    from bert_tf.export import EXPORT_MARKER, is_bert_tf_export
+    target = tmp_path / "exported"
+    for _ in range(2):
+        module, flags = export(files, export_dir=target)
+        status, output = run_command_line(module, flags)
+        assert status == 0, output[-3000:]
+        assert is_bert_tf_export(str(target))
+    marker = json.loads((target / "assets" / EXPORT_MARKER).read_text())
+    assert marker["task"] == "classifier" and "serve_text" in marker["signatures"]
+    (target / "notes.txt").write_text("mine now")  # a user's file makes the folder theirs
+    assert_refused(*export(files, export_dir=target), "error: --export_dir: ", tmp_path)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    status, output = run_command_line(*export(files, export_dir=empty))
+    assert status == 0 and is_bert_tf_export(str(empty)), output[-3000:]
+
+
+def immutable(path):
+    """Makes folder `path` immutable (even root cannot write in it); skips if chattr cannot."""
+    result = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
+    if result.returncode:
+        pytest.skip(f"chattr +i {path} failed: {result.stderr.strip()}")
+
+
+@pytest.mark.slow
+def test_an_output_dir_that_cannot_be_written_is_refused(files, tmp_path):
+    """Item 4: an immutable output folder, and one that cannot be created under an immutable
+    parent: one line naming --output_dir, before any work (root ignores permission bits, so
+    chattr +i stands in for them)."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    immutable(locked)
+    try:
+        for output_dir, expected in [(locked, f"{locked} is not writable"),
+                                     (locked / "new", f"{locked / 'new'} cannot be created")]:
+            assert_refused(*classifier(files, do_train=True, output_dir=output_dir),
+                           f"error: --output_dir: {expected}", tmp_path)
+    finally:
+        subprocess.run(["chattr", "-i", str(locked)])
+
+
+def test_permission_errors_are_one_line():
+    """The command lines' net for a path that turns unwritable mid-run (checked outputs are
+    refused earlier): Python's and TensorFlow's permission errors become one line naming it."""
+    import errno
+
+    import tensorflow as tf
+
+    from bert_tf.cli import permission_error_message
+    assert permission_error_message(PermissionError(errno.EACCES, "Permission denied",
+                                                    "/x/out.txt")) == "/x/out.txt: permission denied"
+    assert permission_error_message(OSError(errno.EROFS, "Read-only file system", "/ro/f")) == (
+        "/ro/f: read-only file system")
+    tf_error = tf.errors.PermissionDeniedError(None, None, "/x/ckpt; Permission denied\nmore")
+    assert permission_error_message(tf_error) == "/x/ckpt; Permission denied"
+    assert permission_error_message(ValueError("x")) is None
+    assert permission_error_message(OSError(errno.ENOSPC, "No space left", "/x")) is None
+
+
+COMMAND_LINES = ["data_tools.build_vocab", "data_tools.create_pretraining_data",
+                 "data_tools.demo_corpus", "run.run_pretraining", "run.extract_features",
+                 "run.run_classifier", "run.run_ner", "run.run_squad", "run.export_savedmodel",
+                 "run.demo"]
+# Numeric flags that may take any value of their type.
+UNBOUNDED = {"null_score_diff_threshold"}
+
+
+def test_every_numeric_flag_has_a_range():
+    """Item 3, one check in one place: every integer or float flag of every command line is
+    in bert_tf.cli.FLAG_RANGES (or deliberately unbounded), so a new flag cannot skip it."""
+    from bert_tf.cli import FLAG_RANGES
+    script = ("import importlib, sys; from absl import flags; "
+              "m = importlib.import_module(sys.argv[1]); "
+              "getattr(m, 'define_flags', lambda: None)(); "
+              "print(' '.join(sorted(n for n, f in flags.FLAGS._flags().items() "
+              "if type(f.parser).__name__ in ('IntegerParser', 'FloatParser'))))")
+    unranged = {}
+    for module in COMMAND_LINES:
+        result = subprocess.run([sys.executable, "-c", script, module], capture_output=True,
+                                text=True, timeout=120, cwd=os.path.dirname(os.path.dirname(
+                                    os.path.abspath(__file__))))
+        assert result.returncode == 0, result.stderr[-2000:]
+        names = set(result.stdout.split())
+        assert names, module
+        missing = names - set(FLAG_RANGES) - UNBOUNDED
+        if missing:
+            unranged[module] = sorted(missing)
+    assert not unranged, unranged
+
+
+@pytest.mark.slow
+def test_a_failed_data_preparation_leaves_no_output_dir(files):
+    """Item 2 and 8: a run that fails while preparing its data (here: its epochs make no
+    training step, known once the data is counted) leaves no records and no output folder."""
+    out = files["root"] / "never_made"
+    assert_one_line_error(*classifier(files, do_train=True, output_dir=out, num_train_epochs=0),
+                          "error: --num_train_epochs: 0.0 epochs of 4 examples")
+    assert not out.exists()
+    assert not re.search("never_made", " ".join(os.listdir(files["root"])))
