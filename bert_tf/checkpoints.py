@@ -25,6 +25,10 @@ and tools built on it restore them.
 
 Every model variable has one original name: `original_variable_map(model)` is the single table
 that loading and writing weights, and loading the original's Adam moments, all use.
+
+Checkpoints are read here through `open_checkpoint`: a damaged file (an `.index` that is not
+an sstable, a truncated or corrupted `.data-*`, a missing data file) raises InputError naming
+that file, not TF's OpError (`damaged_checkpoint_error`).
 """
 import collections
 import dataclasses
@@ -138,16 +142,73 @@ class LoadReport:
         return "\n".join(lines)
 
 
+_READ_ERRORS = (tf.errors.OpError, IndexError)  # IndexError: "Read less bytes than requested"
+
+
+def damaged_checkpoint_error(prefix, error):
+    """The InputError for `error`, raised reading the TF checkpoint `prefix`: names its index
+    file if that cannot be read, else its data file(s)."""
+    prefix = os.fspath(prefix)
+    reason = " ".join(str(getattr(error, "message", None) or error).split())
+    if len(reason) > 200:
+        reason = reason[:197] + "..."
+    try:
+        tf.train.load_checkpoint(prefix)
+    except _READ_ERRORS:
+        return file_error(prefix + ".index", f"damaged checkpoint index file: cannot be read "
+                                             f"({reason})")
+    data = sorted(tf.io.gfile.glob(prefix + ".data-*"))
+    if not data:
+        return file_error(prefix + ".data-00000-of-00001", "checkpoint data file not found (the "
+                                                           "index file is there)")
+    where = data[0] if len(data) == 1 else f"{prefix}.data-* ({len(data)} files)"
+    return file_error(where, f"damaged checkpoint data file: cannot be read ({reason})")
+
+
+class _CheckedReader:
+    """A checkpoint reader whose failing reads raise `damaged_checkpoint_error`."""
+
+    def __init__(self, reader, prefix):
+        self.reader = reader
+        self.prefix = prefix
+
+    def get_variable_to_shape_map(self):
+        return self.reader.get_variable_to_shape_map()
+
+    def get_variable_to_dtype_map(self):
+        return self.reader.get_variable_to_dtype_map()
+
+    def has_tensor(self, name):
+        return self.reader.has_tensor(name)
+
+    def get_tensor(self, name):
+        try:
+            return self.reader.get_tensor(name)
+        except _READ_ERRORS as e:
+            raise damaged_checkpoint_error(self.prefix, e) from None
+
+
+def open_checkpoint(prefix):
+    """tf.train.load_checkpoint(prefix), but a damaged index or data file is an InputError
+    naming it (when opening, or when `get_tensor` reads the data)."""
+    prefix = os.fspath(prefix)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+    except _READ_ERRORS as e:
+        raise damaged_checkpoint_error(prefix, e) from None
+    return _CheckedReader(reader, prefix)
+
+
 def load_checkpoint(model, path):
     """Loads weights into `model` (BertEncoder or a task model) from `path`; returns LoadReport.
 
     See the module docstring for the accepted formats. Raises InputError when the path holds no
-    checkpoint or a variable's shape differs.
+    checkpoint, a file of it is damaged, or a variable's shape differs.
     """
     kind, location = resolve_checkpoint(path)
     if kind == "hf":
         return _load_named(model, _read_hf_weights(location), location, "hugging face")
-    reader = tf.train.load_checkpoint(location)
+    reader = open_checkpoint(location)
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
         return _load_object_checkpoint(model, reader, location)
     return _load_named(model, _ReaderValues(reader), location, "tf1")
@@ -290,7 +351,7 @@ def _load_named(model, values, path, fmt):
 
 def is_original_checkpoint(path):
     """True for a TF1 name-based checkpoint (the original's), False for our TF2 object ones."""
-    shapes = tf.train.load_checkpoint(os.fspath(path)).get_variable_to_shape_map()
+    shapes = open_checkpoint(path).get_variable_to_shape_map()
     return "_CHECKPOINTABLE_OBJECT_GRAPH" not in shapes
 
 
@@ -313,7 +374,7 @@ def load_original_training_state(model, optimizer, path):
         raise file_error(path, f"is a checkpoint of the original run_pretraining, whose optimizer "
                                f"is AdamWeightDecay (adamw); it cannot continue with "
                                f"{type(inner).__name__}")
-    values = _ReaderValues(tf.train.load_checkpoint(path))
+    values = _ReaderValues(open_checkpoint(path))
     if "global_step" not in values:
         raise file_error(path, "has no global_step: not a training checkpoint of the original "
                                "run_pretraining (use it to initialise a new run instead)")

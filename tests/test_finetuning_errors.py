@@ -41,14 +41,32 @@ def files(tmp_path_factory, uncased_vocab):
     (squad / "two_answers.json").write_text(json.dumps({"data": [{"paragraphs": [{
         "context": "Paris is in France.", "qas": [{"id": "q2", "question": "Where?", "answers": [
             {"text": "France", "answer_start": 12}, {"text": "France", "answer_start": 12}]}]}]}]}))
+    (squad / "empty_context.json").write_text(json.dumps({"data": [{"paragraphs": [
+        {"context": "", "qas": [{"id": "q3", "question": "Where?"}]},
+        {"context": " \t ", "qas": [{"id": "q4", "question": "Where is it?"}]}]}]}))
+    # What an earlier run left in run_squad's output dir: a failing run must not touch it.
+    (root / "squad_out").mkdir()
+    (root / "squad_out" / "eval.tf_record").write_bytes(b"earlier records")
+    (root / "squad_out" / "predictions.json").write_text('{"q0": "earlier"}\n')
     # A checkpoint of the encoder alone (no classifier head), in the original naming.
     from bert_tf.checkpoints import write_tf1_checkpoint
     from bert_tf.config import BertConfig
     from bert_tf.encoder import BertEncoder
     checkpoint = write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(TINY)),
                                       root / "encoder" / "model.ckpt")
+    # Damaged copies of it: the index cut to 10 bytes, the data cut in half.
+    damaged = {}
+    for part, suffix in (("index", ".index"), ("data", ".data-00000-of-00001")):
+        directory = root / f"damaged_{part}"
+        directory.mkdir()
+        for source in (root / "encoder").glob("model.ckpt.*"):
+            content = source.read_bytes()
+            if source.name.endswith(suffix):
+                content = content[:10] if part == "index" else content[:len(content) // 2]
+            (directory / source.name).write_bytes(content)
+        damaged[part] = str(directory / "model.ckpt")
     return {"root": root, "vocab": str(uncased_vocab), "config": str(root / "bert_config.json"),
-            "encoder_checkpoint": checkpoint}
+            "encoder_checkpoint": checkpoint, "damaged": damaged}
 
 
 def classifier(files, **flags):
@@ -66,6 +84,14 @@ def ner(files, **flags):
             "data_dir": files["root"] / "conll"}
     base.update(flags)
     return "run.run_ner", base
+
+
+def export(files, **flags):
+    base = {"vocab_file": files["vocab"], "bert_config_file": files["config"],
+            "export_dir": files["root"] / "export_out", "task": "encoder",
+            "max_seq_length": 32}
+    base.update(flags)
+    return "run.export_savedmodel", base
 
 
 def squad(files, **flags):
@@ -98,6 +124,26 @@ CASES = [
      lambda f: classifier(f, do_predict=True, init_checkpoint=f["encoder_checkpoint"],
                           label_list="pos,neg", output_dir=f["root"] / "predict_only"),
      "error: --init_checkpoint: "),
+    ("init_checkpoint with a damaged index",
+     lambda f: classifier(f, do_train=True, init_checkpoint=f["damaged"]["index"],
+                          output_dir=f["root"] / "damaged_out"),
+     "error: {root}/damaged_index/model.ckpt.index: damaged checkpoint index file: cannot be "
+     "read (file is too short to be an sstable)"),
+    ("init_checkpoint with a truncated data file",
+     lambda f: classifier(f, do_train=True, init_checkpoint=f["damaged"]["data"],
+                          output_dir=f["root"] / "damaged_out"),
+     "error: {root}/damaged_data/model.ckpt.data-00000-of-00001: damaged checkpoint data file: "
+     "cannot be read (Read less bytes than requested)"),
+    ("predict from a damaged init_checkpoint",
+     lambda f: classifier(f, do_predict=True, init_checkpoint=f["damaged"]["data"],
+                          label_list="pos,neg", output_dir=f["root"] / "damaged_out"),
+     "error: {root}/damaged_data/model.ckpt.data-00000-of-00001: damaged checkpoint data file"),
+    ("export a damaged index", lambda f: export(f, init_checkpoint=f["damaged"]["index"]),
+     "error: {root}/damaged_index/model.ckpt.index: damaged checkpoint index file: cannot be "
+     "read (file is too short to be an sstable)"),
+    ("export a truncated data file", lambda f: export(f, init_checkpoint=f["damaged"]["data"]),
+     "error: {root}/damaged_data/model.ckpt.data-00000-of-00001: damaged checkpoint data file: "
+     "cannot be read (Read less bytes than requested)"),
     ("nothing to do", lambda f: classifier(f),
      "error: --do_train: at least one of --do_train, --do_eval or --do_predict must be set"),
     ("output_dir is a file", lambda f: classifier(f, do_train=True,
@@ -111,7 +157,8 @@ CASES = [
     ("NER predict without labels", lambda f: ner(f, do_predict=True),
      "error: --label_list: is required without --do_train"),
     ("NER tag not in the label list", lambda f: ner(f, do_train=True, label_list="O,B-ORG"),
-     "B-PER"),
+     "error: {root}/conll/train.txt:4: sentence 2, word 1 ('Peter'): tag 'B-PER' is not in the "
+     "label list ['O', 'B-ORG']"),
     ("SQuAD file not JSON", lambda f: squad(f, do_predict=True,
                                             predict_file=f["root"] / "squad" / "malformed.json"),
      "malformed.json:3: malformed JSON"),
@@ -121,6 +168,11 @@ CASES = [
     ("SQuAD training question with two answers",
      lambda f: squad(f, do_train=True, train_file=f["root"] / "squad" / "two_answers.json"),
      "exactly 1 answer"),
+    ("SQuAD predict file without a window",
+     lambda f: squad(f, do_predict=True, init_checkpoint=f["encoder_checkpoint"],
+                     predict_file=f["root"] / "squad" / "empty_context.json"),
+     "error: --predict_file: {root}/squad/empty_context.json: none of its 2 question(s) has "
+     "a window to predict from: every context is empty (or holds no token)"),
     ("SQuAD predict without a file", lambda f: squad(f, do_predict=True),
      "error: --predict_file: is required"),
     ("SQuAD has no eval mode", lambda f: squad(f, do_eval=True),
@@ -133,5 +185,15 @@ CASES = [
 
 @pytest.mark.parametrize("name,make,expected", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_clear_line(files, name, make, expected):
+    """One `error:` line, exit status 2, and every file that existed before is still there
+    with the same bytes (a failing run removes or replaces nothing)."""
     module, flags = make(files)
-    assert_one_line_error(module, flags, expected)
+    before = snapshot(files["root"])
+    assert_one_line_error(module, flags, expected.format(root=files["root"]))
+    after = snapshot(files["root"])
+    assert {path: after.get(path) for path in before} == before
+
+
+def snapshot(root):
+    """{file path: its bytes} of every file under root."""
+    return {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}

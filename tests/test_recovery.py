@@ -6,6 +6,11 @@
   was killed with SIGKILL during development; the tests plant the same names. A resumed run
   removes them, and only them: the complete checkpoints are intact (same bytes), a
   non-chief worker's directory and a user's look-alike directory stay.
+- A damaged checkpoint (its `.index` cut or overwritten, its `.data-*` truncated, corrupted
+  or missing), whether given as --init_checkpoint (bert_tf.checkpoints.load_checkpoint; the
+  command lines' cases are in test_finetuning_errors.py) or the latest in --output_dir that a
+  run resumes from (bert_tf.training.restore_latest): an InputError naming the damaged file,
+  no file touched.
 """
 import json
 
@@ -118,3 +123,94 @@ def test_resumed_run_removes_a_killed_checkpoint_write(classifier_files, tmp_pat
     assert tf.train.latest_checkpoint(str(output_dir)).endswith("model.ckpt-4")
     reader = tf.train.load_checkpoint(str(output_dir / "model.ckpt-2"))
     assert int(reader.get_tensor("optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE")) == 2
+
+
+DAMAGES = {
+    "index cut to 10 bytes": (".index", lambda b: b[:10], "damaged checkpoint index file: "
+                              "cannot be read (file is too short to be an sstable)"),
+    "index cut in half": (".index", lambda b: b[:len(b) // 2], "damaged checkpoint index file: "
+                          "cannot be read (not an sstable (bad magic number))"),
+    "index overwritten": (".index", lambda b: b[:len(b) // 2] + b"\xff" * 16 + b[len(b) // 2 + 16:],
+                          "damaged checkpoint index file: cannot be read (Unable to read file"),
+    "data truncated": (".data-00000-of-00001", lambda b: b[:len(b) // 2],
+                       "damaged checkpoint data file: cannot be read (Read less bytes than "
+                       "requested)"),
+    "data empty": (".data-00000-of-00001", lambda b: b"", "damaged checkpoint data file: "
+                   "cannot be read (Read less bytes than requested)"),
+    "data overwritten": (".data-00000-of-00001",
+                         lambda b: b[:len(b) // 2] + b"\xff" * 16 + b[len(b) // 2 + 16:],
+                         "damaged checkpoint data file: cannot be read (TensorBundle at "),
+    "data missing": (".data-00000-of-00001", None, "checkpoint data file not found (the index "
+                     "file is there)"),
+}
+
+
+def damage(prefix, how):
+    """Damages checkpoint `prefix` as DAMAGES[how] says; returns (damaged file, message)."""
+    suffix, change, message = DAMAGES[how]
+    path = prefix.parent / (prefix.name + suffix)
+    if change is None:
+        path.unlink()
+    else:
+        path.write_bytes(change(path.read_bytes()))
+    return path, message
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder():
+    from bert_tf.config import BertConfig
+    from bert_tf.encoder import BertEncoder
+    return lambda: BertEncoder(BertConfig.from_dict(TINY))
+
+
+@pytest.mark.parametrize("checkpoint_format", ["tf1", "tf2"])
+@pytest.mark.parametrize("how", list(DAMAGES))
+def test_damaged_init_checkpoint_is_named(tiny_encoder, tmp_path, checkpoint_format, how):
+    import tensorflow as tf
+
+    from bert_tf.checkpoints import load_checkpoint, write_tf1_checkpoint
+    from bert_tf.errors import InputError
+    encoder = tiny_encoder()
+    if checkpoint_format == "tf1":
+        prefix = write_tf1_checkpoint(encoder, tmp_path / "model.ckpt")
+    else:
+        prefix = tf.train.Checkpoint(model=encoder).write(str(tmp_path / "ckpt"))
+    assert load_checkpoint(tiny_encoder(), prefix).loaded  # intact: loads
+    path, message = damage(tmp_path / prefix.rsplit("/", 1)[1], how)
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(InputError) as raised:
+        load_checkpoint(tiny_encoder(), prefix)
+    assert str(raised.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(raised.value)
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("how", ["index cut to 10 bytes", "data truncated", "data missing"])
+def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path, how):
+    """The latest checkpoint in the output dir, damaged: training.restore_latest raises an
+    InputError naming the file (the user can remove that checkpoint and resume from the one
+    before), instead of TF's OpError."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import training
+    from bert_tf.errors import InputError
+
+    def manager_of():
+        encoder = tiny_encoder()
+        optimizer = keras.optimizers.Adam()
+        optimizer.build(encoder.trainable_variables)
+        checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
+        return encoder, optimizer, checkpoint, tf.train.CheckpointManager(
+            checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name=training.CHECKPOINT_NAME)
+
+    encoder, optimizer, checkpoint, manager = manager_of()
+    manager.save(checkpoint_number=1)
+    manager.save(checkpoint_number=2)
+    path, message = damage(tmp_path / "model.ckpt-2", how)
+    before = {p: p.read_bytes() for p in tmp_path.iterdir()}
+    encoder, optimizer, checkpoint, manager = manager_of()
+    with pytest.raises(InputError) as raised:
+        training.restore_latest(checkpoint, manager, encoder, optimizer)
+    assert str(raised.value).startswith(f"{path}: {message}")
+    assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
