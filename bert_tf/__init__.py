@@ -1,3 +1,10 @@
 """bert_tf: TensorFlow 2 / Keras reimplementation of Google's original BERT release."""
 
 __version__ = "0.1.0"
+
+# TensorFlow is installed through an extra (bert_tf[cpu], [gpu] or [tpu]): one line naming it
+# when it is missing or outside the declared range (bert_tf/_requirements.py).
+from bert_tf import _requirements
+
+_requirements.check()
+del _requirements

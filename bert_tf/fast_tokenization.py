@@ -621,7 +621,13 @@ class FastTokenizer:
 def _build_library(tokens, max_bytes_per_word, no_pretokenization):
     """A tensorflow-text FastWordpieceTokenizer whose ids are positions in `tokens` (a tuple)."""
     import tensorflow as tf
-    import tensorflow_text
+    try:
+        import tensorflow_text
+    except ImportError as e:  # the tpu extra leaves it out (it requires the tensorflow wheel)
+        raise ImportError(
+            f"FastTokenizer needs tensorflow-text ({e}): pip install 'bert_tf[cpu]' or "
+            f"'bert_tf[gpu]'; beside tensorflow-tpu, pip install --no-deps "
+            f"'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'") from None
 
     return tensorflow_text.FastWordpieceTokenizer(
         vocab=list(tokens), suffix_indicator="##", unknown_token=_UNK,

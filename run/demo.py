@@ -42,6 +42,8 @@ def define_flags():
     flags.DEFINE_integer("num_train_steps", 1500, "Pretraining steps for the small model.")
     flags.DEFINE_integer("max_seq_length", 64, "Sequence length of the pretraining records.")
     flags.DEFINE_float("finetune_epochs", 2.0, "Epochs of fine-tuning on the tagging task.")
+    flags.DEFINE_integer("seed", 0, "Seed of every stage that takes one (corpus, records, "
+                         "pretraining, fine-tuning): a rerun gives the same numbers.")
 
 
 # A small BERT that learns the demo corpus in a few minutes on 2 CPU cores.
@@ -83,6 +85,12 @@ def prepare_output_dir(out):
             shutil.rmtree(path)
         else:
             os.remove(path)
+
+
+# The stages' modules, from this module's own package: `run` and `data_tools` in a checkout
+# (python -m run.demo), `bert_tf.run` and `bert_tf.data_tools` as installed.
+_PREFIX = (__package__ or "run")[:-len("run")]
+RUN_PACKAGE, DATA_TOOLS_PACKAGE = _PREFIX + "run", _PREFIX + "data_tools"
 
 
 def shown_command(command):
@@ -169,31 +177,33 @@ def main(argv):
     timings = {}
 
     task_dir = os.path.join(out, "tagging_task")
-    timings["corpus"] = run_stage("corpus", "data_tools.demo_corpus", output_file=corpus,
-                                  num_documents=FLAGS.num_documents, task_dir=task_dir)
-    timings["vocabulary"] = run_stage("vocabulary", "data_tools.build_vocab", input_file=corpus,
-                                      output_file=vocab, vocab_size=FLAGS.vocab_size,
-                                      do_lower_case=True)
+    timings["corpus"] = run_stage(
+        "corpus", f"{DATA_TOOLS_PACKAGE}.demo_corpus", output_file=corpus,
+        num_documents=FLAGS.num_documents, task_dir=task_dir, seed=FLAGS.seed)
+    timings["vocabulary"] = run_stage(
+        "vocabulary", f"{DATA_TOOLS_PACKAGE}.build_vocab", input_file=corpus, output_file=vocab,
+        vocab_size=FLAGS.vocab_size, do_lower_case=True)
     start = time.monotonic()
     tokens = tokenization_report(corpus, vocab)
     timings["tokenize"] = time.monotonic() - start
 
     timings["records"] = run_stage(
-        "records", "data_tools.create_pretraining_data", input_file=corpus, output_file=records,
-        vocab_file=vocab, do_lower_case=True, max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=10, dupe_factor=5, masked_lm_prob=0.15, random_seed=12345)
+        "records", f"{DATA_TOOLS_PACKAGE}.create_pretraining_data", input_file=corpus,
+        output_file=records, vocab_file=vocab, do_lower_case=True,
+        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=10, dupe_factor=5,
+        masked_lm_prob=0.15, random_seed=FLAGS.seed)
 
     with open(vocab, encoding="utf-8") as f:
         vocab_size = sum(1 for _ in f)
     with open(config_file, "w", encoding="utf-8") as f:
         json.dump(dict(SMALL_BERT_CONFIG, vocab_size=vocab_size), f, indent=2)
     timings["pretrain"] = run_stage(
-        "pretrain", "run.run_pretraining", bert_config_file=config_file, input_file=records,
-        output_dir=model_dir, do_train=True, do_eval=True, train_batch_size=32,
+        "pretrain", f"{RUN_PACKAGE}.run_pretraining", bert_config_file=config_file,
+        input_file=records, output_dir=model_dir, do_train=True, do_eval=True, train_batch_size=32,
         eval_batch_size=32, max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=10,
         num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_train_steps // 10,
         learning_rate=5e-4, save_checkpoints_steps=500, iterations_per_loop=100,
-        max_eval_steps=20, log_steps=100)
+        max_eval_steps=20, log_steps=100, seed=FLAGS.seed)
     evaluation = read_key_values(os.path.join(model_dir, "eval_results.txt"))
 
     sentences = os.path.join(out, "sentences.txt")
@@ -201,18 +211,20 @@ def main(argv):
         f.write("Kalomi lives in Oslo and works as a baker. ||| The baker likes bread.\n")
     features = os.path.join(out, "features.jsonl")
     timings["features"] = run_stage(
-        "features", "run.extract_features", input_file=sentences, output_file=features,
-        vocab_file=vocab, bert_config_file=config_file, init_checkpoint=model_dir,
-        do_lower_case=True, layers="-1", max_seq_length=FLAGS.max_seq_length, batch_size=8)
+        "features", f"{RUN_PACKAGE}.extract_features", input_file=sentences,
+        output_file=features, vocab_file=vocab, bert_config_file=config_file,
+        init_checkpoint=model_dir, do_lower_case=True, layers="-1",
+        max_seq_length=FLAGS.max_seq_length, batch_size=8)
 
     tagger_dir = os.path.join(out, "tagger")
     timings["finetune"] = run_stage(
-        "finetune", "run.run_ner", data_dir=task_dir, vocab_file=vocab,
+        "finetune", f"{RUN_PACKAGE}.run_ner", data_dir=task_dir, vocab_file=vocab,
         bert_config_file=config_file, init_checkpoint=model_dir, output_dir=tagger_dir,
         do_train=True, do_eval=True, do_predict=True, do_lower_case=True,
         max_seq_length=FLAGS.max_seq_length, train_batch_size=32, eval_batch_size=32,
         predict_batch_size=32, learning_rate=2e-4, num_train_epochs=FLAGS.finetune_epochs,
-        bucket_by_length=True, log_steps=40, export_dir=os.path.join(out, "exported_tagger"))
+        bucket_by_length=True, log_steps=40, export_dir=os.path.join(out, "exported_tagger"),
+        seed=FLAGS.seed)
     finetuned = read_key_values(os.path.join(tagger_dir, "eval_results.txt"))
 
     chance = 1.0 / vocab_size
