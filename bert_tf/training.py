@@ -18,8 +18,9 @@ restore_foreign). `bert_tf.runner.run` drives these loops for the command lines.
   through tf.train.CheckpointManager, keeping `keep_checkpoint_max`; TF writes the data and index
   under temporary names and replaces the `checkpoint` state file atomically, so a crash never
   leaves a half-written latest checkpoint; what such a crash leaves (`model.ckpt-<step>_temp/`)
-  is removed when training starts again (`remove_dead_checkpoint_writes`). Rerunning resumes from the latest one, which may also
-  be one the task continues (the original's run_pretraining: weights, Adam moments, step).
+  is removed when training starts again (`remove_dead_checkpoint_writes`). Rerunning resumes
+  from the latest one, which may also be one the task continues (the original's
+  run_pretraining: weights, Adam moments, step).
 - Eval and predict: per-example outputs gathered across replicas and steps, in record order.
 - TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
   progress lines (bert_tf.progress) with steps/s, examples/s and ETA, and a stop with a message
@@ -222,7 +223,8 @@ def _worker_checkpoint_dir(model_dir, strategy):
 # under a `.tempstate<n>` name while it is written) and then merges them into `<prefix>.index`
 # and `<prefix>.data-...`, deleting the directory; the CheckpointManager's state file is
 # written as `checkpoint.tmp<32 hex>` and renamed over `checkpoint`.
-_DEAD_WRITE = re.compile(rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+_temp|checkpoint\.tmp[0-9a-f]{{32}})$")
+_DEAD_WRITE = re.compile(
+    rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+_temp|checkpoint\.tmp[0-9a-f]{{32}})$")
 
 
 def remove_dead_checkpoint_writes(model_dir):
