@@ -31,6 +31,7 @@ an sstable, a truncated or corrupted `.data-*`, a missing data file) raises Inpu
 that file, not TF's OpError (`damaged_checkpoint_error`).
 """
 import collections
+import contextlib
 import dataclasses
 import json
 import os
@@ -163,6 +164,16 @@ def damaged_checkpoint_error(prefix, error):
                                                            "index file is there)")
     where = data[0] if len(data) == 1 else f"{prefix}.data-* ({len(data)} files)"
     return file_error(where, f"damaged checkpoint data file: cannot be read ({reason})")
+
+
+@contextlib.contextmanager
+def naming_damaged_checkpoint(prefix):
+    """Turns a read error inside the block (restoring checkpoint `prefix`) into
+    `damaged_checkpoint_error`."""
+    try:
+        yield
+    except _READ_ERRORS as e:
+        raise damaged_checkpoint_error(prefix, e) from None
 
 
 class _CheckedReader:

@@ -235,13 +235,15 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
     import tensorflow as tf
 
     from bert_tf import training
-    from bert_tf.checkpoints import require_complete
+    from bert_tf.checkpoints import naming_damaged_checkpoint, require_complete
 
     latest = tf.train.latest_checkpoint(settings.output_dir)
     if latest:
         log(f"evaluating {latest}")
-        if not task.restore_foreign(model, optimizer, latest):
-            tf.train.Checkpoint(model=model, optimizer=optimizer).restore(latest).expect_partial()
+        with naming_damaged_checkpoint(latest):
+            if not task.restore_foreign(model, optimizer, latest):
+                tf.train.Checkpoint(model=model, optimizer=optimizer).restore(
+                    latest).expect_partial()
         return training.global_step(optimizer)
     if settings.init_checkpoint:
         report = task.initialize(model, settings.init_checkpoint, log)

@@ -272,14 +272,12 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None):
     The latest may be ours, or one the task knows how to continue (`Task.restore_foreign`: the
     original run_pretraining's, whose later checkpoints, being ours and newer, win on reruns).
     """
-    from bert_tf.checkpoints import damaged_checkpoint_error
+    from bert_tf.checkpoints import naming_damaged_checkpoint
 
     latest = manager.latest_checkpoint
-    try:
+    with naming_damaged_checkpoint(latest):
         if latest and not (task is not None and task.restore_foreign(model, optimizer, latest)):
             checkpoint.restore(latest).assert_existing_objects_matched()
-    except (tf.errors.OpError, IndexError) as e:  # IndexError: a truncated data file
-        raise damaged_checkpoint_error(latest, e) from None
     return latest
 
 

@@ -214,3 +214,28 @@ def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_pa
         training.restore_latest(checkpoint, manager, encoder, optimizer)
     assert str(raised.value).startswith(f"{path}: {message}")
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize("how", ["index cut to 10 bytes", "data truncated"])
+def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path, how):
+    """Eval/predict without training read the latest checkpoint of the output dir
+    (runner.restore_for_inference): damaged, it is an InputError naming the file."""
+    import keras
+    import tensorflow as tf
+
+    from bert_tf import runner, training
+    from bert_tf.errors import InputError
+    from bert_tf.task import Task
+
+    encoder = tiny_encoder()
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(encoder.trainable_variables)
+    checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
+    tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5,
+                               checkpoint_name=training.CHECKPOINT_NAME).save(checkpoint_number=3)
+    path, message = damage(tmp_path / "model.ckpt-3", how)
+    settings = runner.RunSettings(output_dir=str(tmp_path), do_eval=True)
+    with pytest.raises(InputError) as raised:
+        runner.restore_for_inference(Task(), tiny_encoder(), optimizer, settings,
+                                     log=lambda message: None)
+    assert str(raised.value).startswith(f"{path}: {message}")
