@@ -6,7 +6,7 @@ data_tools/ import; the TensorFlow range of setup.cfg's extras is the one `impor
 checks; that check's one-line messages.
 Slow (pip and the package index): the built wheel claims no top-level package but `bert_tf`;
 pip's resolver makes a complete plan of wheels for Python 3.12 and 3.13 (this suite runs on
-3.11) and refuses 3.10 and a TensorFlow outside the range; beside an installed tensorflow-tpu,
+3.11), and a current pip refuses 3.10, 3.14 and a TensorFlow outside the range; beside an installed tensorflow-tpu,
 neither `bert_tf` nor `bert_tf[tpu]` adds a second TensorFlow; and the wheel in a fresh venv,
 run from outside the checkout: without TensorFlow one `error:` line, with `[cpu]` every console
 script's --help and the demo at a tiny size, without TensorFlow's start-up banner.
@@ -222,16 +222,23 @@ def test_resolver_plans_complete_installs_on_python_312_and_313(wheel, tmp_path)
 
 @pytest.mark.slow
 def test_pip_refuses_an_unsupported_python_or_tensorflow(wheel, tmp_path):
-    # Python: pip 23.2 (this machine's) does not test a local wheel's Requires-Python against
-    # --python-version (a dry run for 3.10 passes), so the check is pip's own specifier logic on
-    # the wheel's metadata, which a pip running on 3.10 or 3.14 applies.
-    from pip._vendor.packaging.specifiers import SpecifierSet
-    with zipfile.ZipFile(wheel) as archive:
-        metadata = email.parser.Parser().parsestr(archive.read(
-            next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode())
-    requires_python = SpecifierSet(metadata["Requires-Python"])
-    assert [v for v in ("3.9", "3.10", "3.11", "3.12", "3.13", "3.14") if v in requires_python] \
-        == ["3.11", "3.12", "3.13"]
+    # Python: a current pip (in a venv of its own: pip 23.2 does not test a local wheel's
+    # Requires-Python against --python-version) refuses 3.10 and 3.14 with the declared range.
+    directory = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True)
+    python = directory / "bin" / "python"
+    code, output = _pip(python, "install", "--quiet", "--upgrade", "pip>=25")
+    assert code == 0, output[-3000:]
+    for version, refused in (("3.10", True), ("3.12", False), ("3.13", False), ("3.14", True)):
+        code, output = _pip(python, "install", "--dry-run", "--no-deps", "--only-binary=:all:",
+                            "--target", str(tmp_path / "unused-target"), "--python-version",
+                            version, str(wheel))
+        if refused:
+            assert code != 0 and re.search(
+                rf"requires a different Python: {version}(\.0)? not in '(<3\.14,>=3\.11|"
+                rf">=3\.11,<3\.14)'", output), (version, output[-3000:])
+        else:
+            assert code == 0 and re.search(r"Would install bert[-_]tf", output), (version, output[-3000:])
     code, output = _pip(sys.executable, "install", "--dry-run", "--ignore-installed",
                         f"{wheel}[cpu]", "tensorflow==2.19.0")  # (--quiet hides the reason)
     assert code != 0 and re.search(r"depends on tensorflow<2\.22(,| and )>=2\.20", output), \
