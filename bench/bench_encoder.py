@@ -86,8 +86,8 @@ def build_keras(framework, config, dtype):
 
     policy = keras.DTypePolicy("mixed_bfloat16" if dtype == "bfloat16" else "float32")
     if framework == "bert_tf":
-        from bert_tf.config import BertConfig
-        from bert_tf.encoder import BertEncoder
+        from bert_tf.model.config import BertConfig
+        from bert_tf.model.encoder import BertEncoder
         model = BertEncoder(BertConfig(**config, type_vocab_size=2), dtype=policy)
         return model, "sequence_output", ("input_ids", "input_mask", "segment_ids")
     import keras_hub

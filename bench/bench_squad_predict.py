@@ -17,9 +17,9 @@ both. (A fresh head answers at random; the work per question is the same as a tr
 
   ours          what `python -m run.run_squad --do_predict` runs: squad_data.read_squad_examples,
                 convert_examples_to_features (the original's windows), the eval.tf_record
-                (padded to a multiple of 32 with padding windows), bert_tf.squad.SquadTask's
+                (padded to a multiple of 32 with padding windows), bert_tf.tasks.squad.SquadTask's
                 model restored from the directory (task.initialize), the predict loop
-                (training.gather_outputs, what runner.predict runs) and task.write_predictions
+                (loops.gather_outputs, what runner.predict runs) and task.write_predictions
                 (the original's post-processing: predictions.json + nbest_predictions.json, and
                 eval_results.txt, as the command line writes them). Every window padded to 384.
   transformers  transformers 5.17 has no "question-answering" pipeline (v5 dropped it), so the
@@ -85,10 +85,11 @@ def write_subset(path, num_questions):
 
 
 def measure_ours(spec, passes):
-    from bert_tf import features as features_lib
-    from bert_tf import runner, squad, squad_data, training
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.data import features as features_lib
+    from bert_tf.training import runner, loops
+    from bert_tf.tasks import squad, squad_data
+    from bert_tf.model.checkpoints import hf_directory_files
+    from bert_tf.text.fast_tokenization import FastTokenizer
 
     init_dir, predict_file = spec["init_dir"], spec["predict_file"]
     output_dir = tempfile.mkdtemp(prefix="bench_squad_ours_")
@@ -126,7 +127,7 @@ def measure_ours(spec, passes):
                 task.predict_data = (dataset["data"], examples, features)
             phases["features_s"] = watch.wall
             with Stopwatch() as watch:
-                outputs = training.gather_outputs(strategy, model, task,
+                outputs = loops.gather_outputs(strategy, model, task,
                                                   task.dataset_fn("predict", BATCH),
                                                   count // BATCH, "predict")
             phases["model_s"] = watch.wall

@@ -9,13 +9,13 @@ WordPiece models are built on first use and shared by the process: the warm-up b
 
   reference         bert-tensorflow 1.0.4 FullTokenizer.tokenize, one line at a time
   bert_tf Full      bert_tf.tokenization.FullTokenizer.tokenize, one line at a time
-  bert_tf Fast      bert_tf.fast_tokenization.FastTokenizer.tokenize_batch
+  bert_tf Fast      bert_tf.text.fast_tokenization.FastTokenizer.tokenize_batch
   bert_tf Fast+off  FastTokenizer.encode_batch (tokens, ids and character offsets: an int32
                     [pieces, 2] numpy array per line)
   HF tokenizers     tokenizers.BertWordPieceTokenizer.encode_batch(add_special_tokens=False),
                     .tokens of each Encoding (offsets are computed by it too)
   keras-hub         keras_hub.tokenizers.BertTokenizer on tf.string batches, ids -> tokens
-  bert_tf Graph     bert_tf.graph_tokenization.GraphTokenizer.tokenize (core TensorFlow ops
+  bert_tf Graph     bert_tf.text.graph_tokenization.GraphTokenizer.tokenize (core TensorFlow ops
                     only) on tf.string batches, ids -> tokens
 
 Batch peers get --batch_size lines per call. Printed: a markdown table of medians over rounds
@@ -37,7 +37,8 @@ PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from bert_tf import fast_tokenization, tokenization  # noqa: E402
+from bert_tf import tokenization
+from bert_tf.text import fast_tokenization  # noqa: E402
 from bert_tf.progress import Progress  # noqa: E402
 from tests import corpora  # noqa: E402
 
@@ -94,7 +95,7 @@ def make_peers(batch_size):
 
     def graph_peer():
         import tensorflow as tf
-        from bert_tf.graph_tokenization import GraphTokenizer
+        from bert_tf.text.graph_tokenization import GraphTokenizer
         tokenizer = GraphTokenizer(str(VOCAB), do_lower_case=True)
         vocabulary = list(tokenization.load_vocab(str(VOCAB)))
 

@@ -17,7 +17,7 @@ checkpoint prefix.
     classifier.predict(["a good film"])                 # [N, 2] probabilities
 
 Each function is the library code the command lines run (tokenization, the original's packing,
-checkpoints, `bert_tf.runner.run` with a task), so results are the command lines' results.
+checkpoints, `bert_tf.training.runner.run` with a task), so results are the command lines' results.
 """
 import dataclasses
 import os
@@ -25,8 +25,9 @@ import os
 import numpy as np
 
 from bert_tf.errors import InputError, file_error
+from bert_tf.tasks import registry
 
-TASK_MODELS = ("encoder", "pretraining", "classifier", "squad", "ner")
+TASK_MODELS = registry.NAMES
 
 
 @dataclasses.dataclass
@@ -43,8 +44,8 @@ def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
                         do_lower_case=True, do_lower_case_given=False):
     """(BertConfig, vocab_file, do_lower_case): the given files first, then a Hugging Face
     directory's (the command lines' rule)."""
-    from bert_tf.checkpoints import hf_directory_files
-    from bert_tf.config import BertConfig
+    from bert_tf.model.checkpoints import hf_directory_files
+    from bert_tf.model.config import BertConfig
     from bert_tf.errors import flag_error
 
     hf = hf_directory_files(init_checkpoint) if init_checkpoint else None
@@ -72,7 +73,7 @@ def model_files(path, bert_config_file=None, vocab_file=None, do_lower_case=None
     and vocab.txt beside the checkpoint (the layout of Google's released models); casing
     defaults to the Hugging Face tokenizer_config's, else True (uncased), as the command lines.
     """
-    from bert_tf.checkpoints import hf_directory_files
+    from bert_tf.model.checkpoints import hf_directory_files
 
     path = os.fspath(path)
     folder = path if os.path.isdir(path) else os.path.dirname(path)
@@ -94,7 +95,7 @@ def _beside(folder, name, what):
 
 def load_config(path):
     """The BertConfig of a bert_config.json file or a model directory."""
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
     path = os.fspath(path)
     if os.path.isfile(path) and path.endswith(".json"):
         return BertConfig.from_json_file(path)
@@ -102,9 +103,9 @@ def load_config(path):
 
 
 def load_tokenizer(files, do_lower_case=None):
-    """The tokenizer (bert_tf.fast_tokenization.FastTokenizer: the original's tokens) of a
+    """The tokenizer (bert_tf.text.fast_tokenization.FastTokenizer: the original's tokens) of a
     ModelFiles, a model directory or a vocab.txt path."""
-    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.text.fast_tokenization import FastTokenizer
     if isinstance(files, (str, os.PathLike)) and os.path.isfile(files):
         return FastTokenizer(os.fspath(files),
                              do_lower_case=True if do_lower_case is None else do_lower_case)
@@ -117,20 +118,13 @@ def build_model(task, config, num_labels=None):
     """A fresh Keras model: "encoder" (BertEncoder), "pretraining" (BertPretrainer),
     "classifier" (BertClassifier, num_labels; 1 = regression), "squad" (BertSpanLabeler) or
     "ner" (BertTokenClassifier, num_labels)."""
-    from bert_tf import models
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.tasks import registry
     if task not in TASK_MODELS:
         raise InputError(f"task must be one of {', '.join(TASK_MODELS)}, got {task!r}")
     if task in ("classifier", "ner") and not num_labels:
         raise InputError(f"a {task} model needs num_labels")
-    builders = {
-        "encoder": lambda: BertEncoder(config),
-        "pretraining": lambda: models.BertPretrainer(config),
-        "classifier": lambda: models.BertClassifier(config, num_labels),
-        "squad": lambda: models.BertSpanLabeler(config),
-        "ner": lambda: models.BertTokenClassifier(config, num_labels),
-    }
-    return builders[task]()
+    labels = [str(i) for i in range(num_labels)] if num_labels else None
+    return registry.build(task, config, labels=labels).build_model()
 
 
 def load_model(files, task="encoder", num_labels=None, require_all=None):
@@ -138,7 +132,7 @@ def load_model(files, task="encoder", num_labels=None, require_all=None):
     directory or checkpoint). `require_all` (default: True for task heads) makes a checkpoint
     that lacks some of the model's variables (e.g. the head) an error instead of leaving them
     freshly initialised."""
-    from bert_tf.checkpoints import load_checkpoint, require_complete
+    from bert_tf.model.checkpoints import load_checkpoint, require_complete
     if not isinstance(files, ModelFiles):
         files = model_files(files)
     model = build_model(task, files.config, num_labels)
@@ -152,7 +146,7 @@ def encode(tokenizer, texts, text_pairs=None, max_seq_length=128):
     """The original's packing of texts (and pairs): `[CLS] a [SEP] (b [SEP])`, pairs truncated
     longest first, zero padding. Returns {"input_ids", "input_mask", "segment_ids"}: int32
     [len(texts), max_seq_length] numpy arrays, which every model here takes."""
-    from bert_tf.features import convert_text_pair
+    from bert_tf.data.features import convert_text_pair
     if isinstance(texts, str):
         raise InputError("texts must be a list of strings, not one string")
     pairs = text_pairs if text_pairs is not None else [None] * len(texts)
@@ -175,7 +169,7 @@ class Classifier:
         """Class probabilities [N, num_labels] (regression: scores [N, 1])."""
         import tensorflow as tf
 
-        from bert_tf.classification import softmax_float32
+        from bert_tf.tasks.classification import softmax_float32
         inputs = encode(self.tokenizer, texts, text_pairs, self.max_seq_length)
         rows = []
         for start in range(0, len(texts), batch_size):
@@ -192,7 +186,7 @@ class Classifier:
 
 def _examples(rows, split):
     """InputExamples from (text, label) or (text_a, text_b, label) tuples."""
-    from bert_tf.classifier_data import InputExample
+    from bert_tf.tasks.classifier_data import InputExample
     examples = []
     for i, row in enumerate(rows):
         if len(row) not in (2, 3):
@@ -210,9 +204,10 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     """run_classifier from Python: fine-tunes `files`' model on `train` ((text, label) or
     (text_a, text_b, label) tuples; `labels` in output order), evaluates on `dev` if given
     (eval_results.txt in output_dir), and returns the trained Classifier. Other RunSettings
-    (bert_tf.runner) by keyword, e.g. mixed_precision="bfloat16"."""
-    from bert_tf import classifier_data, runner
-    from bert_tf.classification import ClassificationTask
+    (bert_tf.training.runner) by keyword, e.g. mixed_precision="bfloat16"."""
+    from bert_tf.tasks import classifier_data
+    from bert_tf.training import runner
+    from bert_tf.tasks.classification import ClassificationTask
 
     if not isinstance(files, ModelFiles):
         files = model_files(files)

@@ -4,7 +4,7 @@
         --vocab_size=30522 --do_lower_case=True
 
 Words are split exactly as the tokenizer's BasicTokenizer splits them, then Hugging Face
-`tokenizers`' WordPiece trainer learns the pieces (see bert_tf/vocab_learning.py). The output has
+`tokenizers`' WordPiece trainer learns the pieces (see bert_tf/text/vocab_learning.py). The output has
 [PAD], --num_unused [unused*] entries, [UNK], [CLS], [SEP], [MASK], the alphabet, then the pieces,
 and is used as --vocab_file by create_pretraining_data and the run/ scripts (with the same
 --do_lower_case).
@@ -40,7 +40,7 @@ def main(argv):
     del argv
     from bert_tf.errors import flag_error
     from bert_tf.io_utils import check_output_file
-    from bert_tf.vocab_learning import build_vocab
+    from bert_tf.text.vocab_learning import build_vocab
 
     for name in ("input_file", "output_file"):
         if not getattr(FLAGS, name):

@@ -2,7 +2,7 @@
 
 Same flags, defaults and records as google-research/bert's create_pretraining_data.py: for the
 same input files, vocabulary, flags and seed, every record decodes to the same features, in the
-same order, in the same output file (see bert_tf/pretraining_data.py for how, and why it is
+same order, in the same output file (see bert_tf/data/pretraining_data.py for how, and why it is
 10x+ faster). Whole-word masking (--do_whole_word_mask) is the GitHub master version's.
 
     python -m data_tools.create_pretraining_data \\
@@ -19,7 +19,7 @@ shard is deterministic for a given seed, --window_bytes and shard count (whateve
 single global shuffle (which needs every instance in memory).
 
 --runner=DirectRunner (or DataflowRunner, FlinkRunner, SparkRunner with --beam_options) runs
-the streaming mode as an Apache Beam pipeline (bert_tf/pretraining_beam.py): the same output
+the streaming mode as an Apache Beam pipeline (bert_tf/data/pretraining_beam.py): the same output
 files, byte for byte, on one machine or many.
 
 Output files are written under a temporary name and renamed when complete.
@@ -78,7 +78,7 @@ flags.DEFINE_bool("gzip", False,
 flags.DEFINE_enum("tokenizer", "full", ["full", "fast"],
                   "Tokenizer implementation, both with the original's exact output: 'full' "
                   "(bert_tf.tokenization.FullTokenizer with a word cache; starts instantly) or "
-                  "'fast' (bert_tf.fast_tokenization.FastTokenizer; imports TensorFlow).")
+                  "'fast' (bert_tf.text.fast_tokenization.FastTokenizer; imports TensorFlow).")
 flags.DEFINE_float("progress_interval", 10.0, "Seconds between progress lines.")
 flags.DEFINE_string("runner", None,
                     "Run the streaming mode as an Apache Beam pipeline on this runner "
@@ -108,7 +108,7 @@ def main(argv):
     # The first time numba loads compiled code it imports scipy.linalg (a few hundred ms of
     # start-up) only to look for a BLAS; our compiled code does no linear algebra.
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
-    from bert_tf import pretraining_data
+    from bert_tf.data import pretraining_data
 
     options = pretraining_data.InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
@@ -146,7 +146,7 @@ def main(argv):
     for path in output_files:
         print(f"  {path}", file=log)
     if FLAGS.runner:
-        from bert_tf import pretraining_beam
+        from bert_tf.data import pretraining_beam
 
         summary = pretraining_beam.create_pretraining_data_beam(
             input_files, output_files, make_tokenizer, options,

@@ -4,7 +4,7 @@ The original's flags (names, defaults and help as google-research/bert's run_pre
 run_classifier.py and run_squad.py) plus ours: strategy, precision, XLA, optimizer, checkpoints.
 A command line calls `define_run_flags(...)` with its own defaults for the few that differ
 (batch sizes, learning rate), defines its task's flags, and passes `run_settings()` with its task
-to `bert_tf.runner.run`.
+to `bert_tf.training.runner.run`.
 """
 import dataclasses
 
@@ -87,7 +87,7 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                       "loss scaling.")
     flags.DEFINE_bool("jit_compile", False, "Compile the forward/backward pass with XLA.")
     flags.DEFINE_enum("cpu_kernels", None, ["auto", "on", "off"],
-                      "The CPU-tuned kernels of bert_tf/layers.py (fused GELU, LayerNorm and "
+                      "The CPU-tuned kernels of bert_tf/model/layers.py (fused GELU, LayerNorm and "
                       "dropout gradients; same results either way). auto: on unless a GPU is "
                       "visible or the strategy is tpu. Default: $BERT_TF_CPU_KERNELS, else auto.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
@@ -127,7 +127,7 @@ def load_bert_config():
     """The --bert_config_file's BertConfig (an InputError naming the flag if it is missing)."""
     import os
 
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
     from bert_tf.errors import flag_error
     if not os.path.exists(FLAGS.bert_config_file):
         raise flag_error("bert_config_file", f"{FLAGS.bert_config_file} does not exist")
@@ -147,7 +147,8 @@ def fine_tuning_model_files():
     """(BertConfig, vocab_file, do_lower_case) of a fine-tuning command line, after the checks
     they all make before reading any data: something to do, --max_seq_length, --do_lower_case
     against the checkpoint's name, --output_dir not a file."""
-    from bert_tf import runner, tokenization
+    from bert_tf import tokenization
+    from bert_tf.training import runner
     from bert_tf.api import resolve_model_files
 
     bert_config, vocab_file, do_lower_case = resolve_model_files(
@@ -163,7 +164,7 @@ def fine_tuning_model_files():
 def epoch_steps(num_examples, what="examples"):
     """(num_train_steps, num_warmup_steps) as the original: int(examples / train_batch_size *
     num_train_epochs), warmup_proportion of them."""
-    from bert_tf.runner import epoch_steps as steps
+    from bert_tf.training.runner import epoch_steps as steps
     return steps(num_examples, FLAGS.train_batch_size, FLAGS.num_train_epochs,
                  FLAGS.warmup_proportion, what)
 
@@ -173,8 +174,8 @@ def start_strategy():
     written, an export folder that replaces nothing of the user's) and builds the
     tf.distribute strategy now, before the command line writes its records with TensorFlow:
     MultiWorkerMirrored and Mirrored on logical CPUs must exist before any op runs. The runner
-    reuses it (bert_tf.distribution.create_strategy)."""
-    from bert_tf import runner
+    reuses it (bert_tf.training.distribution.create_strategy)."""
+    from bert_tf.training import runner
     settings = run_settings()
     settings.validate(steps_known=False)
     runner.build_strategy(settings, log=lambda message: None)
@@ -182,14 +183,14 @@ def start_strategy():
 
 def check_init_checkpoint(build_model):
     """Before the command line writes records: --init_checkpoint fits the model that
-    `build_model()` builds (bert_tf.runner.check_init_checkpoint)."""
-    from bert_tf import runner
+    `build_model()` builds (bert_tf.training.runner.check_init_checkpoint)."""
+    from bert_tf.training import runner
     runner.check_init_checkpoint(build_model, run_settings())
 
 
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):
     """RunSettings from the shared flags (plus the task-derived step counts)."""
-    from bert_tf.runner import RunSettings
+    from bert_tf.training.runner import RunSettings
 
     names = [f.name for f in dataclasses.fields(RunSettings)]
     values = {name: getattr(FLAGS, name) for name in names if name in FLAGS}

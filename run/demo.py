@@ -123,7 +123,7 @@ def time_passes(work, min_seconds=0.5):
 
 def tokenization_report(corpus, vocab_file):
     """Tokenizes the corpus with the exact and the fast tokenizer; returns a summary dict."""
-    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.tokenization import FullTokenizer
 
     with open(corpus, encoding="utf-8") as f:

@@ -3,7 +3,7 @@
     python -m run.export_savedmodel --init_checkpoint=out --bert_config_file=bert_config.json \\
         --vocab_file=vocab.txt --task=classifier --label_list=0,1 --export_dir=exported
 
-The SavedModel's signatures (bert_tf.export): `serving_default` on input_ids / input_mask /
+The SavedModel's signatures (bert_tf.serving.export): `serving_default` on input_ids / input_mask /
 segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b` (raw strings,
 tokenized and packed in the graph as the original's convert_single_example), with the
 vocabulary and the config as assets. --init_checkpoint is any checkpoint the command lines take
@@ -13,6 +13,7 @@ from absl import flags
 
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
+from bert_tf.tasks import registry
 
 FLAGS = flags.FLAGS
 
@@ -22,7 +23,7 @@ flags.DEFINE_string("bert_config_file", None, "The config json file of the model
 flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a Hugging "
                     "Face directory's).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (uncased models).")
-flags.DEFINE_enum("task", "encoder", ["encoder", "classifier", "squad", "ner", "pretraining"],
+flags.DEFINE_enum("task", "encoder", list(registry.NAMES),
                   "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
                   "run_squad's, run_ner's or run_pretraining's (the masked-LM top-k tokens).")
 flags.DEFINE_integer("top_k", 5, "pretraining: the most probable tokens returned at each [MASK].")
@@ -38,27 +39,21 @@ flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or
 
 
 def build_task(config, vocab_file=None):
-    from bert_tf.classification import ClassificationTask
-    from bert_tf.export import EncoderTask, MaskedLMTask
-    from bert_tf.squad import SquadTask
-    from bert_tf.tagging import TaggingTask
+    """The --task's task (bert_tf.tasks.registry) with the options its flags give."""
+    from bert_tf.tasks import registry
 
-    if FLAGS.task in ("classifier", "ner") and not FLAGS.label_list:
-        raise flag_error("label_list", f"required for --task={FLAGS.task}")
-    if FLAGS.task == "classifier":
-        return ClassificationTask(config, len(FLAGS.label_list), {}, FLAGS.max_seq_length,
-                                  label_names=FLAGS.label_list)
-    if FLAGS.task == "ner":
-        return TaggingTask(config, FLAGS.label_list, {}, FLAGS.max_seq_length)
+    options = {"max_seq_length": FLAGS.max_seq_length}
+    if FLAGS.task in ("classifier", "ner"):
+        if not FLAGS.label_list:
+            raise flag_error("label_list", f"required for --task={FLAGS.task}")
+        options["labels"] = FLAGS.label_list
     if FLAGS.task == "squad":
-        if not 0 <= FLAGS.max_query_length <= FLAGS.max_seq_length - 4:
+        if not FLAGS.max_query_length <= FLAGS.max_seq_length - 4:
             raise flag_error("max_query_length", f"must be in [0, max_seq_length - 4 = "
                                                  f"{FLAGS.max_seq_length - 4}], got "
                                                  f"{FLAGS.max_query_length}")
-        task = SquadTask(config, {}, FLAGS.max_seq_length, n_best_size=FLAGS.n_best_size,
-                         max_answer_length=FLAGS.max_answer_length)
-        task.max_query_length = FLAGS.max_query_length
-        return task
+        options.update(max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
+                       max_answer_length=FLAGS.max_answer_length)
     if FLAGS.task == "pretraining":
         from bert_tf.tokenization import load_vocab
         if not vocab_file:
@@ -66,19 +61,20 @@ def build_task(config, vocab_file=None):
         vocab = load_vocab(vocab_file)
         if "[MASK]" not in vocab:
             raise flag_error("vocab_file", f"{vocab_file} has no [MASK] token")
-        return MaskedLMTask(config, vocab["[MASK]"], FLAGS.top_k)
-    return EncoderTask(config)
+        options.update(mask_id=vocab["[MASK]"], top_k=FLAGS.top_k)
+    return registry.build(FLAGS.task, config, **options)
 
 
 def main(argv):
     del argv
-    from bert_tf import api, export
-    from bert_tf.checkpoints import load_checkpoint, require_complete
+    from bert_tf import api
+    from bert_tf.serving import export
+    from bert_tf.model.checkpoints import load_checkpoint, require_complete
 
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
-    from bert_tf.runner import checkpoint_folder
+    from bert_tf.training.runner import checkpoint_folder
     export.check_export_dir(FLAGS.export_dir,
                             keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     config, vocab_file, do_lower_case = api.resolve_model_files(

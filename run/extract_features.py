@@ -92,7 +92,7 @@ def read_examples(input_file):
 
 def convert_example(example, seq_length, tokenizer):
     """[CLS] a [SEP] (b [SEP]) with segment ids, mask and zero padding, as the original."""
-    from bert_tf.features import convert_text_pair
+    from bert_tf.data.features import convert_text_pair
     packed = convert_text_pair(tokenizer, example.text_a, example.text_b, seq_length)
     return InputFeatures(example.unique_id, packed.tokens, packed.input_ids, packed.input_mask,
                          packed.segment_ids)
@@ -216,8 +216,8 @@ def main(argv):
                       inputs={name: getattr(FLAGS, name) for name in
                               ("input_file", "vocab_file", "bert_config_file")})
     from bert_tf import tokenization
-    from bert_tf.checkpoints import load_checkpoint, require_complete
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.checkpoints import load_checkpoint, require_complete
+    from bert_tf.model.encoder import BertEncoder
     from bert_tf.progress import Progress
     from bert_tf.api import resolve_model_files
     config, vocab_file, do_lower_case = resolve_model_files(

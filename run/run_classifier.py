@@ -17,9 +17,9 @@ The number of training steps is int(train examples / train_batch_size * num_trai
 warmup_proportion of them warming up, as the original. Eval and predict sets are padded with
 the original's padding examples to a multiple of the batch size (the original does so on TPU
 only), so every example is evaluated once; the reported numbers are the original's (see
-bert_tf.classification). This file is the flags; the task is
-`bert_tf.classification.ClassificationTask`, the data `bert_tf.classifier_data`, the driver
-`bert_tf.runner.run`.
+bert_tf.tasks.classification). This file is the flags; the task is
+`bert_tf.tasks.classification.ClassificationTask`, the data `bert_tf.tasks.classifier_data`, the driver
+`bert_tf.training.runner.run`.
 """
 import os
 
@@ -72,7 +72,8 @@ def tsv_options():
 def write_records(name, examples, label_list, tokenizer, regression, batch_size=None):
     """Writes output_dir/<name>.tf_record (padded to a multiple of batch_size if given);
     returns (path, records written, real examples)."""
-    from bert_tf import classifier_data, runner
+    from bert_tf.tasks import classifier_data
+    from bert_tf.training import runner
 
     num_real = len(examples)
     if batch_size:
@@ -105,9 +106,11 @@ def main(argv):
     del argv
     import tensorflow as tf
 
-    from bert_tf import classifier_data, io_utils, runner
-    from bert_tf.classification import TASK_METRICS, ClassificationTask
-    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf import io_utils
+    from bert_tf.tasks import classifier_data
+    from bert_tf.training import runner
+    from bert_tf.tasks.classification import TASK_METRICS, ClassificationTask
+    from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
     common_flags.start_strategy()

@@ -8,7 +8,7 @@
 Same flags, defaults, loss, optimizer, eval metrics and eval_results.txt as the original
 (google-research/bert run_pretraining.py), plus tf.distribute strategies, mixed precision, XLA,
 LAMB, gradient accumulation, resumable checkpoints and progress/TensorBoard output. This file is
-the flags; the task is `bert_tf.pretraining.PretrainingTask` and the driver `bert_tf.runner.run`.
+the flags; the task is `bert_tf.tasks.pretraining.PretrainingTask` and the driver `bert_tf.training.runner.run`.
 
 Training resumes from the latest checkpoint in --output_dir when there is one (rerun the same
 command after a crash), also from one written by the original's run_pretraining: its weights,
@@ -50,7 +50,7 @@ flags.DEFINE_bool("deterministic_input", False,
 
 def main(argv):
     del argv
-    from bert_tf import runner
+    from bert_tf.training import runner
 
     common_flags.check_required("bert_config_file", "input_file", "output_dir")
     if FLAGS.export_dir:  # refused now rather than after the training it would follow
@@ -60,7 +60,7 @@ def main(argv):
     # The checks that need no TensorFlow first (it takes seconds to import).
     runner.check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
     input_files = expand_globs(FLAGS.input_file, "input_file")
-    from bert_tf.pretraining import PretrainingTask
+    from bert_tf.tasks.pretraining import PretrainingTask
     bert_config = common_flags.load_bert_config()
     if FLAGS.max_seq_length > bert_config.max_position_embeddings:
         raise flag_error("max_seq_length",

@@ -4,21 +4,21 @@
         --init_checkpoint=bert_model.ckpt --output_dir=out \\
         --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json
 
-Same flags, defaults, preprocessing (bert_tf.squad_data: windows of max_seq_length moved by
+Same flags, defaults, preprocessing (bert_tf.tasks.squad_data: windows of max_seq_length moved by
 doc_stride, questions cut to max_query_length, `_improve_answer_span`, `_check_is_max_context`,
 unique ids from 1000000000, training examples shuffled with random.Random(12345)), records
 (train.tf_record and eval.tf_record in --output_dir), model, loss, optimizer and output files
 (predictions.json, nbest_predictions.json, and null_odds.json with --version_2_with_negative;
-bert_tf.squad_postprocess) as google-research/bert's run_squad.py, plus: the official
+bert_tf.tasks.squad_postprocess) as google-research/bert's run_squad.py, plus: the official
 evaluation's numbers in eval_results.txt when --predict_file has answers (exact match and F1;
-SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.squad_metrics), a count of the training
+SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.tasks.squad_metrics), a count of the training
 answers skipped because their text is not at their offset (the original only warns), the time
 post-processing takes, a Hugging Face model directory as --init_checkpoint, and the strategy,
 precision and optimizer flags of run_pretraining.
 
 The number of training steps is int(training questions / train_batch_size * num_train_epochs)
 (questions, not windows, as the original). This file is the flags; the task is
-`bert_tf.squad.SquadTask`, the driver `bert_tf.runner.run`.
+`bert_tf.tasks.squad.SquadTask`, the driver `bert_tf.training.runner.run`.
 """
 import os
 
@@ -79,7 +79,8 @@ def check_flags():
 
 def read_examples(path, is_training):
     """(parsed file, examples); skipped training answers counted and reported."""
-    from bert_tf import runner, squad_data
+    from bert_tf.training import runner
+    from bert_tf.tasks import squad_data
 
     dataset = squad_data.load_squad_json(path)
     skipped = []
@@ -100,9 +101,11 @@ def main(argv):
     del argv
     import tensorflow as tf
 
-    from bert_tf import features as features_lib
-    from bert_tf import io_utils, runner, squad, squad_data
-    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.data import features as features_lib
+    from bert_tf import io_utils
+    from bert_tf.training import runner
+    from bert_tf.tasks import squad, squad_data
+    from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("output_dir")
     check_flags()
@@ -156,7 +159,8 @@ def main(argv):
         n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
         do_lower_case=do_lower_case, version_2_with_negative=FLAGS.version_2_with_negative,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-        verbose_logging=FLAGS.verbose_logging, log=runner.log)
+        verbose_logging=FLAGS.verbose_logging, log=runner.log,
+        max_query_length=FLAGS.max_query_length)
     runner.run(task, common_flags.run_settings(
         num_train_steps, num_warmup_steps, vocab_file=vocab_file, do_lower_case=do_lower_case))
 

@@ -25,9 +25,9 @@ def google_layout(tmp_path_factory, uncased_vocab):
     """bert_model.ckpt (TF1, original names), bert_config.json and vocab.txt in one folder."""
     import json
 
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
     folder = tmp_path_factory.mktemp("uncased_L-2_H-32")
     (folder / "bert_config.json").write_text(json.dumps(TINY))
     shutil.copy(uncased_vocab, folder / "vocab.txt")
@@ -37,7 +37,7 @@ def google_layout(tmp_path_factory, uncased_vocab):
 
 
 def test_readme_examples_run(google_layout, tmp_path):
-    from bert_tf.features import convert_text_pair
+    from bert_tf.data.features import convert_text_pair
     from bert_tf.tokenization import FullTokenizer
 
     folder, encoder = google_layout

@@ -84,9 +84,9 @@ def files(tmp_path_factory):
     (temporaries / ".records.tfrecord.tmp-12345-0123abcd").write_bytes(data)
     (temporaries / "records.tfrecord.tmp-12345-89abcdef").write_bytes(data)  # older naming
     # A checkpoint of the encoder in the original naming (for extract_features).
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
     checkpoint = write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(TINY)),
                                       root / "encoder" / "model.ckpt")
     return {"root": root, "vocab": root / "vocab.txt", "config": root / "bert_config.json",
@@ -201,7 +201,8 @@ def dead_pid():
 def test_leftover_temporary_files_are_skipped_and_cleaned(tmp_path):
     """Issue 14.9: a killed writer's temporary files match no input glob, and the next write of
     the same output removes them (not those of a live process)."""
-    from bert_tf import io_utils, pretraining_data
+    from bert_tf import io_utils
+    from bert_tf.data import pretraining_data
     from bert_tf.cli import expand_globs
 
     pid = dead_pid()
@@ -288,7 +289,7 @@ def test_demo_tokenize_stage_times_the_fast_tokenizer_warm(tmp_path, capsys):
     this size: 1.4x faster; the bound leaves room for a loaded machine."""
     from data_tools import demo_corpus
     from run import demo
-    from bert_tf.vocab_learning import build_vocab
+    from bert_tf.text.vocab_learning import build_vocab
     corpus = str(tmp_path / "corpus.txt")
     demo_corpus.write_corpus(corpus, num_documents=300, seed=1)
     build_vocab([corpus], str(tmp_path / "vocab.txt"), 600, do_lower_case=True)

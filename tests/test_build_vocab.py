@@ -1,4 +1,4 @@
-"""data_tools.build_vocab / bert_tf.vocab_learning: a vocabulary learned on WikiText-2 valid.
+"""data_tools.build_vocab / bert_tf.text.vocab_learning: a vocabulary learned on WikiText-2 valid.
 
 The learned vocabulary is judged by the project's FullTokenizer (itself checked against the
 reference release in test_tokenization.py) on held-out text, WikiText-2 test.
@@ -10,7 +10,8 @@ import warnings
 
 import pytest
 
-from bert_tf import tokenization, vocab_learning
+from bert_tf import tokenization
+from bert_tf.text import vocab_learning
 from bert_tf.errors import InputError
 from conftest import PROJECT_ROOT
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization
-from bert_tf.checkpoints import (hf_directory_files, is_original_checkpoint, load_checkpoint,
+from bert_tf.training import optimization
+from bert_tf.model.checkpoints import (hf_directory_files, is_original_checkpoint, load_checkpoint,
                                  load_original_training_state, write_tf1_checkpoint)
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.errors import InputError
-from bert_tf.models import BertClassifier, BertPretrainer
+from bert_tf.model.models import BertClassifier, BertPretrainer
 from conftest import require_module
 from test_model import SMALL_CONFIG, build_reference, make_inputs, max_diff
 

@@ -1,4 +1,4 @@
-"""bert_tf.classifier_data against the original run_classifier and the real GLUE files.
+"""bert_tf.tasks.classifier_data against the original run_classifier and the real GLUE files.
 
 Oracles:
 - the reference release's run_classifier (bert-tensorflow 1.0.4 in ../shared/reference): its
@@ -11,8 +11,8 @@ Oracles:
 """
 import pytest
 
-from bert_tf import classifier_data as cd
-from bert_tf import features
+from bert_tf.tasks import classifier_data as cd
+from bert_tf.data import features
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 from conftest import decoded_records
@@ -401,7 +401,7 @@ def test_conversion_errors_and_log(tokenizers):
 
 def test_fast_tokenizer_path_gives_the_same_features(task_examples, tokenizers, uncased_vocab,
                                                      monkeypatch):
-    from bert_tf.fast_tokenization import FastTokenizer
+    from bert_tf.text.fast_tokenization import FastTokenizer
 
     _, tokenizer = tokenizers
     fast = FastTokenizer(str(uncased_vocab), do_lower_case=True)

@@ -222,7 +222,7 @@ def test_exported_savedmodel_predicts_as_the_run(evaluated, workspace):
     on the predict records (loaded without bert_tf's Python classes)."""
     import tensorflow as tf
 
-    from bert_tf.features import classifier_feature_spec
+    from bert_tf.data.features import classifier_feature_spec
 
     output_dir, _ = evaluated["padded"]
     serve = tf.saved_model.load(str(output_dir / "exported")).signatures["serving_default"]
@@ -260,10 +260,10 @@ def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
     TPU here)."""
     import tensorflow as tf
 
-    from bert_tf import training
-    from bert_tf.checkpoints import load_checkpoint
-    from bert_tf.classification import ClassificationTask
-    from bert_tf.config import BertConfig
+    from bert_tf.training import loops
+    from bert_tf.model.checkpoints import load_checkpoint
+    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.model.config import BertConfig
 
     output_dir, _ = evaluated["padded"]
     task = ClassificationTask(BertConfig.from_dict(TINY), 2,
@@ -272,7 +272,7 @@ def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
     model = task.build_model()
     load_checkpoint(model, workspace["checkpoint"])
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    outputs = training.gather_outputs(strategy, model, task, task.dataset_fn("eval", 8), 6)
+    outputs = loops.gather_outputs(strategy, model, task, task.dataset_fn("eval", 8), 6)
     ours = task.eval_results(outputs, GLOBAL_STEP, 8)
     expected = reference_outputs(reference, refbert, workspace, workspace["checkpoint"], "dev",
                                  "eval", use_tpu=True)

@@ -18,8 +18,8 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf import pretraining_data
-from bert_tf.features import pretraining_feature_spec
+from bert_tf.data import pretraining_data
+from bert_tf.data.features import pretraining_feature_spec
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import PROJECT_ROOT
@@ -182,8 +182,8 @@ def test_wikitext_records_equal_reference(name, refbert, wikitext_files, uncased
 
 
 def test_fast_tokenizer_gives_the_same_records(refbert, wikitext_files, uncased_vocab, tmp_path):
-    """--tokenizer=fast (bert_tf.fast_tokenization.FastTokenizer, batched) changes nothing."""
-    from bert_tf.fast_tokenization import FastTokenizer
+    """--tokenizer=fast (bert_tf.text.fast_tokenization.FastTokenizer, batched) changes nothing."""
+    from bert_tf.text.fast_tokenization import FastTokenizer
 
     options = pretraining_data.InstanceOptions(dupe_factor=1, max_seq_length=64)
     expected = reference_records(refbert, wikitext_files, [tmp_path / "ref.tfrecord"],
@@ -215,8 +215,8 @@ def test_parallel_tokenization_reads_the_same_corpus(wikitext_files, uncased_voc
     same arrays as with one, over many blocks."""
     script = f"""
 import numpy as np
-from bert_tf import pretraining_data
-from bert_tf.features import pretraining_feature_spec
+from bert_tf.data import pretraining_data
+from bert_tf.data.features import pretraining_feature_spec
 from bert_tf.tokenization import FullTokenizer
 files = {[str(p) for p in wikitext_files]!r}
 tokenizer = FullTokenizer({str(uncased_vocab)!r})

@@ -33,9 +33,9 @@ def export(flags, expect=0):
 def exported(tmp_path_factory, uncased_vocab, shared_data):
     """A tiny classifier in the original naming (vocab.txt moved away after export) and its
     SavedModel; the Keras model; MRPC dev pairs."""
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertClassifier
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertClassifier
     root = tmp_path_factory.mktemp("export")
     (root / "bert_config.json").write_text(json.dumps(TINY))
     shutil.copy(uncased_vocab, root / "vocab.txt")
@@ -92,9 +92,9 @@ def test_assets_hold_the_vocabulary_and_config(exported):
 
 
 def test_a_checkpoint_without_the_head_is_refused(exported, tmp_path):
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
     encoder_only = write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(TINY)),
                                         tmp_path / "encoder.ckpt")
     flags = dict(exported["flags"], init_checkpoint=encoder_only,
@@ -156,10 +156,11 @@ def test_ner_string_signature_tags_each_word_as_run_ner(tmp_path, uncased_vocab,
     max_seq_length - 2 pieces dropped."""
     import tensorflow as tf
 
-    from bert_tf import tagging_data, tokenization
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertTokenClassifier
+    from bert_tf import tokenization
+    from bert_tf.tasks import tagging_data
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertTokenClassifier
     labels = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC"]
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
     model = BertTokenClassifier(BertConfig.from_dict(TINY), len(labels))
@@ -211,9 +212,9 @@ def test_squad_string_signature_returns_the_best_span(tmp_path, uncased_vocab, s
     import tensorflow as tf
 
     from bert_tf import tokenization
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertSpanLabeler
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertSpanLabeler
     import keras
     keras.utils.set_random_seed(1)
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
@@ -267,9 +268,9 @@ def test_masked_lm_string_signature_returns_top_k_tokens(tmp_path, uncased_vocab
     import tensorflow as tf
 
     from bert_tf import tokenization
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertPretrainer
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertPretrainer
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
     model = BertPretrainer(BertConfig.from_dict(TINY))
     bias = np.random.default_rng(0).normal(0, 2, TINY["vocab_size"]).astype(np.float32)

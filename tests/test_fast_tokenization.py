@@ -1,4 +1,4 @@
-"""bert_tf.fast_tokenization.FastTokenizer against the reference release: same tokens, always.
+"""bert_tf.text.fast_tokenization.FastTokenizer against the reference release: same tokens, always.
 
 Oracle: the reference (bert-tensorflow 1.0.4) FullTokenizer / BasicTokenizer, on
   * every distinct text of ../shared/data (tests/corpora.py), uncased and cased, each text once
@@ -25,7 +25,7 @@ import pytest
 import corpora
 from bert_tf import tokenization
 from bert_tf.errors import InputError
-from bert_tf.fast_tokenization import Encoding, FastTokenizer
+from bert_tf.text.fast_tokenization import Encoding, FastTokenizer
 
 LIBRARY_DIFFERENCES = corpora.LIBRARY_DIFFERENCES
 

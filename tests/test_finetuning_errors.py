@@ -49,9 +49,9 @@ def files(tmp_path_factory, uncased_vocab):
     (root / "squad_out" / "eval.tf_record").write_bytes(b"earlier records")
     (root / "squad_out" / "predictions.json").write_text('{"q0": "earlier"}\n')
     # A checkpoint of the encoder alone (no classifier head), in the original naming.
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
     checkpoint = write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(TINY)),
                                       root / "encoder" / "model.ckpt")
     # Damaged copies of it: the index cut to 10 bytes, the data cut in half.

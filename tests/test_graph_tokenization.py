@@ -1,4 +1,4 @@
-"""bert_tf.graph_tokenization.GraphTokenizer against the reference release.
+"""bert_tf.text.graph_tokenization.GraphTokenizer against the reference release.
 
 Oracle: the reference (bert-tensorflow 1.0.4) FullTokenizer ids on every distinct text of
 ../shared/data (uncased and cased), on adversarial text and every code point (reference tokens:
@@ -29,7 +29,7 @@ import tensorflow as tf
 
 import corpora
 from conftest import env_without_tensorflow_text
-from bert_tf.graph_tokenization import GraphTokenizer
+from bert_tf.text.graph_tokenization import GraphTokenizer
 
 # Texts on which the graph tokenizer knowingly differs (see the module docstring).
 _SIGMA = "\u03a3"

@@ -1,4 +1,4 @@
-"""bert_tf.input_pipeline: record order against the original's input_fn, shuffling, sharding."""
+"""bert_tf.data.input_pipeline: record order against the original's input_fn, shuffling, sharding."""
 import collections
 
 import numpy as np
@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import pretraining_fixtures as fx
-from bert_tf import input_pipeline
-from bert_tf.features import pretraining_feature_spec
+from bert_tf.data import input_pipeline
+from bert_tf.data.features import pretraining_feature_spec
 
 SPEC = pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)
 
@@ -97,8 +97,9 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
     """Eval/predict with sequence_features: each window of records is sorted by length, every
     record is read exactly once, batches are cut to their longest example, and gather_outputs
     returns the outputs in file order."""
-    from bert_tf import features, training
-    from bert_tf.features import classifier_feature_spec
+    from bert_tf.data import features
+    from bert_tf.training import loops
+    from bert_tf.data.features import classifier_feature_spec
 
     rng = np.random.RandomState(0)
     lengths = rng.randint(2, 33, size=40)
@@ -144,6 +145,6 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
             return {"label": batch["label_ids"]}
 
     strategy = tf.distribute.get_strategy()
-    gathered = training.gather_outputs(strategy, None, Echo(), make, 10, "predict")
+    gathered = loops.gather_outputs(strategy, None, Echo(), make, 10, "predict")
     assert list(gathered) == ["label"]
     assert list(gathered["label"]) == list(range(40))

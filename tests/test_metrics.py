@@ -1,4 +1,4 @@
-"""bert_tf.metrics against the usual oracles.
+"""bert_tf.tasks.metrics against the usual oracles.
 
 GLUE metrics: scikit-learn (accuracy_score, f1_score, matthews_corrcoef) and scipy.stats
 (pearsonr, spearmanr, rankdata) on random data with ties; weighted = the oracle on the rows of
@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
-from bert_tf import metrics, tagging_data
+from bert_tf.tasks import metrics, tagging_data
 
 from conftest import require_module
 

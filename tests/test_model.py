@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf.checkpoints import load_checkpoint
-from bert_tf.config import BertConfig
-from bert_tf.encoder import BertEncoder
+from bert_tf.model.checkpoints import load_checkpoint
+from bert_tf.model.config import BertConfig
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.errors import InputError
-from bert_tf.models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTokenClassifier
+from bert_tf.model.models import BertClassifier, BertPretrainer, BertSpanLabeler, BertTokenClassifier
 
 SMALL_CONFIG = dict(vocab_size=99, hidden_size=32, num_hidden_layers=3, num_attention_heads=4,
                     intermediate_size=37, hidden_act="gelu", hidden_dropout_prob=0.1,
@@ -284,7 +284,7 @@ def test_dropout_rate_scale_gradient_and_fresh_masks(dtype):
     """bert_tf's Dropout against the definition of inverted dropout (and keras.layers.Dropout's
     interface): drop fraction = rate, kept elements scaled by 1 / (1 - rate), the gradient is
     the same mask and scale, each call draws a new mask, no-op outside training."""
-    from bert_tf.layers import Dropout
+    from bert_tf.model.layers import Dropout
 
     layer = Dropout(0.1, seed=7, dtype=keras.DTypePolicy(dtype))
     x = tf.ones([257, 1001], dtype)  # odd size: the 16-bit draws are cut to fit
@@ -312,7 +312,7 @@ def test_dense_with_transposed_kernel_gradient_matches_autodiff():
     """A float32 intermediate-shaped Dense (units = 4 x input) in training multiplies its input
     gradient by a transposed copy of the kernel: the same values and gradients as the plain
     matmul + bias + GELU differentiated by TensorFlow."""
-    from bert_tf import layers
+    from bert_tf.model import layers
 
     assert layers._transposes_kernel_for_gradient(32, 128)  # this layer takes that path
     assert not layers._transposes_kernel_for_gradient(32, 64)
@@ -342,7 +342,7 @@ def test_dense_with_transposed_kernel_gradient_matches_autodiff():
 def test_training_gelu_kernels_match_autodiff(name, approximate):
     """The training variants of both GELUs (one XLA kernel each way, hand-written derivative)
     give tf.nn.gelu's values and its automatic gradient."""
-    from bert_tf import layers
+    from bert_tf.model import layers
 
     rng = np.random.RandomState(2)
     x = tf.constant((rng.randn(64, 96) * 3).astype(np.float32))
@@ -366,7 +366,7 @@ def test_training_gelu_kernels_match_autodiff(name, approximate):
 def test_fused_layer_norm_matches_keras_values_and_gradients():
     """LayerNorm(x, residual) (one XLA pass each way, hand-written gradient) against Keras'
     LayerNormalization of x + residual with automatic differentiation."""
-    from bert_tf.layers import LAYER_NORM_EPSILON, LayerNorm
+    from bert_tf.model.layers import LAYER_NORM_EPSILON, LayerNorm
 
     rng = np.random.RandomState(0)
     x, residual = (tf.constant(rng.randn(37, 48).astype(np.float32) * 3 + 1) for _ in range(2))
@@ -402,10 +402,10 @@ def test_fused_layer_norm_matches_keras_values_and_gradients():
 
 
 def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
-    """The CPU kernels switch (bert_tf.layers.set_cpu_kernels) on and off: the same outputs at
+    """The CPU kernels switch (bert_tf.model.layers.set_cpu_kernels) on and off: the same outputs at
     inference, and in training (dropout on, the same seeds) the same loss and gradients, up to
     float rounding. On, the training path uses the fused kernels; off, plain TensorFlow ops."""
-    from bert_tf import layers
+    from bert_tf.model import layers
 
     # intermediate_size = 4 x hidden: the Dense with the transposed-kernel gradient is used too.
     config = BertConfig.from_dict(dict(SMALL_CONFIG, intermediate_size=128))

@@ -21,9 +21,9 @@ TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_att
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, uncased_vocab):
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertClassifier
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertClassifier
 
     root = tmp_path_factory.mktemp("nothing_lost")
     (root / "bert_config.json").write_text(json.dumps(TINY))
@@ -165,9 +165,9 @@ def more_files(files):
     checkpoint (no head), a SQuAD file, a vocabulary copy."""
     import shutil
 
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
 
     root = files["root"]
     bad_dev = root / "bad_dev"
@@ -195,7 +195,7 @@ def test_refused_before_any_work_and_nothing_lost(more_files, name, make, expect
 @pytest.mark.slow
 def test_an_earlier_export_is_replaced_and_a_new_folder_made(files, tmp_path):
     """Our own export (recognised by its marker) is replaced; an empty folder is used."""
-    from bert_tf.export import EXPORT_MARKER, is_bert_tf_export
+    from bert_tf.serving.export import EXPORT_MARKER, is_bert_tf_export
     target = tmp_path / "exported"
     for _ in range(2):
         module, flags = export(files, export_dir=target)

@@ -1,4 +1,4 @@
-"""bert_tf.optimization against the reference release's optimization.create_optimizer.
+"""bert_tf.training.optimization against the reference release's optimization.create_optimizer.
 
 The oracle: the same variables (same original names, including LayerNorm / bias ones that are
 excluded from weight decay), the same batches and the same loss, trained N steps by the reference's
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_tf import optimization
+from bert_tf.training import optimization
 
 # Variable names as in an original checkpoint: kernels and embeddings decay, the others do not.
 SHAPES = {
@@ -172,7 +172,7 @@ FIT_SCRIPT = r"""
 import json, sys
 import numpy as np
 import tensorflow as tf
-from bert_tf import distribution, optimization
+from bert_tf.training import distribution, optimization
 import keras
 
 replicas = int(sys.argv[1])
@@ -196,7 +196,7 @@ print(json.dumps([w.tolist() for w in model.get_weights()]))
 
 
 def test_keras_fit_under_mirrored_strategy_equals_one_device(tmp_path):
-    """Plain model.fit (no bert_tf.training loop) under MirroredStrategy on 2 logical CPUs trains
+    """Plain model.fit (no bert_tf.training.loops loop) under MirroredStrategy on 2 logical CPUs trains
     exactly as on one device: our optimizers sum the replicas' gradients before clipping."""
     import json
     import subprocess

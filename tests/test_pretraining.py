@@ -9,8 +9,9 @@ import pytest
 import tensorflow as tf
 
 import pretraining_fixtures as fx
-from bert_tf import pretraining
-from bert_tf.task import format_results
+from bert_tf.data import input_pipeline
+from bert_tf.tasks import pretraining
+from bert_tf.tasks.base import format_results
 
 METRIC_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                "next_sentence_accuracy", "next_sentence_loss"]
@@ -33,7 +34,7 @@ def test_loss_and_metrics_match_metric_fn_on_reference_outputs(rp, refbert, tmp_
     for features, values in batches:
         (mlm_example_loss, mlm_log_probs, mlm_ids, mlm_weights, nsp_example_loss, nsp_log_probs,
          nsp_labels) = values
-        batch = pretraining.cast_features({k: tf.constant(v) for k, v in features.items()})
+        batch = input_pipeline.cast_int64({k: tf.constant(v) for k, v in features.items()})
         outputs = {
             "masked_lm_log_probs": tf.reshape(mlm_log_probs, [4, fx.MAX_PREDICTIONS, -1]),
             "next_sentence_log_probs": tf.constant(nsp_log_probs),
@@ -64,7 +65,7 @@ def test_shares_add_up_to_the_whole_batch_loss():
     """Split a batch in shards: shares computed with global normalizers sum to the batch loss."""
     examples = fx.make_examples(8, seed=3)
     batch = {k: tf.constant(np.stack([e[k] for e in examples])) for k in examples[0]}
-    batch = pretraining.cast_features(batch)
+    batch = input_pipeline.cast_int64(batch)
     rng = np.random.RandomState(0)
     logits = rng.normal(size=(8, fx.MAX_PREDICTIONS, fx.VOCAB_SIZE)).astype(np.float32)
     outputs = {"masked_lm_log_probs": tf.nn.log_softmax(logits),

@@ -109,11 +109,11 @@ def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_pa
     2 batches (one per file), so ours, whose input restarts, sees the original's batches 3 and 4.
     """
     import shutil
-    from bert_tf import optimization, training
-    from bert_tf.checkpoints import original_variable_map
-    from bert_tf.config import BertConfig
-    from bert_tf.models import BertPretrainer
-    from bert_tf.pretraining import PretrainingTask
+    from bert_tf.training import optimization, loops
+    from bert_tf.model.checkpoints import original_variable_map
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertPretrainer
+    from bert_tf.tasks.pretraining import PretrainingTask
 
     rp = fx.reference_run_pretraining(refbert, monkeypatch)
     schedule = dict(learning_rate=1e-3, num_train_steps=4, num_warmup_steps=1)
@@ -142,7 +142,7 @@ def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_pa
     optimizer.build(model.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     manager = tf.train.CheckpointManager(checkpoint, moved_dir, max_to_keep=5)
-    assert training.restore_latest(checkpoint, manager, model, optimizer, PretrainingTask()) == \
+    assert loops.restore_latest(checkpoint, manager, model, optimizer, PretrainingTask()) == \
         f"{moved_dir}/model.ckpt-4"
     assert int(optimizer.iterations.numpy()) == 4
     # Our checkpoint at step 4 = the original's: weights and both Adam moments, part by part.

@@ -1,4 +1,4 @@
-"""bert_tf.training and bert_tf.distribution in-process: mixed precision (and its loss curve
+"""bert_tf.training.loops and bert_tf.training.distribution in-process: mixed precision (and its loss curve
 against fp32), XLA, LAMB, gradient accumulation, a non-finite loss, and the TPU set-up path
 (without a TPU)."""
 
@@ -8,12 +8,13 @@ import pytest
 import tensorflow as tf
 
 import pretraining_fixtures as fx
-from bert_tf import distribution, input_pipeline, optimization, training
-from bert_tf.config import BertConfig
+from bert_tf.training import distribution, optimization, loops
+from bert_tf.data import input_pipeline
+from bert_tf.model.config import BertConfig
 from bert_tf.errors import InputError
-from bert_tf.models import BertPretrainer
-from bert_tf.pretraining import PretrainingTask
-from bert_tf.features import pretraining_feature_spec
+from bert_tf.model.models import BertPretrainer
+from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.data.features import pretraining_feature_spec
 
 SPEC = pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)
 
@@ -29,23 +30,23 @@ def train_tiny(model_dir, paths, steps=20, mixed_precision="off", jit_compile=Fa
                save_checkpoints_steps=1000, optimizer_type="adamw"):
     """Trains the tiny model in file order; returns (per-step loss curve, model, optimizer)."""
     keras.utils.set_random_seed(0)
-    training.set_mixed_precision(mixed_precision)
+    loops.set_mixed_precision(mixed_precision)
     try:
         strategy = distribution.create_strategy("one_device")
         with strategy.scope():
             model = BertPretrainer(BertConfig.from_dict(fx.TINY_CONFIG))
-            optimizer = training.wrap_optimizer(
+            optimizer = loops.wrap_optimizer(
                 optimization.create_optimizer(learning_rate, steps, 2, optimizer_type),
                 mixed_precision)
-        config = training.TrainConfig(
+        config = loops.TrainConfig(
             model_dir=str(model_dir), num_train_steps=steps, global_batch_size=batch_size,
             iterations_per_loop=10, save_checkpoints_steps=save_checkpoints_steps, log_steps=1,
             gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile)
         data = input_pipeline.dataset_fn(paths, SPEC, batch_size, shuffle=False)
-        training.train(strategy, model, optimizer, PretrainingTask(), data, config,
+        loops.train(strategy, model, optimizer, PretrainingTask(), data, config,
                        log=lambda message: None)
     finally:
-        training.set_mixed_precision("off")
+        loops.set_mixed_precision("off")
     return fx.loss_curve(model_dir), model, optimizer
 
 
@@ -135,7 +136,7 @@ def test_non_finite_loss_stops_naming_the_step(tmp_path):
     examples = fx.make_examples(16, seed=4)
     examples[9]["masked_lm_weights"][0] = np.nan  # in the 3rd batch of 4
     path = fx.write_records(tmp_path / "bad.tfrecord", examples)
-    with pytest.raises(training.NonFiniteLossError, match=r"loss is nan at step 3\b.*model\.ckpt-2"):
+    with pytest.raises(loops.NonFiniteLossError, match=r"loss is nan at step 3\b.*model\.ckpt-2"):
         train_tiny(tmp_path / "model", [path], steps=10, batch_size=4, save_checkpoints_steps=1)
     assert tf.train.latest_checkpoint(str(tmp_path / "model")).endswith("model.ckpt-2")
 

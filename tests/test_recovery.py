@@ -7,9 +7,9 @@
   removes them, and only them: the complete checkpoints are intact (same bytes), a
   non-chief worker's directory and a user's look-alike directory stay.
 - A damaged checkpoint (its `.index` cut or overwritten, its `.data-*` truncated, corrupted
-  or missing), whether given as --init_checkpoint (bert_tf.checkpoints.load_checkpoint; the
+  or missing), whether given as --init_checkpoint (bert_tf.model.checkpoints.load_checkpoint; the
   command lines' cases are in test_finetuning_errors.py) or the latest in --output_dir that a
-  run resumes from (bert_tf.training.restore_latest): an InputError naming the damaged file,
+  run resumes from (bert_tf.training.loops.restore_latest): an InputError naming the damaged file,
   no file touched.
 """
 import json
@@ -51,7 +51,7 @@ def plant_look_alikes(model_dir, step):
 
 
 def test_remove_dead_checkpoint_writes_takes_only_dead_writes(tmp_path):
-    from bert_tf.training import remove_dead_checkpoint_writes
+    from bert_tf.training.loops import remove_dead_checkpoint_writes
     (tmp_path / "model.ckpt-2.index").write_bytes(b"index")
     (tmp_path / "model.ckpt-2.data-00000-of-00001").write_bytes(b"data")
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-2"\n')
@@ -158,8 +158,8 @@ def damage(prefix, how):
 
 @pytest.fixture(scope="module")
 def tiny_encoder():
-    from bert_tf.config import BertConfig
-    from bert_tf.encoder import BertEncoder
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
     return lambda: BertEncoder(BertConfig.from_dict(TINY))
 
 
@@ -168,7 +168,7 @@ def tiny_encoder():
 def test_damaged_init_checkpoint_is_named(tiny_encoder, tmp_path, checkpoint_format, how):
     import tensorflow as tf
 
-    from bert_tf.checkpoints import load_checkpoint, write_tf1_checkpoint
+    from bert_tf.model.checkpoints import load_checkpoint, write_tf1_checkpoint
     from bert_tf.errors import InputError
     encoder = tiny_encoder()
     if checkpoint_format == "tf1":
@@ -187,13 +187,13 @@ def test_damaged_init_checkpoint_is_named(tiny_encoder, tmp_path, checkpoint_for
 
 @pytest.mark.parametrize("how", ["index cut to 10 bytes", "data truncated", "data missing"])
 def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path, how):
-    """The latest checkpoint in the output dir, damaged: training.restore_latest raises an
+    """The latest checkpoint in the output dir, damaged: loops.restore_latest raises an
     InputError naming the file (the user can remove that checkpoint and resume from the one
     before), instead of TF's OpError."""
     import keras
     import tensorflow as tf
 
-    from bert_tf import training
+    from bert_tf.training import loops
     from bert_tf.errors import InputError
 
     def manager_of():
@@ -202,7 +202,7 @@ def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_pa
         optimizer.build(encoder.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
         return encoder, optimizer, checkpoint, tf.train.CheckpointManager(
-            checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name=training.CHECKPOINT_NAME)
+            checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name=loops.CHECKPOINT_NAME)
 
     encoder, optimizer, checkpoint, manager = manager_of()
     manager.save(checkpoint_number=1)
@@ -211,7 +211,7 @@ def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_pa
     before = {p: p.read_bytes() for p in tmp_path.iterdir()}
     encoder, optimizer, checkpoint, manager = manager_of()
     with pytest.raises(InputError) as raised:
-        training.restore_latest(checkpoint, manager, encoder, optimizer)
+        loops.restore_latest(checkpoint, manager, encoder, optimizer)
     assert str(raised.value).startswith(f"{path}: {message}")
     assert {p: p.read_bytes() for p in tmp_path.iterdir()} == before
 
@@ -223,16 +223,16 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     import keras
     import tensorflow as tf
 
-    from bert_tf import runner, training
+    from bert_tf.training import runner, loops
     from bert_tf.errors import InputError
-    from bert_tf.task import Task
+    from bert_tf.tasks.base import Task
 
     encoder = tiny_encoder()
     optimizer = keras.optimizers.Adam()
     optimizer.build(encoder.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
     tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5,
-                               checkpoint_name=training.CHECKPOINT_NAME).save(checkpoint_number=3)
+                               checkpoint_name=loops.CHECKPOINT_NAME).save(checkpoint_number=3)
     path, message = damage(tmp_path / "model.ckpt-3", how)
     settings = runner.RunSettings(output_dir=str(tmp_path), do_eval=True)
     with pytest.raises(InputError) as raised:

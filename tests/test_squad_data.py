@@ -1,4 +1,4 @@
-"""bert_tf.squad_data against the original run_squad on the real SQuAD dev files.
+"""bert_tf.tasks.squad_data against the original run_squad on the real SQuAD dev files.
 
 Oracle: the reference release's run_squad (bert-tensorflow 1.0.4 in ../shared/reference):
 `read_squad_examples`, `convert_examples_to_features` with its own FullTokenizer and
@@ -18,8 +18,8 @@ import random
 
 import pytest
 
-from bert_tf import features as features_lib
-from bert_tf import squad_data as sd
+from bert_tf.data import features as features_lib
+from bert_tf.tasks import squad_data as sd
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 from conftest import decoded_records

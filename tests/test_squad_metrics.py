@@ -1,4 +1,4 @@
-"""bert_tf.squad_metrics: the official SQuAD v1.1 and v2.0 evaluation scripts' numbers.
+"""bert_tf.tasks.squad_metrics: the official SQuAD v1.1 and v2.0 evaluation scripts' numbers.
 
 Oracles:
 - small cases worked out by hand from the official definitions (normalisation, exact match,
@@ -22,7 +22,7 @@ import types
 
 import pytest
 
-from bert_tf import squad_metrics as m
+from bert_tf.tasks import squad_metrics as m
 
 
 def dataset(*questions, context="some context"):

@@ -1,4 +1,4 @@
-"""bert_tf.squad_postprocess against the original run_squad's write_predictions.
+"""bert_tf.tasks.squad_postprocess against the original run_squad's write_predictions.
 
 Oracle: the reference release's `write_predictions` (and `_get_best_indexes`,
 `get_final_text`), given the reference's own examples and features of slices of the SQuAD dev
@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from bert_tf import squad_data as sd
-from bert_tf import squad_postprocess as sp
+from bert_tf.tasks import squad_data as sd
+from bert_tf.tasks import squad_postprocess as sp
 from bert_tf.tokenization import FullTokenizer
 
 

@@ -1,4 +1,4 @@
-"""bert_tf.tagging_data on the CoNLL-2003 files in ../shared/data.
+"""bert_tf.tasks.tagging_data on the CoNLL-2003 files in ../shared/data.
 
 Oracles: the README's sentence counts and an independent count of the word lines; gold tags
 mapped through the features and back (`words_predictions`) must reproduce every tag of every
@@ -12,9 +12,9 @@ import re
 import numpy as np
 import pytest
 
-from bert_tf import metrics, tagging_data
+from bert_tf.tasks import metrics, tagging_data
 from bert_tf.errors import InputError
-from bert_tf.features import CLS, SEP, tagging_feature_spec
+from bert_tf.data.features import CLS, SEP, tagging_feature_spec
 from bert_tf.tokenization import FullTokenizer
 
 CONLL_SENTENCES = {"train.txt": 14041, "valid.txt": 3250, "test.txt": 3453}  # the README's

@@ -148,7 +148,7 @@ class DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
         `update_step`.
 
         Under a multi-replica strategy, a caller that has summed the gradients itself (the
-        training loop of bert_tf.training, which must also show the loss-scale check the global
+        training loop of bert_tf.training.loops, which must also show the loss-scale check the global
         gradient) says so with `gradients_summed_across_replicas()`; otherwise (plain
         `model.fit`, `optimizer.apply`) they are summed here, as Keras does for its optimizers.
         Keras would clip with one Square, one Sum and one Multiply writing a clipped copy of every

@@ -1,4 +1,4 @@
-"""Token classification (NER): the task on records of `bert_tf.tagging_data`.
+"""Token classification (NER): the task on records of `bert_tf.tasks.tagging_data`.
 
 Model: `BertTokenClassifier` (dropout 0.1 + output_weights/output_bias per token). Loss: the
 cross-entropy of each word's first piece (label_mask 1), averaged over the labelled pieces of the
@@ -16,9 +16,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import metrics, tagging_data
-from bert_tf.features import tagging_feature_spec
-from bert_tf.task import Task
+from bert_tf.tasks import metrics, tagging_data
+from bert_tf.data.features import tagging_feature_spec
+from bert_tf.tasks.base import Task
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
 
@@ -32,10 +32,10 @@ class TaggingTask(Task):
       features: {"eval"|"predict": the TaggingFeatures written (padding included)}.
       sentences: {"eval"|"predict": the (words, tags) sentences they came from}.
       scheme: "IOB2" or "IOB1" (how entities are read from the tags).
-      bucket_by_length: batches not padded to max_seq_length (bert_tf.input_pipeline).
+      bucket_by_length: batches not padded to max_seq_length (bert_tf.data.input_pipeline).
     """
 
-    name = "tagging"
+    name = "ner"
     train_metric_names = ("loss", "accuracy")
 
     def __init__(self, bert_config, label_list, record_files, max_seq_length, features=None,
@@ -52,12 +52,16 @@ class TaggingTask(Task):
         self.dropout_rate = dropout_rate
         self.shuffle_buffer_size = shuffle_buffer_size
 
+    @classmethod
+    def for_model(cls, bert_config, labels, max_seq_length=128, **unused_options):
+        return cls(bert_config, labels, {}, max_seq_length)
+
     # ---- Data.
     def num_examples(self, mode):
         return len(self.features[mode])
 
     def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf import input_pipeline
+        from bert_tf.data import input_pipeline
         return input_pipeline.dataset_fn(
             [self.record_files[mode]], tagging_feature_spec(self.max_seq_length),
             global_batch_size, shuffle=mode == "train", repeat=False, seed=seed,
@@ -66,7 +70,7 @@ class TaggingTask(Task):
 
     # ---- Model.
     def build_model(self):
-        from bert_tf.models import BertTokenClassifier
+        from bert_tf.model.models import BertTokenClassifier
         return BertTokenClassifier(self.bert_config, len(self.label_list), self.dropout_rate)
 
     # ---- Train.
@@ -143,3 +147,40 @@ class TaggingTask(Task):
     def serving_outputs(self, outputs):
         logits = tf.cast(outputs["logits"], tf.float32)
         return {"tag_ids": self._predictions(logits), "logits": logits}
+
+    def text_signatures(self, model, tokenizer, max_seq_length):
+        """`serve_text` returns one tag per whitespace word, the prediction at the word's first
+        piece (run_ner's recipe: each word tokenized alone, a word without pieces is [UNK]):
+        `words`, `tags` and `num_words`. Words whose first piece falls beyond
+        max_seq_length - 2 pieces are dropped (one window). `serve_text_pair` as the base's."""
+        signatures = super().text_signatures(model, tokenizer, max_seq_length)
+        label_list = self.label_list
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve_text(text):
+            words, pieces = tokenizer.word_pieces(text)
+            per_word = pieces.values  # [W, (pieces)]
+            lengths = per_word.row_lengths()
+            unk = tf.fill([per_word.nrows(), 1], tokenizer.unk_id)
+            per_word = tf.ragged.boolean_mask(  # a word without pieces is one [UNK]
+                tf.concat([per_word, unk], axis=1),
+                tf.ragged.range(lengths + 1) < tf.expand_dims(tf.maximum(lengths, 1), 1))
+            ids = pieces.with_values(per_word).merge_dims(1, 2)  # [B, (pieces)]
+            row = words.value_rowids()
+            start = (tf.cumsum(per_word.row_lengths(), exclusive=True)
+                     - tf.gather(ids.row_splits, row))  # each word's first piece in its text
+            keep = start < max_seq_length - 2
+            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length)
+            outputs = self.serving_model_outputs(model, inputs)
+            tag_ids = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)  # [B, T]
+            position = tf.minimum(start + 1, max_seq_length - 1)
+            word_tags = tf.gather(tf.constant(label_list),
+                                  tf.gather_nd(tag_ids, tf.stack([row, position], axis=1)))
+            kept_words = tf.ragged.boolean_mask(words, words.with_flat_values(keep))
+            tags = tf.ragged.boolean_mask(words.with_flat_values(word_tags),
+                                          words.with_flat_values(keep))
+            return {"words": kept_words.to_tensor(""), "tags": tags.to_tensor(""),
+                    "num_words": tf.cast(kept_words.row_lengths(), tf.int32)}
+
+        signatures["serve_text"] = serve_text
+        return signatures

@@ -284,29 +284,42 @@ class GraphTokenizer(tf.Module):
 
     def bert_inputs(self, text_a, text_b=None, max_seq_length=128):
         """The model's inputs for [B] texts (or text pairs), as in the original's
-        convert_single_example: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, segment ids 0 for
-        the first part and 1 for the second, mask 1 on tokens; zero-padded to max_seq_length.
-        A pair is truncated like `_truncate_seq_pair` (always shorten the longer text, the
-        second on ties), a single text to max_seq_length - 2 pieces.
+        convert_single_example: `pack` of their pieces, a pair truncated longest first.
 
         Returns a dict of int32 [B, max_seq_length]: input_ids, input_mask, segment_ids.
         """
-        ids_a = self.tokenize(text_a)
+        return self.pack(self.tokenize(text_a),
+                         None if text_b is None else self.tokenize(text_b), max_seq_length)
+
+    def pack(self, ids_a, ids_b=None, max_seq_length=128, truncate="longest_first"):
+        """The one packing of the SavedModels' inputs: [B, (pieces)] ids (and a second part)
+        -> `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, segment ids 0 for the first part and 1
+        for the second, mask 1 on tokens, zero-padded to max_seq_length. A single part is cut
+        to max_seq_length - 2 pieces. A pair is truncated like the original's
+        `_truncate_seq_pair` (`truncate="longest_first"`: always shorten the longer part, the
+        second on ties), or, with `truncate="second"`, by cutting the second part only
+        (run_squad's windows: the question is cut beforehand, the context to what is left).
+
+        Returns a dict of int32 [B, max_seq_length]: input_ids, input_mask, segment_ids.
+        """
         batch = ids_a.nrows()
         cls = tf.fill([batch, 1], self.cls_id)
         sep = tf.fill([batch, 1], self.sep_id)
-        if text_b is None:
-            ids_a = ids_a[:, :max_seq_length - 2]
-            ids = tf.concat([cls, ids_a, sep], axis=1)
+        if ids_b is None:
+            ids = tf.concat([cls, ids_a[:, :max_seq_length - 2], sep], axis=1)
             segments = tf.zeros_like(ids)
         else:
-            ids_b = self.tokenize(text_b)
             budget = max_seq_length - 3
             len_a, len_b = ids_a.row_lengths(), ids_b.row_lengths()
-            # _truncate_seq_pair pops from the longer list (the second on ties) until the sum
-            # fits: the first keeps max(budget - len_b, ceil(budget / 2)) pieces at most.
-            keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
-            keep_b = tf.minimum(len_b, budget - keep_a)
+            if truncate == "second":
+                keep_a = len_a
+            elif truncate == "longest_first":
+                # _truncate_seq_pair pops from the longer list (the second on ties) until the
+                # sum fits: the first keeps max(budget - len_b, ceil(budget / 2)) pieces at most.
+                keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
+            else:
+                raise ValueError(f"truncate must be 'longest_first' or 'second', got {truncate!r}")
+            keep_b = tf.maximum(tf.minimum(len_b, budget - keep_a), 0)
             ids_a = tf.ragged.boolean_mask(
                 ids_a, tf.ragged.range(len_a) < tf.expand_dims(keep_a, 1))
             ids_b = tf.ragged.boolean_mask(

@@ -1,8 +1,8 @@
 """The generic training loop and eval/predict loop on tf.distribute, reused by every task.
 
-The task-specific part is a `bert_tf.task.Task` (its train methods: outputs, normalizers,
+The task-specific part is a `bert_tf.tasks.base.Task` (its train methods: outputs, normalizers,
 train_metrics, train_metric_names; eval/predict: eval_outputs, predict_outputs;
-restore_foreign). `bert_tf.runner.run` drives these loops for the command lines. Here, once:
+restore_foreign). `bert_tf.training.runner.run` drives these loops for the command lines. Here, once:
 
 - `iterations_per_loop` steps per tf.function call (strategy.run in a tf.range loop), so the host
   is out of the way (the original's TPUEstimator iterations_per_loop).
@@ -32,13 +32,14 @@ import os
 import re
 import shutil
 import time
+import weakref
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.distribution import is_chief
-from bert_tf.input_pipeline import EXAMPLE_INDEX
+from bert_tf.training.distribution import is_chief
+from bert_tf.data.input_pipeline import EXAMPLE_INDEX
 from bert_tf.progress import Progress
 
 CHECKPOINT_NAME = "model.ckpt"  # -> model.ckpt-<step>, as the original's checkpoints
@@ -105,7 +106,7 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
 
     Returns this replica's shares of the task's train metrics.
     """
-    from bert_tf import optimization
+    from bert_tf.training import optimization
 
     scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
     # Our optimizers take gradients summed here, before the loss-scale check and clipping see
@@ -272,7 +273,7 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None):
     The latest may be ours, or one the task knows how to continue (`Task.restore_foreign`: the
     original run_pretraining's, whose later checkpoints, being ours and newer, win on reruns).
     """
-    from bert_tf.checkpoints import naming_damaged_checkpoint
+    from bert_tf.model.checkpoints import naming_damaged_checkpoint
 
     latest = manager.latest_checkpoint
     with naming_damaged_checkpoint(latest):
@@ -395,10 +396,14 @@ def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):
     return outputs
 
 
+# task -> {(model, strategy, mode): compiled step}; an entry goes with its task.
+_GATHER_STEPS = weakref.WeakKeyDictionary()
+
+
 def _gather_step(strategy, model, task, mode):
-    """The compiled eval/predict step, kept on the task: a second call (the Python API, eval
-    then predict on one model) does not trace again."""
-    cache = task.__dict__.setdefault("_gather_steps", {})
+    """The compiled eval/predict step, kept while the task lives: a second call (the Python
+    API, eval then predict on one model) does not trace again."""
+    cache = _GATHER_STEPS.setdefault(task, {})
     key = (model, strategy, mode)
     if key in cache:
         return cache[key]

@@ -24,9 +24,9 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import metrics
-from bert_tf.features import classifier_feature_spec
-from bert_tf.task import Task
+from bert_tf.tasks import metrics
+from bert_tf.data.features import classifier_feature_spec
+from bert_tf.tasks.base import Task
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
 TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
@@ -38,7 +38,7 @@ def softmax_float32(logits):
 
 
 class ClassificationTask(Task):
-    """run_classifier's task over records written by `bert_tf.classifier_data`.
+    """run_classifier's task over records written by `bert_tf.tasks.classifier_data`.
 
     Args:
       bert_config: the encoder's BertConfig.
@@ -49,7 +49,7 @@ class ClassificationTask(Task):
       task_metric: "f1", "matthews_corrcoef", "correlation" or None (see TASK_METRICS).
       original_pads_eval: the original's eval batches included padding examples (--use_tpu):
         changes only how "loss" is averaged (see the module docstring).
-      bucket_by_length: batches not padded to max_seq_length (bert_tf.input_pipeline).
+      bucket_by_length: batches not padded to max_seq_length (bert_tf.data.input_pipeline).
       dropout_rate: dropout on the pooled output in training (the original: 0.1).
       label_names: the labels in output order, for the raw-string serving signatures' "label".
     """
@@ -73,6 +73,11 @@ class ClassificationTask(Task):
         self.dropout_rate = dropout_rate
         self.shuffle_buffer_size = shuffle_buffer_size
 
+    @classmethod
+    def for_model(cls, bert_config, labels, max_seq_length=128, **unused_options):
+        """`labels` in output order (one label: regression)."""
+        return cls(bert_config, len(labels), {}, max_seq_length, label_names=labels)
+
     # ---- Data.
     def feature_spec(self):
         return classifier_feature_spec(self.max_seq_length, self.regression)
@@ -81,7 +86,7 @@ class ClassificationTask(Task):
         return self.num_records[mode]
 
     def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf import input_pipeline
+        from bert_tf.data import input_pipeline
         sequence_features = (("input_ids", "input_mask", "segment_ids")
                              if self.bucket_by_length else None)
         return input_pipeline.dataset_fn(
@@ -91,7 +96,7 @@ class ClassificationTask(Task):
 
     # ---- Model.
     def build_model(self):
-        from bert_tf.models import BertClassifier
+        from bert_tf.model.models import BertClassifier
         return BertClassifier(self.bert_config, self.num_labels, self.dropout_rate)
 
     # ---- Train.

@@ -4,7 +4,7 @@ What it does, as the original:
 - processors read a task's train/dev/test files into `InputExample`s (same file names,
   columns, header skipping, guids, labels; a test example carries the first label as a
   placeholder);
-- `convert_single_example` turns one into model inputs (packing from `bert_tf.features`),
+- `convert_single_example` turns one into model inputs (packing from `bert_tf.data.features`),
   `PaddingInputExample` into an all-zero example that evaluation does not count;
 - `write_classifier_records` writes the original's `file_based_convert_examples_to_features`
   records (input_ids, input_mask, segment_ids, label_ids, is_real_example).
@@ -19,7 +19,7 @@ What it adds:
   the original fails later with an IndexError or KeyError traceback;
 - `pad_examples`: the original pads eval/predict sets to a multiple of the batch size only on
   TPU; we always do, so fixed-size batches count every real example exactly once;
-- a tokenizer with `tokenize_batch` (`bert_tf.fast_tokenization.FastTokenizer`) tokenizes a
+- a tokenizer with `tokenize_batch` (`bert_tf.text.fast_tokenization.FastTokenizer`) tokenizes a
   chunk of examples per call (`iter_features`); the results are the same as example by
   example.
 
@@ -38,7 +38,7 @@ import math
 import os
 from typing import Optional, Union
 
-from bert_tf import features
+from bert_tf.data import features
 from bert_tf.errors import InputError, file_error, flag_error
 from bert_tf.io_utils import is_url, open_input
 from bert_tf.tokenization import convert_to_unicode
@@ -94,7 +94,7 @@ class InputFeatures:
     is_real_example: bool = True
 
     def to_record(self):
-        """The original's record features for `bert_tf.features.write_examples`.
+        """The original's record features for `bert_tf.data.features.write_examples`.
 
         A float `label_id` (regression) is written as a FloatList, as `classifier_feature_spec(
         regression=True)` reads it; anything else as Int64List.
@@ -130,7 +130,7 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
                            regression=False, log=None):
     """Converts one `InputExample` (or `PaddingInputExample`) into `InputFeatures`.
 
-    The original's function: tokens packed by `bert_tf.features.convert_text_pair` (a pair is
+    The original's function: tokens packed by `bert_tf.data.features.convert_text_pair` (a pair is
     truncated longest-first to max_seq_length - 3 tokens, a single text cut to
     max_seq_length - 2), label mapped to its index in `label_list`. A PaddingInputExample
     becomes all zeros, label 0, `is_real_example` False.

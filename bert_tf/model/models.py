@@ -1,7 +1,7 @@
 """Task models: BertEncoder + heads, each a keras.Model called on a dict of int32 [B, T] tensors.
 
 Every model has `.encoder` (a BertEncoder named "bert"), so weights move between task models
-(pretrainer -> classifier) through `bert_tf.checkpoints.load_checkpoint`, and returns a dict
+(pretrainer -> classifier) through `bert_tf.model.checkpoints.load_checkpoint`, and returns a dict
 holding its head outputs (float32) plus the encoder outputs.
 
     BertPretrainer(config)                 + "masked_lm_positions" [B, P]
@@ -13,12 +13,12 @@ holding its head outputs (float32) plus the encoder outputs.
 import keras
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf.config import BertConfig, SerializesBertConfig
-from bert_tf.encoder import BertEncoder
-from bert_tf.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
+from bert_tf.model import checkpoints
+from bert_tf.model.config import BertConfig, SerializesBertConfig
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
                            TokenClassificationHead)
-from bert_tf.layers import gather_positions
+from bert_tf.model.layers import gather_positions
 
 
 class _TaskModel(SerializesBertConfig, keras.Model):
@@ -32,7 +32,7 @@ class _TaskModel(SerializesBertConfig, keras.Model):
         self.encoder = BertEncoder(config, name="bert", dtype=self.dtype_policy)
 
     def original_variable_parts(self):
-        """This model's variables under the original release's names (bert_tf.checkpoints)."""
+        """This model's variables under the original release's names (bert_tf.model.checkpoints)."""
         return checkpoints.encoder_parts(self.encoder) + self.head_variable_parts()
 
     def head_variable_parts(self):

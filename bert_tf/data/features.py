@@ -13,7 +13,7 @@ One place for what every task shares with the original release:
 - writing records (`write_examples`): tf.train.Example files written under a temporary name and
   renamed when complete.
 
-The pretraining data writer serializes its records by hand for speed (bert_tf.pretraining_data);
+The pretraining data writer serializes its records by hand for speed (bert_tf.data.pretraining_data);
 its spec lives here with the others.
 """
 import dataclasses

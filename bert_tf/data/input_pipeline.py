@@ -23,9 +23,13 @@ import tensorflow as tf
 
 def decode_record(record, feature_spec):
     """Parses one serialized tf.train.Example; int64 -> int32 (the original's `_decode_record`)."""
-    example = tf.io.parse_single_example(record, feature_spec)
+    return cast_int64(tf.io.parse_single_example(record, feature_spec))
+
+
+def cast_int64(features):
+    """int64 -> int32 for every feature (tf.Example stores int64; the original casts on read)."""
     return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-            for name, t in example.items()}
+            for name, t in features.items()}
 
 
 def check_first_record(path, feature_spec, hint=""):
@@ -119,7 +123,7 @@ def _sharding(input_context):
 
 
 # Training batches are cut to a multiple of this many tokens, and bucketed by it: the training
-# kernels of bert_tf.layers (XLA) compile once per shape. Eval and predict run none and cut to
+# kernels of bert_tf.model.layers (XLA) compile once per shape. Eval and predict run none and cut to
 # the exact longest example (MiniLM, MRPC dev: a pass ~10% faster than rounding to 8).
 TRAINING_LENGTH_STEP = 8
 
@@ -142,7 +146,7 @@ def sort_windows_by_length(examples, global_batch_size, window_examples=SORT_WIN
     """Eval/predict in file order, batched by length: each window of ~`window_examples` records
     (a multiple of the batch) is sorted by length (stable), so a batch cut to its longest
     example (`trim_to_longest`) carries little padding. Each example gets its record number as
-    `EXAMPLE_INDEX`; `bert_tf.training.gather_outputs` puts the outputs back in file order.
+    `EXAMPLE_INDEX`; `bert_tf.training.loops.gather_outputs` puts the outputs back in file order.
     Memory stays bounded by the window (the file is never read whole)."""
     window = max(1, window_examples // global_batch_size) * global_batch_size
 
@@ -260,11 +264,3 @@ def dataset_fn(input_files, feature_spec, global_batch_size, **kwargs):
                                 input_context=input_context, **kwargs)
 
     return make
-
-
-def pretraining_dataset_fn(input_files, max_seq_length, max_predictions_per_seq,
-                           global_batch_size, **kwargs):
-    """dataset_fn over create_pretraining_data's records (the original's 7 features)."""
-    from bert_tf.features import pretraining_feature_spec
-    spec = pretraining_feature_spec(max_seq_length, max_predictions_per_seq)
-    return dataset_fn(input_files, spec, global_batch_size, **kwargs)

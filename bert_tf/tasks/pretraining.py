@@ -10,7 +10,7 @@ Eval (the original's `metric_fn` through TPUEstimator.evaluate): over all eval b
     next_sentence_accuracy / next_sentence_loss   per example,
     loss   = mean over eval batches of the batch loss above, global_step.
 
-`PretrainingTask` is the `bert_tf.task.Task` that run_pretraining hands to `bert_tf.runner.run`. A batch there may be
+`PretrainingTask` is the `bert_tf.tasks.base.Task` that run_pretraining hands to `bert_tf.training.runner.run`. A batch there may be
 split over replicas and gradient-accumulation micro-batches; the task then returns each shard's
 *share* of the global-batch value (its sums divided by the global-batch normalizers), so that the
 shares add up to exactly what the original computes on the whole batch on one device.
@@ -18,19 +18,13 @@ shares add up to exactly what the original computes on the whole batch on one de
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import checkpoints
-from bert_tf.errors import flag_error
-from bert_tf.features import pretraining_feature_spec
-from bert_tf.task import Task
+from bert_tf.model import checkpoints
+from bert_tf.errors import InputError, flag_error
+from bert_tf.data.features import pretraining_feature_spec
+from bert_tf.tasks.base import Task
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
-
-
-def cast_features(features):
-    """int64 -> int32 for every feature (tf.Example stores int64; the original casts on read)."""
-    return {name: tf.cast(t, tf.int32) if t.dtype == tf.int64 else t
-            for name, t in features.items()}
 
 
 def masked_lm_example_loss(masked_lm_log_probs, masked_lm_ids):
@@ -139,6 +133,14 @@ class PretrainingTask(Task):
       max_seq_length, max_predictions_per_seq: the records' shapes.
       shuffle_buffer_size: records in the training shuffle buffer (the original: 100).
       deterministic_input: train on the records in file order (repeated) instead of shuffled.
+      mask_id: the vocabulary's [MASK] id, which serving needs (export only).
+      top_k: serving returns the top_k most probable tokens at each [MASK].
+
+    Served (bert_tf.serving.export), the masked-LM head answers at every `[MASK]` of the input:
+    `token_ids` int32 and `probabilities` float32 [B, masks, top_k], `positions` int32 and
+    `mask` int32 (1: a real [MASK]) [B, masks], padded to the batch's most masks with 0; the
+    raw-string `serve_text` takes the literal "[MASK]" in a text as the mask token and adds the
+    top-k `tokens`.
     """
 
     name = "pretraining"
@@ -146,7 +148,10 @@ class PretrainingTask(Task):
                           "next_sentence_accuracy")
 
     def __init__(self, input_files=(), bert_config=None, max_seq_length=128,
-                 max_predictions_per_seq=20, shuffle_buffer_size=100, deterministic_input=False):
+                 max_predictions_per_seq=20, shuffle_buffer_size=100, deterministic_input=False,
+                 mask_id=None, top_k=5):
+        self.mask_id = mask_id
+        self.top_k = top_k
         self.input_files = list(input_files)
         self.bert_config = bert_config
         self.max_seq_length = max_seq_length
@@ -154,17 +159,23 @@ class PretrainingTask(Task):
         self.shuffle_buffer_size = shuffle_buffer_size
         self.deterministic_input = deterministic_input
 
+    @classmethod
+    def for_model(cls, bert_config, max_seq_length=128, mask_id=None, top_k=5,
+                  **unused_options):
+        return cls(bert_config=bert_config, max_seq_length=max_seq_length, mask_id=mask_id,
+                   top_k=top_k)
+
     def feature_spec(self):
         return pretraining_feature_spec(self.max_seq_length, self.max_predictions_per_seq)
 
     def check_inputs(self, settings):
-        from bert_tf.input_pipeline import check_first_record
+        from bert_tf.data.input_pipeline import check_first_record
         check_first_record(
             self.input_files[0], self.feature_spec(),
             hint=f" (do --max_seq_length={self.max_seq_length} and --max_predictions_per_seq="
                  f"{self.max_predictions_per_seq} match the data?)")
         if self.bert_config is not None:
-            from bert_tf.input_pipeline import check_id_ranges
+            from bert_tf.data.input_pipeline import check_id_ranges
             config = self.bert_config
             vocab_size = (config.vocab_size, f"vocab_size {config.vocab_size} in "
                                              f"--bert_config_file")
@@ -185,19 +196,19 @@ class PretrainingTask(Task):
         return list(self.input_files)
 
     def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf import input_pipeline
+        from bert_tf.data import input_pipeline
         shuffle = mode == "train" and not self.deterministic_input
         return input_pipeline.dataset_fn(
             self.input_files, self.feature_spec(), global_batch_size, shuffle=shuffle, seed=seed,
             shuffle_buffer_size=self.shuffle_buffer_size)
 
     def build_model(self):
-        from bert_tf.models import BertPretrainer
+        from bert_tf.model.models import BertPretrainer
         return BertPretrainer(self.bert_config)
 
     def restore_foreign(self, model, optimizer, path):
         """Continues the original run_pretraining from its checkpoint: weights, Adam moments and
-        global_step (bert_tf.checkpoints.load_original_training_state)."""
+        global_step (bert_tf.model.checkpoints.load_original_training_state)."""
         if not checkpoints.is_original_checkpoint(path):
             return False
         checkpoints.load_original_training_state(model, optimizer, path)
@@ -235,3 +246,55 @@ class PretrainingTask(Task):
 
     def eval_results(self, outputs, global_step, batch_size):
         return eval_results(outputs, global_step, batch_size)
+
+    # ---- Export: the masked-LM head at the inputs' [MASK] tokens.
+    def serving_model_outputs(self, model, inputs):
+        if self.mask_id is None:
+            raise InputError("serving the masked LM needs the vocabulary's [MASK] id (mask_id)")
+        ids = inputs["input_ids"]
+        where = tf.where(tf.equal(ids, self.mask_id) & tf.not_equal(inputs["input_mask"], 0))
+        found = tf.RaggedTensor.from_value_rowids(
+            tf.cast(where[:, 1], tf.int32), where[:, 0], nrows=tf.shape(ids, tf.int64)[0])
+        positions = found.to_tensor(0)
+        model_inputs = {name: inputs[name] for name in MODEL_INPUTS[:3]}
+        outputs = dict(model(dict(model_inputs, masked_lm_positions=positions), training=False))
+        outputs["masked_lm_positions"] = positions
+        outputs["masked_lm_mask"] = tf.ones_like(found).to_tensor(0)
+        return outputs
+
+    def serving_outputs(self, outputs):
+        mask = outputs["masked_lm_mask"]
+        probabilities = tf.exp(tf.cast(outputs["masked_lm_log_probs"], tf.float32))
+        top = tf.math.top_k(probabilities, min(self.top_k, self.bert_config.vocab_size))
+        real = tf.cast(mask, tf.bool)[:, :, None]
+        return {"token_ids": tf.where(real, top.indices, 0),
+                "probabilities": tf.where(real, top.values, 0.0),
+                "positions": outputs["masked_lm_positions"], "mask": mask}
+
+    def text_signatures(self, model, tokenizer, max_seq_length):
+        """`serve_text` only: the literal "[MASK]" (upper case, as is) in a text is the [MASK]
+        token; the parts around it are tokenized as usual (the original's BasicTokenizer would
+        split "[MASK]" into "[", "mask", "]"). Adds `tokens`, the top-k token strings ("" in
+        padding)."""
+        mask_id = self.mask_id
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve_text(text):
+            parts = tf.strings.split(text, sep="[MASK]")  # n parts around n - 1 masks
+            pieces = parts.with_flat_values(tokenizer.tokenize(parts.flat_values))
+            per_part = pieces.values  # [parts, (pieces)]
+            lengths = per_part.row_lengths()
+            last = tf.equal(tf.range(tf.size(lengths), dtype=tf.int64) + 1,
+                            tf.gather(parts.row_limits(), parts.value_rowids()))
+            with_mask = tf.concat([per_part, tf.fill([per_part.nrows(), 1], mask_id)], axis=1)
+            keep = lengths + tf.cast(~last, tf.int64)  # the last part gets no [MASK] after it
+            per_part = tf.ragged.boolean_mask(
+                with_mask, tf.ragged.range(lengths + 1) < tf.expand_dims(keep, 1))
+            ids = pieces.with_values(per_part).merge_dims(1, 2)
+            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length)
+            served = self.serving_outputs(self.serving_model_outputs(model, inputs))
+            real = tf.cast(served["mask"], tf.bool)[:, :, None]
+            served["tokens"] = tf.where(real, tokenizer.id_to_token(served["token_ids"]), "")
+            return served
+
+        return {"serve_text": serve_text}

@@ -18,7 +18,7 @@ What it does, as the original:
   1000000000.
 - `write_squad_records` writes the original FeatureWriter's records: `unique_ids`,
   `input_ids`, `input_mask`, `segment_ids`, and for training `start_positions`,
-  `end_positions`, `is_impossible` (spec: `bert_tf.features.squad_feature_spec`).
+  `end_positions`, `is_impossible` (spec: `bert_tf.data.features.squad_feature_spec`).
 - `shuffle_training_examples`: the original's main shuffles the training examples with
   `random.Random(12345)` before writing them.
 
@@ -38,7 +38,7 @@ import json
 import random
 from typing import Optional
 
-from bert_tf import features as features_lib
+from bert_tf.data import features as features_lib
 from bert_tf.errors import InputError, file_error, flag_error
 from bert_tf.io_utils import open_input
 
@@ -493,7 +493,7 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 
 def feature_record(feature, is_training):
     """The original FeatureWriter's features of one InputFeatures, for
-    `bert_tf.features.make_example` (all int64)."""
+    `bert_tf.data.features.make_example` (all int64)."""
     record = {
         "unique_ids": [feature.unique_id],
         "input_ids": feature.input_ids,

@@ -1,13 +1,13 @@
 """The one driver of every run_* command line: `run(task, settings)`.
 
-A command line parses its flags into `RunSettings` and a `bert_tf.task.Task`; `run` then does
+A command line parses its flags into `RunSettings` and a `bert_tf.tasks.base.Task`; `run` then does
 what every task needs, the same way for all of them:
 - the tf.distribute strategy (one_device, mirrored, multi_worker_mirrored, tpu with the
   original's TPU flags) and the checks that batch sizes divide over its replicas;
 - precision (float32, mixed bfloat16 / float16 with loss scaling) and XLA;
 - the model (under the strategy's scope) and the optimizer: the original's AdamWeightDecay or
   LAMB, with the weight-decay exclusions matched against the original variable names;
-- training (`bert_tf.training.train`): resumes from the latest checkpoint in output_dir, else
+- training (`bert_tf.training.loops.train`): resumes from the latest checkpoint in output_dir, else
   starts from --init_checkpoint; optional eval after every checkpoint; optionally the trained
   weights also as a TF1 checkpoint in the original's names (output_dir/original_format), which
   the original release and tools built on it load;
@@ -65,7 +65,7 @@ class RunSettings:
     num_cpu_devices: int = 1
     mixed_precision: str = "off"
     jit_compile: bool = False
-    cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.layers.set_cpu_kernels); None: as set
+    cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
     seed: int = None
     export_dir: str = None
     vocab_file: str = None  # with export_dir: the raw-string signatures' vocabulary
@@ -95,7 +95,7 @@ class RunSettings:
             raise flag_error("mixed_precision", "must be off, bfloat16 or float16")
         check_writable_dir(self.output_dir)
         if self.export_dir:
-            from bert_tf.export import check_export_dir
+            from bert_tf.serving.export import check_export_dir
             keep = {"output_dir": self.output_dir}
             if self.init_checkpoint:
                 keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
@@ -131,7 +131,7 @@ def naming_damaged_records(task, mode):
         try:
             yield
         except tf.errors.DataLossError as e:
-            from bert_tf.input_pipeline import find_bad_record
+            from bert_tf.data.input_pipeline import find_bad_record
             error = find_bad_record(task.record_paths(mode))
             if error is None:
                 raise
@@ -166,7 +166,7 @@ def build_strategy(settings, log=log):
 
     Call before TensorFlow runs any op: Mirrored on logical CPUs must split the CPU first.
     """
-    from bert_tf import distribution
+    from bert_tf.training import distribution
     name = distribution.strategy_name(settings.distribution_strategy, settings.use_tpu)
     tpu_kwargs = distribution.tpu_resolver_kwargs(settings.tpu_name, settings.tpu_zone,
                                                   settings.gcp_project, settings.master)
@@ -196,8 +196,8 @@ def build_strategy(settings, log=log):
 def build_optimizer(model, settings):
     """The original's optimizer (or LAMB) with its schedule; weight-decay exclusions (LayerNorm,
     bias) matched against the model's original variable names."""
-    from bert_tf import optimization, training
-    from bert_tf.checkpoints import original_variable_map
+    from bert_tf.training import optimization, loops
+    from bert_tf.model.checkpoints import original_variable_map
 
     original_names = {}
     for part in original_variable_map(model):
@@ -206,7 +206,7 @@ def build_optimizer(model, settings):
         settings.learning_rate, max(settings.num_train_steps, 1), settings.num_warmup_steps,
         settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
         variable_name_fn=lambda v: original_names.get(id(v), v.path))
-    return training.wrap_optimizer(optimizer, settings.mixed_precision)
+    return loops.wrap_optimizer(optimizer, settings.mixed_precision)
 
 
 # Why eval/predict refuse an --init_checkpoint that lacks some of the model (a task head).
@@ -220,7 +220,7 @@ def check_init_checkpoint(build_model, settings):
     latest checkpoint in output_dir instead (it reads no init_checkpoint then)."""
     import tensorflow as tf
 
-    from bert_tf.checkpoints import load_checkpoint, require_complete
+    from bert_tf.model.checkpoints import load_checkpoint, require_complete
 
     if not settings.init_checkpoint or (tf.io.gfile.isdir(settings.output_dir) and
                                         tf.train.latest_checkpoint(settings.output_dir)):
@@ -234,8 +234,8 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
     """Loads the weights eval/predict use (see the module docstring); returns the global step."""
     import tensorflow as tf
 
-    from bert_tf import training
-    from bert_tf.checkpoints import naming_damaged_checkpoint, require_complete
+    from bert_tf.training import loops
+    from bert_tf.model.checkpoints import naming_damaged_checkpoint, require_complete
 
     latest = tf.train.latest_checkpoint(settings.output_dir)
     if latest:
@@ -244,7 +244,7 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
             if not task.restore_foreign(model, optimizer, latest):
                 tf.train.Checkpoint(model=model, optimizer=optimizer).restore(
                     latest).expect_partial()
-        return training.global_step(optimizer)
+        return loops.global_step(optimizer)
     if settings.init_checkpoint:
         report = task.initialize(model, settings.init_checkpoint, log)
         require_complete(report, "init_checkpoint", hint=_INCOMPLETE_FOR_INFERENCE)
@@ -273,15 +273,15 @@ def evaluate(task, strategy, model, settings, step, log=log):
     """Runs eval on every eval record; writes eval_results.txt and summaries; returns results."""
     import tensorflow as tf
 
-    from bert_tf import training
-    from bert_tf.distribution import is_chief
-    from bert_tf.task import format_results, write_results
+    from bert_tf.training import loops
+    from bert_tf.training.distribution import is_chief
+    from bert_tf.tasks.base import format_results, write_results
 
     batch_size = settings.eval_batch_size
     num_steps = _num_steps(task, "eval", batch_size, settings)
     log(f"***** Running evaluation *****  batch size {batch_size}, {num_steps} steps")
     with naming_damaged_records(task, "eval"):
-        outputs = training.gather_outputs(strategy, model, task,
+        outputs = loops.gather_outputs(strategy, model, task,
                                           task.dataset_fn("eval", batch_size), num_steps, "eval")
     results = task.eval_results(outputs, step, batch_size)
     if is_chief(strategy):
@@ -292,7 +292,7 @@ def evaluate(task, strategy, model, settings, step, log=log):
         with writer.as_default():
             for key, value in results.items():
                 if key != "global_step":
-                    training.write_scalar(key, value, step)
+                    loops.write_scalar(key, value, step)
         writer.close()
     print("***** Eval results *****\n" + format_results(results), end="", flush=True)
     return results
@@ -300,14 +300,14 @@ def evaluate(task, strategy, model, settings, step, log=log):
 
 def predict(task, strategy, model, settings, log=log):
     """Runs predict on every predict record; the task writes its files; returns their paths."""
-    from bert_tf import training
-    from bert_tf.distribution import is_chief
+    from bert_tf.training import loops
+    from bert_tf.training.distribution import is_chief
 
     batch_size = settings.predict_batch_size
     num_steps = _num_steps(task, "predict", batch_size, settings)
     log(f"***** Running prediction *****  batch size {batch_size}, {num_steps} steps")
     with naming_damaged_records(task, "predict"):
-        outputs = training.gather_outputs(strategy, model, task,
+        outputs = loops.gather_outputs(strategy, model, task,
                                           task.dataset_fn("predict", batch_size), num_steps,
                                           "predict")
     if not is_chief(strategy):
@@ -319,12 +319,12 @@ def predict(task, strategy, model, settings, log=log):
 
 
 def export(task, model, settings, log=log):
-    """Saves the task's SavedModel into settings.export_dir (bert_tf.export): the token-id
+    """Saves the task's SavedModel into settings.export_dir (bert_tf.serving.export): the token-id
     signature, and with settings.vocab_file the raw-string signatures too."""
-    from bert_tf import export as export_lib
+    from bert_tf.serving import export as export_lib
     return export_lib.save(task, model, settings.export_dir, settings.vocab_file,
                            settings.do_lower_case,
-                           getattr(task, "max_seq_length", None) or 128, log=log)
+                           task.max_seq_length, log=log)
 
 
 def run(task, settings, log=log):
@@ -334,7 +334,7 @@ def run(task, settings, log=log):
     import tensorflow as tf
     from absl import logging
 
-    from bert_tf import training
+    from bert_tf.training import loops
 
     logging.set_verbosity(logging.WARNING)  # TF's INFO chatter would bury the progress lines
     settings.validate()
@@ -344,9 +344,9 @@ def run(task, settings, log=log):
     task.check_inputs(settings)
     if settings.seed is not None:
         keras.utils.set_random_seed(settings.seed)
-    training.set_mixed_precision(settings.mixed_precision)
+    loops.set_mixed_precision(settings.mixed_precision)
     if settings.cpu_kernels is not None:
-        from bert_tf import layers
+        from bert_tf.model import layers
         layers.set_cpu_kernels(settings.cpu_kernels)
     try:
         with strategy.scope():
@@ -361,7 +361,7 @@ def run(task, settings, log=log):
             results = _train(task, strategy, model, optimizer, settings, log)
         if settings.do_eval or settings.do_predict:
             if settings.do_train:
-                step = training.global_step(optimizer)
+                step = loops.global_step(optimizer)
             else:
                 with strategy.scope():
                     optimizer.build(model.trainable_variables)
@@ -374,15 +374,15 @@ def run(task, settings, log=log):
             export(task, model, settings, log)
         return results
     finally:
-        training.set_mixed_precision("off")
+        loops.set_mixed_precision("off")
 
 
 def _train(task, strategy, model, optimizer, settings, log):
-    from bert_tf import training
-    from bert_tf.checkpoints import write_tf1_checkpoint
-    from bert_tf.distribution import is_chief
+    from bert_tf.training import loops
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.training.distribution import is_chief
 
-    config = training.TrainConfig(
+    config = loops.TrainConfig(
         model_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
         global_batch_size=settings.train_batch_size,
         iterations_per_loop=settings.iterations_per_loop,
@@ -407,15 +407,15 @@ def _train(task, strategy, model, optimizer, settings, log):
         f"{settings.num_train_steps} steps")
     try:
         with naming_damaged_records(task, "train"):
-            metrics = training.train(strategy, model, optimizer, task,
+            metrics = loops.train(strategy, model, optimizer, task,
                                      task.dataset_fn("train", settings.train_batch_size,
                                                      settings.seed),
                                      config, init_fn=init_fn, log=log,
                                      on_checkpoint=on_checkpoint)
-    except training.NonFiniteLossError as e:
+    except loops.NonFiniteLossError as e:
         raise InputError(f"training diverged: {e}") from None
     if settings.save_original_checkpoint and is_chief(strategy):
-        step = training.global_step(optimizer)
+        step = loops.global_step(optimizer)
         path = write_tf1_checkpoint(
             model, os.path.join(settings.output_dir, ORIGINAL_FORMAT_DIR, f"model.ckpt-{step}"),
             global_step=step)

@@ -7,16 +7,16 @@ included, as the original: which is why SQuAD batches are never cut to their lon
 the n-best of the original's post-processing also ranks padding positions).
 
 Predict gathers (unique_id, start_logits, end_logits) per window; `write_predictions` runs the
-original's post-processing (`bert_tf.squad_postprocess`: predictions.json,
+original's post-processing (`bert_tf.tasks.squad_postprocess`: predictions.json,
 nbest_predictions.json and, for SQuAD 2.0, null_odds.json) and, when the predict file has
-answers, the official evaluation script's numbers (`bert_tf.squad_metrics`) into
+answers, the official evaluation script's numbers (`bert_tf.tasks.squad_metrics`) into
 eval_results.txt. The predict records are padded to a multiple of the batch with windows whose
 unique_id is 0 (real ones count from 1000000000), which post-processing leaves out.
 
 A question without a window (its context empty, or nothing but characters the tokenizer drops)
 is predicted as the original predicts it: no candidate, so the original's nonce answer "empty"
 (probability 1, logits 0); with SQuAD 2.0 the original fails on it (IndexError), here it
-predicts "" (see bert_tf.squad_postprocess). A predict file where no question has a window has
+predicts "" (see bert_tf.tasks.squad_postprocess). A predict file where no question has a window has
 nothing to predict: run_squad stops with one error naming the file (`require_windows`).
 """
 import os
@@ -25,8 +25,8 @@ import time
 import tensorflow as tf
 
 from bert_tf.errors import flag_error
-from bert_tf.features import squad_feature_spec
-from bert_tf.task import Task
+from bert_tf.data.features import squad_feature_spec
+from bert_tf.tasks.base import Task
 
 PADDING_UNIQUE_ID = 0
 
@@ -48,9 +48,11 @@ class SquadTask(Task):
       max_seq_length: the records' length.
       num_records: {"predict": records written (padding included)}.
       predict_data: (dataset, examples, features): the predict file's parsed "data" list, its
-        SquadExamples and InputFeatures (bert_tf.squad_data), for post-processing.
+        SquadExamples and InputFeatures (bert_tf.tasks.squad_data), for post-processing.
       n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
       null_score_diff_threshold, verbose_logging: the original's post-processing flags.
+      max_query_length: the question's pieces kept (run_squad's flag; the records were cut to
+        it when written, the `serve_text_pair` signature cuts its questions to it).
       log: where post-processing reports (its time, verbose_logging lines).
     """
 
@@ -59,8 +61,10 @@ class SquadTask(Task):
     def __init__(self, bert_config, record_files, max_seq_length, num_records=None,
                  predict_data=None, n_best_size=20, max_answer_length=30, do_lower_case=True,
                  version_2_with_negative=False, null_score_diff_threshold=0.0,
-                 verbose_logging=False, log=print, shuffle_buffer_size=100):
+                 verbose_logging=False, log=print, shuffle_buffer_size=100,
+                 max_query_length=64):
         self.bert_config = bert_config
+        self.max_query_length = max_query_length
         self.record_files = dict(record_files)
         self.max_seq_length = max_seq_length
         self.num_records = dict(num_records or {})
@@ -74,12 +78,18 @@ class SquadTask(Task):
         self.log = log
         self.shuffle_buffer_size = shuffle_buffer_size
 
+    @classmethod
+    def for_model(cls, bert_config, max_seq_length=384, max_query_length=64, n_best_size=20,
+                  max_answer_length=30, **unused_options):
+        return cls(bert_config, {}, max_seq_length, n_best_size=n_best_size,
+                   max_answer_length=max_answer_length, max_query_length=max_query_length)
+
     # ---- Data.
     def num_examples(self, mode):
         return self.num_records[mode]
 
     def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf import input_pipeline
+        from bert_tf.data import input_pipeline
         return input_pipeline.dataset_fn(
             [self.record_files[mode]], squad_feature_spec(self.max_seq_length, mode == "train"),
             global_batch_size, shuffle=mode == "train", repeat=False, seed=seed,
@@ -87,7 +97,7 @@ class SquadTask(Task):
 
     # ---- Model.
     def build_model(self):
-        from bert_tf.models import BertSpanLabeler
+        from bert_tf.model.models import BertSpanLabeler
         return BertSpanLabeler(self.bert_config)
 
     # ---- Train.
@@ -113,13 +123,13 @@ class SquadTask(Task):
     def write_predictions(self, outputs, output_dir):
         """The original's three prediction files, then eval_results.txt if the file has
         answers (the official script's numbers)."""
-        from bert_tf import squad_metrics, squad_postprocess
-        from bert_tf.task import format_results, write_results
+        from bert_tf.tasks import squad_metrics, squad_postprocess
+        from bert_tf.tasks.base import format_results, write_results
 
         dataset, examples, features = self.predict_data
         if not features:  # nothing ran: no window to take logits from
             raise ValueError("no predict window: check the predict file with "
-                             "bert_tf.squad.require_windows before running predict")
+                             "bert_tf.tasks.squad.require_windows before running predict")
         real = outputs["unique_ids"] != PADDING_UNIQUE_ID
         started = time.perf_counter()
         paths = [os.path.join(output_dir, name) for name in (
@@ -148,6 +158,58 @@ class SquadTask(Task):
     def serving_outputs(self, outputs):
         return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
                 "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
+
+    def text_signatures(self, model, tokenizer, max_seq_length):
+        """`serve_text_pair` (text_a: question, text_b: context): one window packed as
+        run_squad's first (`[CLS] question [SEP] context [SEP]`, the question cut to
+        `max_query_length` pieces, the context to what is left), and its best span as the
+        original's post-processing of one window: among the `n_best_size` best starts and
+        ends, both in the context, end >= start, at most `max_answer_length` pieces, the
+        highest start + end logit; its text de-tokenized as the original's `tok_text` (pieces
+        joined with spaces, " ##" and "##" removed): no mapping back to the context's own
+        words. No valid span: "empty" with logits 0, as the original. `serve_text` as the
+        base's (the logits of a single text)."""
+        signatures = super().text_signatures(model, tokenizer, max_seq_length)
+        max_query_length, n_best_size = self.max_query_length, self.n_best_size
+        max_answer_length = self.max_answer_length
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+        def serve_text_pair(text_a, text_b):
+            query = tokenizer.tokenize(text_a)[:, :max_query_length]
+            inputs = tokenizer.pack(query, tokenizer.tokenize(text_b), max_seq_length,
+                                    truncate="second")
+            outputs = self.serving_outputs(self.serving_model_outputs(model, inputs))
+            start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
+            k = min(n_best_size, max_seq_length)
+            starts = tf.math.top_k(start_logits, k).indices  # [B, k], best first
+            ends = tf.math.top_k(end_logits, k).indices
+            # The context: segment 1 without its closing [SEP].
+            doc_start = tf.cast(query.row_lengths() + 2, tf.int32)[:, None, None]
+            doc_end = tf.reduce_sum(inputs["input_mask"], axis=1)[:, None, None] - 1
+            s, e = starts[:, :, None], ends[:, None, :]
+            valid = ((s >= doc_start) & (s < doc_end) & (e >= doc_start) & (e < doc_end)
+                     & (e >= s) & (e - s + 1 <= max_answer_length))
+            start_best = tf.gather(start_logits, starts, batch_dims=1)
+            end_best = tf.gather(end_logits, ends, batch_dims=1)
+            score = start_best[:, :, None] + end_best[:, None, :]
+            score = tf.reshape(tf.where(valid, score, -float("inf")), [-1, k * k])
+            best = tf.argmax(score, axis=-1, output_type=tf.int32)  # first of ties, start-major
+            found = tf.reduce_any(tf.reshape(valid, [-1, k * k]), axis=-1)
+            start = tf.gather(starts, best // k, batch_dims=1)
+            end = tf.gather(ends, best % k, batch_dims=1)
+            length = tf.where(found, end - start + 1, 0)
+            positions = tf.ragged.range(start, start + length)
+            pieces = tf.gather(inputs["input_ids"], positions, batch_dims=1)
+            text = tf.strings.reduce_join(tokenizer.id_to_token(pieces), axis=-1, separator=" ")
+            text = tf.strings.regex_replace(tf.strings.regex_replace(text, " ##", ""), "##", "")
+            text = tf.strings.reduce_join(tf.strings.split(text), axis=-1, separator=" ")
+            start_logit = tf.where(found, tf.gather(start_logits, start, batch_dims=1), 0.0)
+            end_logit = tf.where(found, tf.gather(end_logits, end, batch_dims=1), 0.0)
+            return {"answer": tf.where(found, text, "empty"), "score": start_logit + end_logit,
+                    "start_logit": start_logit, "end_logit": end_logit}
+
+        signatures["serve_text_pair"] = serve_text_pair
+        return signatures
 
 
 def padding_record(max_seq_length):

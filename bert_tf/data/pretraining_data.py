@@ -1094,7 +1094,7 @@ def make_tokenizer(name, vocab_file, do_lower_case):
     "full" (FullTokenizer with a word cache; starts instantly) or "fast" (FastTokenizer;
     imports TensorFlow)."""
     if name == "fast":
-        from bert_tf.fast_tokenization import FastTokenizer
+        from bert_tf.text.fast_tokenization import FastTokenizer
 
         return FastTokenizer(vocab_file, do_lower_case=do_lower_case)
     from bert_tf.tokenization import FullTokenizer
@@ -1180,7 +1180,7 @@ class WindowProcessor:
     `random.Random(random_seed + index)` exactly as the default mode does for a whole corpus,
     and serialize them grouped by output file. Everything it uses is on the object (no module
     state): the streaming mode calls it in worker processes, the Beam pipeline
-    (`bert_tf.pretraining_beam`) in its DoFn.
+    (`bert_tf.data.pretraining_beam`) in its DoFn.
 
     Calling it with (index, lines) returns (documents, input tokens, instances, groups, stats):
     groups[j] = (framed TFRecord bytes, count) holds the records whose index k in the window's

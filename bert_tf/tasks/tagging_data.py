@@ -3,7 +3,7 @@
 The recipe of Google's BERT NER runs and Hugging Face's token classification: every word is
 WordPiece-tokenized on its own and its *first* piece carries the word's tag (`label_mask` 1);
 its other pieces are not scored (`label_mask` 0, `label_ids` 0). Inputs are `[CLS] pieces
-[SEP]`, segment ids 0, zero-padded (bert_tf.features), and stored under
+[SEP]`, segment ids 0, zero-padded (bert_tf.data.features), and stored under
 `features.tagging_feature_spec`'s names.
 
 Choices the recipe leaves open, made so that every word gets exactly one prediction (conlleval
@@ -24,7 +24,7 @@ import bisect
 import dataclasses
 
 from bert_tf.errors import InputError, file_error, flag_error
-from bert_tf.features import pack_tokens, pad_inputs, write_examples
+from bert_tf.data.features import pack_tokens, pad_inputs, write_examples
 from bert_tf.io_utils import atomic_open, open_input
 
 DOCSTART = "-DOCSTART-"

@@ -9,7 +9,7 @@ the outputs beyond float rounding:
 - Hidden states stay flat, [batch * seq, hidden], between layers, as the original does, so every
   dense layer is a plain 2-D matmul (no tensordot reshapes).
 - Query, key and value are one fused [hidden, 3 * hidden] projection (one matmul instead of three);
-  `bert_tf.checkpoints` splits/concatenates it to the original's separate query/key/value.
+  `bert_tf.model.checkpoints` splits/concatenates it to the original's separate query/key/value.
 - One transpose brings Q, K and V to [batch, heads, seq, head_size] together (then unstack,
   whose gradient is cheap).
 - Dense layers use bias_add, which oneDNN fuses with the matmul and the GELU at inference; in

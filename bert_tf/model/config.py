@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError, file_error
 
-# Activations the encoder implements (bert_tf.layers.get_activation).
+# Activations the encoder implements (bert_tf.model.layers.get_activation).
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear", "swish")
 
 # Hugging Face `hidden_act` -> ours. Their "gelu" is exact erf GELU; "gelu_new" is the tanh form.

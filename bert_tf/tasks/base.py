@@ -1,6 +1,6 @@
 """The task contract: what a task (pretraining, classification, tagging, SQuAD) tells the driver.
 
-Every run_* command line is flags plus a `Task`; `bert_tf.runner.run(task, settings)` does the
+Every run_* command line is flags plus a `Task`; `bert_tf.training.runner.run(task, settings)` does the
 rest once for all of them (strategy, precision, optimizer, checkpoints, train/eval/predict loops,
 summaries, export). This follows TF Model Garden's `official/core/base_task.py`: a task builds
 its inputs and model, defines its losses and metrics, and turns the per-example outputs of eval
@@ -9,7 +9,7 @@ and predict into results; it owns no loop.
 The loops call the methods below inside `strategy.run` (one replica's shard of the batch) or on
 the host. Tensors in a batch are int32 / float32 (int64 features are cast on read).
 
-Train (see `bert_tf.training`): `outputs(model, batch, training=True)`, then
+Train (see `bert_tf.training.loops`): `outputs(model, batch, training=True)`, then
 `train_metrics(batch, outputs, normalizers)` returns "loss" and other scalars, each the shard's
 *share* of the global-batch value: sums over the shard divided by `normalizers`, which the loop
 has summed over replicas and micro-batches. So 1 device, N replicas and gradient accumulation
@@ -34,16 +34,26 @@ class Task:
       train_metric_names: the keys of `train_metrics` (the first must be "loss").
       deterministic_input: the training input is in a fixed order even without a seed (file
         order): a resumed run replays it to its step, as with a seed.
+      max_seq_length: the records' length, and what the raw-string signatures pack texts to.
     """
 
     name = "task"
     train_metric_names = ("loss",)
     deterministic_input = False
+    max_seq_length = 128
+
+    @classmethod
+    def for_model(cls, bert_config, **options):
+        """This task for a model that is loaded rather than trained here (export, the API; no
+        records): `options` are what its serving needs (labels, max_seq_length, ...).
+        bert_tf.tasks.registry builds tasks by name through it."""
+        raise NotImplementedError(f"{cls.__name__} cannot be built for a loaded model")
 
     # ---- Data.
-    def check_inputs(self, mode):
-        """Raises InputError naming the file or flag when the inputs of `mode` ("train",
-        "eval", "predict") cannot work (runs before any model is built)."""
+    def check_inputs(self, settings):
+        """Raises InputError naming the file or flag when the task's inputs cannot work with
+        the run's `settings` (bert_tf.training.runner.RunSettings; runs before any model is
+        built). The default checks nothing."""
 
     def record_paths(self, mode):
         """The TFRecord files that `dataset_fn(mode, ...)` reads (the driver names the damaged
@@ -64,7 +74,7 @@ class Task:
     # ---- Model.
     def build_model(self):
         """The keras model, called under the strategy's scope. It must implement
-        `original_variable_parts()` (bert_tf.models) so that checkpoints and the weight-decay
+        `original_variable_parts()` (bert_tf.model.models) so that checkpoints and the weight-decay
         exclusions use the original variable names."""
         raise NotImplementedError
 
@@ -74,7 +84,7 @@ class Task:
         Returns the LoadReport. The default loads whatever of the model the checkpoint has
         (the encoder of a pretrained model; a new task head stays initialised).
         """
-        from bert_tf.checkpoints import load_checkpoint
+        from bert_tf.model.checkpoints import load_checkpoint
         report = load_checkpoint(model, init_checkpoint)
         log(f"initialised from {init_checkpoint}: {report}")
         return report
@@ -123,28 +133,56 @@ class Task:
         """Writes the prediction files from the gathered `outputs`; returns their paths."""
         raise NotImplementedError
 
-    # ---- Export.
+    # ---- Export (bert_tf.serving.export saves what these return).
     def serving_signatures(self, model):
-        """{name: tf.function} to save with the model. The default serves the model on token
-        ids (input_ids, input_mask, segment_ids: int32 [batch, length])."""
+        """{name: tf.function} on token ids to save with the model. The default,
+        `serving_default`, serves the model on input_ids, input_mask, segment_ids (int32
+        [batch, length]) and returns `serving_outputs`."""
         import tensorflow as tf
 
         spec = tf.TensorSpec([None, None], tf.int32)
 
         @tf.function(input_signature=[spec, spec, spec])
         def serve(input_ids, input_mask, segment_ids):
-            outputs = self.outputs(model, {"input_ids": input_ids, "input_mask": input_mask,
-                                           "segment_ids": segment_ids}, training=False)
+            outputs = self.serving_model_outputs(model, {
+                "input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
             return self.serving_outputs(outputs)
 
         return {"serving_default": serve}
+
+    def text_signatures(self, model, tokenizer, max_seq_length):
+        """{name: tf.function} on raw strings ([B] tf.string), tokenized and packed in the graph
+        by `tokenizer` (bert_tf.text.graph_tokenization.GraphTokenizer). The default:
+        `serve_text` (text) and `serve_text_pair` (text_a, text_b), packed as the original's
+        convert_single_example, returning `text_serving_outputs`. A task whose answer is not
+        per text (tags per word, a span) overrides them."""
+        import tensorflow as tf
+
+        text = tf.TensorSpec([None], tf.string)
+
+        def serve(inputs):
+            return self.text_serving_outputs(self.serving_model_outputs(model, inputs))
+
+        @tf.function(input_signature=[text])
+        def serve_text(text):
+            return serve(tokenizer.bert_inputs(text, max_seq_length=max_seq_length))
+
+        @tf.function(input_signature=[text, text])
+        def serve_text_pair(text_a, text_b):
+            return serve(tokenizer.bert_inputs(text_a, text_b, max_seq_length=max_seq_length))
+
+        return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
+
+    def serving_model_outputs(self, model, inputs):
+        """The model's outputs when served (inference) on packed `inputs`."""
+        return self.outputs(model, inputs, training=False)
 
     def serving_outputs(self, outputs):
         """What the token-id signature returns from the model's outputs."""
         return outputs
 
     def text_serving_outputs(self, outputs):
-        """What the raw-string signatures return (bert_tf.export); default: the same."""
+        """What the raw-string signatures return; default: the same as `serving_outputs`."""
         return self.serving_outputs(outputs)
 
 

@@ -111,7 +111,7 @@ def pretraining_head_parts(masked_lm, next_sentence):
 def original_variable_map(model):
     """The model's variables under their original (TF1) names, as a list of Part.
 
-    Each model declares its own names (`original_variable_parts()`, bert_tf.models), so a new
+    Each model declares its own names (`original_variable_parts()`, bert_tf.model.models), so a new
     task model needs no change here.
     """
     parts_of = getattr(model, "original_variable_parts", None)
@@ -266,7 +266,7 @@ def hf_directory_files(path):
 
     Command lines use these unless flags say otherwise; returns None for other checkpoints.
     """
-    from bert_tf.config import BertConfig
+    from bert_tf.model.config import BertConfig
 
     kind, location = resolve_checkpoint(path)
     if kind != "hf":
@@ -378,7 +378,7 @@ def load_original_training_state(model, optimizer, path):
     Returns a LoadReport; InputError if a weight, a moment or global_step is missing, or if the
     optimizer is not AdamWeightDecay (the original has no other).
     """
-    from bert_tf.optimization import AdamWeightDecay
+    from bert_tf.training.optimization import AdamWeightDecay
 
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     if not isinstance(inner, AdamWeightDecay):

@@ -13,7 +13,7 @@ All heads return float32 (log-probs or logits) also under mixed precision.
 import keras
 import tensorflow as tf
 
-from bert_tf.layers import Dropout, HeadTransform, OutputProjection
+from bert_tf.model.layers import Dropout, HeadTransform, OutputProjection
 
 
 class MaskedLMHead(keras.layers.Layer):
@@ -43,7 +43,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, masked_states):
-        """[B, P, H] hidden states at the masked positions (`bert_tf.layers.gather_positions`)."""
+        """[B, P, H] hidden states at the masked positions (`bert_tf.model.layers.gather_positions`)."""
         num_positions = masked_states.shape[1] or tf.shape(masked_states)[1]
         x = self.transform(tf.reshape(masked_states, [-1, self.hidden_size]))
         table = tf.cast(self.embedding_table(), x.dtype)

@@ -1,0 +1,1 @@
+"""SavedModels: a task's serving signatures on token ids and on raw strings."""

@@ -1,0 +1,82 @@
+"""SavedModels that serve a task on token ids and on raw strings.
+
+A SavedModel written here has:
+- `serving_default`: the task's signature on token ids (`input_ids`, `input_mask`,
+  `segment_ids`: int32 [batch, length]; `Task.serving_signatures`);
+- `serve_text` (`text`: string [batch]) and `serve_text_pair` (`text_a`, `text_b`): the same
+  outputs from raw strings, tokenized and packed in the graph as the original's
+  convert_single_example (`bert_tf.text.graph_tokenization.GraphTokenizer.bert_inputs`: `[CLS] a
+  [SEP] (b [SEP])`, truncated as `_truncate_seq_pair`, zero-padded to max_seq_length; an empty
+  string is `[CLS] [SEP]`, a long one is cut, as the original does);
+- `assets/vocab.txt` (the tokenizer's table reads it: no absolute path is kept),
+  `assets/bert_config.json`, and `assets/bert_tf_export.json` (what was exported: task,
+  signatures, max_seq_length), by which a later export recognises a folder it may replace
+  (`check_export_dir`).
+
+What each signature returns is the task's (`Task.serving_signatures`, `Task.text_signatures`):
+classifier: probabilities, logits and the label name of each row when the labels are known;
+encoder: sequence and pooled outputs; ner: `serve_text` returns `words`, `tags` (the tag of
+each word's first piece) and `num_words`; squad: `serve_text_pair` (question, context) returns
+the best span's `answer` (de-tokenized WordPiece text), `score`, `start_logit` and
+`end_logit`; pretraining (the masked LM): `serve_text` only, on texts where the literal
+"[MASK]" is the mask token; at each mask, the `top_k` `tokens`, `token_ids` and
+`probabilities`.
+"""
+import json
+import os
+
+import tensorflow as tf
+
+# Written into every export's assets; a folder holding it (and only a SavedModel's entries) is
+# one of ours, which a new export may replace.
+EXPORT_MARKER = "bert_tf_export.json"
+_SAVED_MODEL_ENTRIES = {"saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables",
+                        "assets", "assets.extra"}
+
+
+def is_bert_tf_export(path):
+    """Whether folder `path` is a SavedModel that `save` wrote (and holds nothing else)."""
+    names = set(tf.io.gfile.listdir(path))
+    return ("saved_model.pb" in names and names <= _SAVED_MODEL_ENTRIES
+            and tf.io.gfile.exists(os.path.join(path, "assets", EXPORT_MARKER)))
+
+
+def check_export_dir(export_dir, keep=None, name="export_dir"):
+    """Before any work: `export_dir` is new, empty, or an earlier export of ours (which `save`
+    then replaces); anything else, or a folder that is or holds one of `keep` ({name: path}:
+    the run's output and checkpoint folders), raises an InputError naming `name`."""
+    from bert_tf.io_utils import check_replaceable_dir
+    check_replaceable_dir(export_dir, name, is_bert_tf_export, "a SavedModel exported by "
+                          "bert_tf", keep=keep)
+
+
+def save(task, model, export_dir, vocab_file=None, do_lower_case=True, max_seq_length=128,
+         log=print, tokenizer=None):
+    """Writes the SavedModel (see the module docstring) to export_dir, under a temporary name
+    renamed when complete. Without `vocab_file`, only the token-id signature is saved.
+    `tokenizer`: another tf.Module with GraphTokenizer's methods for the string signatures
+    (bench/bench_serving.py exports the same model with tensorflow-text's tokenizers)."""
+    from bert_tf.io_utils import atomic_output
+
+    signatures = dict(task.serving_signatures(model))
+    module = tf.Module()
+    # The variables only: a Keras model attached here would add Keras' own default signature.
+    module.model_variables = [v.value for v in model.variables]
+    if vocab_file:
+        from bert_tf.text.graph_tokenization import GraphTokenizer
+        module.tokenizer = tokenizer or GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
+        signatures.update(task.text_signatures(model, module.tokenizer, max_seq_length))
+    config = getattr(model, "config", None)
+    check_export_dir(export_dir)
+    assets = {EXPORT_MARKER: {"task": task.name, "signatures": sorted(signatures),
+                              "max_seq_length": max_seq_length if vocab_file else None}}
+    if config is not None:
+        assets["bert_config.json"] = config.to_dict()
+    with atomic_output(export_dir) as tmp:
+        tf.saved_model.save(module, tmp, signatures=signatures)
+        tf.io.gfile.makedirs(os.path.join(tmp, "assets"))
+        for filename, content in assets.items():
+            with tf.io.gfile.GFile(os.path.join(tmp, "assets", filename), "w") as f:
+                f.write(json.dumps(content, indent=2, sort_keys=True) + "\n")
+    log(f"exported {export_dir} (signatures: {', '.join(signatures)})")
+    return export_dir
