@@ -307,7 +307,8 @@ def test_train_then_predict_answers_every_question(workspace, tmp_path):
                             train_file=workspace["files"]["train"],
                             predict_file=workspace["files"]["1.1"],
                             init_checkpoint=workspace["checkpoint"], train_batch_size=8,
-                            num_train_epochs=0.5, save_checkpoints_steps=1000))
+                            num_train_epochs=0.5, save_checkpoints_steps=1000,
+                            export_dir=tmp_path / "exported"))
     assert "[train] done:" in log
     questions = [qa["id"] for a in json.loads(workspace["files"]["1.1"].read_text())["data"]
                  for p in a["paragraphs"] for qa in p["qas"]]
@@ -317,3 +318,46 @@ def test_train_then_predict_answers_every_question(workspace, tmp_path):
     results = dict(line.split(" = ") for line in
                    (output_dir / "eval_results.txt").read_text().splitlines())
     assert set(results) == {"exact_match", "f1"}
+    check_export_packs_as_run_squad(workspace, output_dir, tmp_path / "exported")
+
+
+def check_export_packs_as_run_squad(workspace, output_dir, exported):
+    """The --export_dir's serve_text_pair packs a question as the run did: cut to its
+    --max_query_length (24 here, not export_savedmodel's default 64): its logits are the
+    trained model's on that packing."""
+    import tensorflow as tf
+
+    from bert_tf import tokenization
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.models import BertSpanLabeler
+
+    tokenizer = tokenization.FullTokenizer(str(workspace["vocab"]), do_lower_case=True)
+    question = " ".join(["which of the many famous old stadiums"] * 6)  # > 24 pieces
+    context = "The game was played at Levi's Stadium in Santa Clara, California."
+    query = tokenizer.tokenize(question)
+    assert len(query) > WINDOWS["max_query_length"]
+    query = query[:WINDOWS["max_query_length"]]
+    doc = tokenizer.tokenize(context)
+    tokens = ["[CLS]"] + query + ["[SEP]"] + doc + ["[SEP]"]
+    length, pad = len(tokens), WINDOWS["max_seq_length"] - len(tokens)
+    inputs = {"input_ids": np.array([tokenizer.convert_tokens_to_ids(tokens) + [0] * pad]),
+              "input_mask": np.array([[1] * length + [0] * pad]),
+              "segment_ids": np.array([[0] * (len(query) + 2) + [1] * (len(doc) + 1)
+                                       + [0] * pad])}
+    model = BertSpanLabeler(BertConfig.from_json_file(str(workspace["config"])))
+    model({name: tf.constant(value, tf.int32) for name, value in inputs.items()})
+    tf.train.Checkpoint(model=model).restore(
+        tf.train.latest_checkpoint(str(output_dir))).expect_partial()
+    outputs = model({name: tf.constant(value, tf.int32) for name, value in inputs.items()},
+                    training=False)
+    served = tf.saved_model.load(str(exported)).signatures["serve_text_pair"](
+        text_a=tf.constant([question]), text_b=tf.constant([context]))
+    start_logits = outputs["start_logits"].numpy()[0]
+    end_logits = outputs["end_logits"].numpy()[0]
+    context_positions = range(len(query) + 2, length - 1)
+    scores = [start_logits[s] + end_logits[e]  # the original's n-best (20) and max length (30)
+              for s in np.argsort(-start_logits, kind="stable")[:20]
+              for e in np.argsort(-end_logits, kind="stable")[:20]
+              if s in context_positions and e in context_positions and s <= e < s + 30]
+    np.testing.assert_allclose(served["score"].numpy()[0], max(scores) if scores else 0.0,
+                               rtol=1e-5, atol=1e-5)
