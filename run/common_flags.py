@@ -188,12 +188,27 @@ def check_init_checkpoint(build_model):
     runner.check_init_checkpoint(build_model, run_settings())
 
 
-def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):
-    """RunSettings from the shared flags (plus the task-derived step counts)."""
-    from bert_tf.training.runner import RunSettings
+# RunSettings fields that a command line sets itself (from its data, or from its own flags)
+# rather than from a shared flag of the same name.
+SET_BY_THE_COMMAND_LINE = ("num_train_steps", "num_warmup_steps", "vocab_file", "do_lower_case")
+# Fields whose flag only some command lines define (elsewhere the field keeps its default).
+FLAGS_OF_SOME_COMMAND_LINES = ("do_predict", "predict_batch_size", "max_eval_steps")
 
-    names = [f.name for f in dataclasses.fields(RunSettings)]
-    values = {name: getattr(FLAGS, name) for name in names if name in FLAGS}
-    values.update(num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
+
+def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):
+    """RunSettings from the flags: each field from the flag of its name. A field without its
+    flag (a renamed flag or field) is an error here, not a silent default."""
+    from bert_tf.training.settings import RunSettings
+
+    values = dict(num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps)
+    for field in dataclasses.fields(RunSettings):
+        name = field.name
+        if name in overrides or name in SET_BY_THE_COMMAND_LINE:
+            continue
+        if name in FLAGS:
+            values[name] = FLAGS[name].value
+        elif name not in FLAGS_OF_SOME_COMMAND_LINES:
+            raise KeyError(f"RunSettings.{name} has no --{name} flag: define it in "
+                           f"define_run_flags or list it in run/common_flags.py")
     values.update(overrides)
     return RunSettings(**values)

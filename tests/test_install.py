@@ -167,6 +167,7 @@ def wheel(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.install
 def test_wheel_claims_only_bert_tf(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
@@ -193,6 +194,7 @@ def _target_options(tmp_path, python_version):
 
 
 @pytest.mark.slow
+@pytest.mark.install
 def test_resolver_plans_complete_installs_on_python_312_and_313(wheel, tmp_path):
     """A plan of wheels only, for CPU and TPU (and GPU on 3.12), on each Python of Colab's
     runtimes: no missing wheel anywhere in the tree (the plans run side by side: each takes
@@ -221,6 +223,7 @@ def test_resolver_plans_complete_installs_on_python_312_and_313(wheel, tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.install
 def test_pip_refuses_an_unsupported_python_or_tensorflow(wheel, tmp_path):
     # Python: a current pip (in a venv of its own: pip 23.2 does not test a local wheel's
     # Requires-Python against --python-version) refuses 3.10 and 3.14 with the declared range.
@@ -258,6 +261,7 @@ def tpu_venv(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.install
 def test_beside_tensorflow_tpu_no_second_tensorflow_is_planned(wheel, tpu_venv, tmp_path):
     for requirement in (str(wheel), f"{wheel}[tpu]"):
         plan = _plan(tpu_venv, (requirement,), tmp_path)
@@ -272,6 +276,7 @@ def test_beside_tensorflow_tpu_no_second_tensorflow_is_planned(wheel, tpu_venv, 
 
 
 @pytest.mark.slow
+@pytest.mark.install
 def test_wheel_in_a_fresh_venv_runs_outside_the_checkout(wheel, tmp_path):
     directory = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True)

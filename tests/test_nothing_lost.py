@@ -122,7 +122,7 @@ CASES = [
      lambda f: ("data_tools.create_pretraining_data",
                 {"input_file": f["tsv"] / "train.tsv", "output_file": f["root"] / "x.tfrecord",
                  "vocab_file": f["vocab"], "masked_lm_prob": 2}),
-     "error: flag --masked_lm_prob=2.0: must be in [0, 1]"),
+     "error: flag --masked_lm_prob=2.0: must be in the open interval (0, 1)"),
     ("export_savedmodel: top_k 0", lambda f: export(f, task="pretraining", top_k=0,
                                                     export_dir=f["root"] / "mlm"),
      "error: flag --top_k=0: must be a positive integer"),

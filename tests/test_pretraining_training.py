@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import pretraining_fixtures as fx
 from bert_tf.training import distribution, optimization, loops
+from bert_tf.training.settings import RunSettings
 from bert_tf.data import input_pipeline
 from bert_tf.model.config import BertConfig
 from bert_tf.errors import InputError
@@ -38,9 +39,10 @@ def train_tiny(model_dir, paths, steps=20, mixed_precision="off", jit_compile=Fa
             optimizer = loops.wrap_optimizer(
                 optimization.create_optimizer(learning_rate, steps, 2, optimizer_type),
                 mixed_precision)
-        config = loops.TrainConfig(
-            model_dir=str(model_dir), num_train_steps=steps, global_batch_size=batch_size,
-            iterations_per_loop=10, save_checkpoints_steps=save_checkpoints_steps, log_steps=1,
+        config = RunSettings(
+            output_dir=str(model_dir), do_train=True, num_train_steps=steps,
+            train_batch_size=batch_size, iterations_per_loop=10,
+            save_checkpoints_steps=save_checkpoints_steps, log_steps=1,
             gradient_accumulation_steps=gradient_accumulation_steps, jit_compile=jit_compile)
         data = input_pipeline.dataset_fn(paths, SPEC, batch_size, shuffle=False)
         loops.train(strategy, model, optimizer, PretrainingTask(), data, config,

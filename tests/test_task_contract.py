@@ -5,6 +5,7 @@ training lowers the task's loss and writes checkpoints; eval hands `eval_results
 example once, in order; predict hands `write_predictions` every predict example once, in order;
 export saves the task's signatures, which give the model's outputs; the registry builds every
 registered task by name."""
+import dataclasses
 import os
 
 import numpy as np
@@ -110,7 +111,21 @@ def test_the_runner_drives_a_fake_task_through_train_eval_predict_export(tmp_pat
         train_batch_size=16, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-2,
         num_train_steps=40, num_warmup_steps=0, iterations_per_loop=10,
         save_checkpoints_steps=20, log_steps=10, seed=1, export_dir=str(exported))
-    results = runner.run(task, settings, log=lambda message: None)
+    import keras
+    from absl import logging
+
+    from bert_tf.model import layers
+    # The process-wide state the run sets (float32, the CPU kernels switch, absl's verbosity)
+    # is given back as the caller had it.
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    before = (layers.cpu_kernels_mode(), logging.get_verbosity())
+    try:
+        results = runner.run(task, dataclasses.replace(settings, cpu_kernels="off"),
+                             log=lambda message: None)
+        assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
+        assert (layers.cpu_kernels_mode(), logging.get_verbosity()) == before
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
 
     assert tf.train.latest_checkpoint(str(out)).endswith("model.ckpt-40")
     assert results["global_step"] == 40 and results["eval_loss"] < 0.3, results
@@ -146,3 +161,54 @@ def test_the_registry_builds_every_task_for_a_loaded_model():
         task.build_model()
     with pytest.raises(InputError, match="unknown task 'tagging': one of encoder, "):
         registry.task_class("tagging")
+
+
+RUN_COMMAND_LINES = ["run.run_pretraining", "run.run_classifier", "run.run_ner", "run.run_squad"]
+# Shared flags that no RunSettings field reads: the command lines use them themselves.
+USED_BY_THE_COMMAND_LINES = {"bert_config_file", "vocab_file", "do_lower_case",
+                             "num_train_epochs", "warmup_proportion", "bucket_by_length"}
+
+
+@pytest.mark.parametrize("module", RUN_COMMAND_LINES)
+def test_every_settings_field_comes_from_its_flag_and_every_flag_is_read(module):
+    """run/common_flags.run_settings maps each RunSettings field to its flag (a field without
+    one fails loudly), and each shared flag is read by a field or by the command lines."""
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+    script = (
+        "import dataclasses, importlib, sys; from absl import flags\n"
+        "importlib.import_module(sys.argv[1]); from run import common_flags\n"
+        "flags.FLAGS(['x', '--output_dir=/tmp/x', '--train_batch_size=7'])\n"
+        "s = common_flags.run_settings(5, 1)\n"
+        "assert (s.train_batch_size, s.num_train_steps, s.output_dir) == (7, 5, '/tmp/x'), s\n"
+        "fields = {f.name for f in dataclasses.fields(s)}\n"
+        "shared = set(flags.FLAGS.get_key_flags_for_module(common_flags))\n"
+        "print(' '.join(sorted(f.name for f in shared if f.name not in fields)))\n")
+    result = subprocess.run([sys.executable, "-c", script, module], capture_output=True,
+                            text=True, timeout=120, cwd=PROJECT_ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert set(result.stdout.split()) <= USED_BY_THE_COMMAND_LINES, result.stdout
+
+
+def test_a_settings_field_without_its_flag_fails_loudly():
+    """A RunSettings field whose flag is gone (renamed) is an error, not a silent default."""
+    import subprocess
+    import sys
+
+    from conftest import PROJECT_ROOT
+    script = (
+        "import dataclasses; from absl import flags; import run.run_classifier\n"
+        "from run import common_flags; from bert_tf.training import settings\n"
+        "flags.FLAGS(['x', '--output_dir=/tmp/x'])\n"
+        "@dataclasses.dataclass\n"
+        "class Renamed(settings.RunSettings):\n"
+        "    train_batch_size_renamed: int = 3\n"
+        "settings.RunSettings = Renamed\n"
+        "common_flags.run_settings()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120, cwd=PROJECT_ROOT)
+    assert result.returncode != 0
+    assert "KeyError: 'RunSettings.train_batch_size_renamed has no --train_batch_size_renamed " \
+           "flag" in result.stderr, result.stderr[-2000:]

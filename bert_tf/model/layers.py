@@ -60,6 +60,11 @@ def set_cpu_kernels(mode):
     _cpu_kernels = mode
 
 
+def cpu_kernels_mode():
+    """The switch as set: "auto", "on" or "off"."""
+    return _cpu_kernels
+
+
 def cpu_kernels_enabled():
     """Whether the CPU kernels are used now: "auto" means no GPU visible and no TPUStrategy."""
     if _cpu_kernels not in CPU_KERNELS_MODES:

@@ -26,7 +26,6 @@ restore_foreign). `bert_tf.training.runner.run` drives these loops for the comma
   progress lines (bert_tf.progress) with steps/s, examples/s and ETA, and a stop with a message
   naming the step when the loss is not finite.
 """
-import dataclasses
 import math
 import os
 import re
@@ -47,22 +46,6 @@ CHECKPOINT_NAME = "model.ckpt"  # -> model.ckpt-<step>, as the original's checkp
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or Inf; the run stops (the last checkpoint is intact)."""
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    model_dir: str
-    num_train_steps: int
-    global_batch_size: int
-    iterations_per_loop: int = 1000
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    log_steps: int = 100
-    gradient_accumulation_steps: int = 1
-    jit_compile: bool = False
-    # The input order is a function of the seed (or file order): a resumed run then replays
-    # its input up to the restored step, so it trains on what an uninterrupted run would.
-    deterministic_input: bool = False
 
 
 def set_mixed_precision(mode):
@@ -282,19 +265,24 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None):
     return latest
 
 
-def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, log=print,
-          on_checkpoint=None):
-    """Trains until optimizer.iterations == config.num_train_steps; returns the last metrics.
+def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, log=print,
+          on_checkpoint=None, deterministic_input=False):
+    """Trains until optimizer.iterations == settings.num_train_steps; returns the last metrics.
 
-    `model` and `optimizer` must have been created under `strategy.scope()`. `dataset_fn(ctx)`
-    returns per-replica batches of config.global_batch_size / replicas examples. If model_dir
-    has a checkpoint (ours, or one `task.restore_foreign` continues), training resumes from
-    it; otherwise `init_fn()` (if given) initialises the model (e.g. from --init_checkpoint).
-    `on_checkpoint(step)` runs after each checkpoint is saved (eval during training).
+    `settings`: the run's RunSettings (bert_tf.training.settings; output_dir, num_train_steps,
+    train_batch_size, iterations_per_loop, save_checkpoints_steps, keep_checkpoint_max,
+    log_steps, gradient_accumulation_steps, jit_compile). `model` and `optimizer` must have been
+    created under `strategy.scope()`. `dataset_fn(ctx)` returns per-replica batches of
+    train_batch_size / replicas examples. If output_dir has a checkpoint (ours, or one
+    `task.restore_foreign` continues), training resumes from it; otherwise `init_fn()` (if
+    given) initialises the model (e.g. from --init_checkpoint). `on_checkpoint(step)` runs
+    after each checkpoint is saved (eval during training). `deterministic_input`: the input
+    order is a function of the seed (or file order), so a resumed run replays its input up
+    to the restored step and trains on what an uninterrupted run would.
     """
     chief = is_chief(strategy)
     if chief:
-        for path in remove_dead_checkpoint_writes(config.model_dir):
+        for path in remove_dead_checkpoint_writes(settings.output_dir):
             log(f"removed {path}: left by a checkpoint write that did not finish")
     with strategy.scope():
         optimizer.build(model.trainable_variables)
@@ -302,8 +290,8 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
     # resumed run then draws the masks an uninterrupted one would.
     dropout_seeds = [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, dropout_seeds=dropout_seeds)
-    manager = tf.train.CheckpointManager(checkpoint, config.model_dir,
-                                         max_to_keep=config.keep_checkpoint_max,
+    manager = tf.train.CheckpointManager(checkpoint, settings.output_dir,
+                                         max_to_keep=settings.keep_checkpoint_max,
                                          checkpoint_name=CHECKPOINT_NAME)
     restored = restore_latest(checkpoint, manager, model, optimizer, task)
     if restored:
@@ -312,33 +300,33 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
         init_fn()
     if not chief:
         manager = tf.train.CheckpointManager(
-            checkpoint, _worker_checkpoint_dir(config.model_dir, strategy), max_to_keep=1,
+            checkpoint, _worker_checkpoint_dir(settings.output_dir, strategy), max_to_keep=1,
             checkpoint_name=CHECKPOINT_NAME)
 
     step = global_step(optimizer)
-    if step >= config.num_train_steps:
-        log(f"step {step} >= num_train_steps {config.num_train_steps}: nothing to train")
+    if step >= settings.num_train_steps:
+        log(f"step {step} >= num_train_steps {settings.num_train_steps}: nothing to train")
         return {}
     names = tuple(task.train_metric_names)
     replica_step = make_replica_train_step(model, optimizer, task,
-                                           config.gradient_accumulation_steps, config.jit_compile)
+                                           settings.gradient_accumulation_steps, settings.jit_compile)
     train_loop = make_train_loop(strategy, replica_step, names)
-    if restored and config.deterministic_input:
+    if restored and deterministic_input:
         dataset_fn = _skipping_steps(dataset_fn, step)
     iterator = input_iterator(strategy, dataset_fn)
-    writer = (tf.summary.create_file_writer(os.path.join(config.model_dir, "train"))
+    writer = (tf.summary.create_file_writer(os.path.join(settings.output_dir, "train"))
               if chief else tf.summary.create_noop_writer())
-    progress = Progress("train", total=config.num_train_steps, unit="steps",
+    progress = Progress("train", total=settings.num_train_steps, unit="steps",
                         secondary_unit="examples", interval=30.0, start=step)
 
     def distance_to_multiple(every):
         return every - step % every if every and every > 0 else math.inf
 
     last_metrics = {}
-    while step < config.num_train_steps:
-        num_steps = int(min(config.iterations_per_loop, config.num_train_steps - step,
-                            distance_to_multiple(config.save_checkpoints_steps),
-                            distance_to_multiple(config.log_steps)))
+    while step < settings.num_train_steps:
+        num_steps = int(min(settings.iterations_per_loop, settings.num_train_steps - step,
+                            distance_to_multiple(settings.save_checkpoints_steps),
+                            distance_to_multiple(settings.log_steps)))
         start = time.monotonic()
         steps_run, totals, last_loss = train_loop(iterator, tf.constant(num_steps))
         steps_run = int(steps_run)
@@ -351,25 +339,25 @@ def train(strategy, model, optimizer, task, dataset_fn, config, init_fn=None, lo
         previous_step = step
         step = global_step(optimizer)
         last_metrics = {n: float(totals[n]) / max(steps_run, 1) for n in names}
-        examples_per_second = steps_run * config.global_batch_size / elapsed
+        examples_per_second = steps_run * settings.train_batch_size / elapsed
         with writer.as_default():
             for name, value in last_metrics.items():
                 write_scalar(name, value, step)
             write_scalar("learning_rate", _inner(optimizer).learning_rate, step)
             write_scalar("steps_per_second", steps_run / elapsed, step)
             write_scalar("examples_per_second", examples_per_second, step)
-        at_log = bool(config.log_steps) and step % config.log_steps == 0
-        progress.update(step - previous_step, secondary=steps_run * config.global_batch_size,
-                        force=at_log or step >= config.num_train_steps, **last_metrics)
-        if (config.save_checkpoints_steps and step % config.save_checkpoints_steps == 0
-                or step >= config.num_train_steps):
+        at_log = bool(settings.log_steps) and step % settings.log_steps == 0
+        progress.update(step - previous_step, secondary=steps_run * settings.train_batch_size,
+                        force=at_log or step >= settings.num_train_steps, **last_metrics)
+        if (settings.save_checkpoints_steps and step % settings.save_checkpoints_steps == 0
+                or step >= settings.num_train_steps):
             manager.save(checkpoint_number=step)
             if on_checkpoint is not None:
                 on_checkpoint(step)
     writer.flush()
     progress.summary(**last_metrics)
     if not chief:
-        shutil.rmtree(_worker_checkpoint_dir(config.model_dir, strategy), ignore_errors=True)
+        shutil.rmtree(_worker_checkpoint_dir(settings.output_dir, strategy), ignore_errors=True)
     return last_metrics
 
 

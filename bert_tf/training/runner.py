@@ -19,103 +19,15 @@ what every task needs, the same way for all of them:
 - predict: the task writes its prediction files;
 - export: a SavedModel with the task's serving signatures.
 """
-import dataclasses
 import os
 import sys
 
 from bert_tf.errors import InputError, flag_error
-from bert_tf.io_utils import check_writable_dir
+# The run's settings live in their own module (the loops read them too); re-exported here.
+from bert_tf.training.settings import RunSettings, check_request, checkpoint_folder  # noqa: F401
 
 # --save_original_checkpoint writes output_dir/<this>/model.ckpt-<step> in the original naming.
 ORIGINAL_FORMAT_DIR = "original_format"
-
-
-@dataclasses.dataclass
-class RunSettings:
-    """Everything `run` needs besides the task; the command lines' flags of the same names."""
-    output_dir: str
-    do_train: bool = False
-    do_eval: bool = False
-    do_predict: bool = False
-    init_checkpoint: str = None
-    train_batch_size: int = 32
-    eval_batch_size: int = 8
-    predict_batch_size: int = 8
-    learning_rate: float = 5e-5
-    num_train_steps: int = 0
-    num_warmup_steps: int = 0
-    optimizer: str = "adamw"
-    weight_decay_rate: float = 0.01
-    max_eval_steps: int = 100  # eval steps for tasks that do not count their records
-    iterations_per_loop: int = 1000
-    save_checkpoints_steps: int = 1000
-    keep_checkpoint_max: int = 5
-    log_steps: int = 100
-    gradient_accumulation_steps: int = 1
-    eval_during_training: bool = False
-    save_original_checkpoint: bool = False
-    distribution_strategy: str = "one_device"
-    use_tpu: bool = False
-    tpu_name: str = None
-    tpu_zone: str = None
-    gcp_project: str = None
-    master: str = None
-    num_tpu_cores: int = 8
-    num_gpus: int = 0
-    num_cpu_devices: int = 1
-    mixed_precision: str = "off"
-    jit_compile: bool = False
-    cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
-    seed: int = None
-    export_dir: str = None
-    vocab_file: str = None  # with export_dir: the raw-string signatures' vocabulary
-    do_lower_case: bool = True
-
-    def validate(self, steps_known=True):
-        """InputError naming the flag for values no task can run with, and for output paths
-        that cannot be written or would replace what is not ours. `steps_known=False`: before
-        the command line has counted its data (num_train_steps not set yet)."""
-        check_request(self.do_train, self.do_eval, self.do_predict, self.output_dir)
-        positive = ["train_batch_size", "eval_batch_size", "predict_batch_size",
-                    "iterations_per_loop", "max_eval_steps", "gradient_accumulation_steps",
-                    "keep_checkpoint_max", "learning_rate"]
-        if self.do_train and steps_known:
-            positive.append("num_train_steps")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise flag_error(name, "must be positive")
-        if self.num_warmup_steps < 0:
-            raise flag_error("num_warmup_steps", "must be >= 0")
-        if self.train_batch_size % self.gradient_accumulation_steps:
-            raise flag_error("gradient_accumulation_steps",
-                             f"must divide --train_batch_size={self.train_batch_size}")
-        if self.optimizer not in ("adamw", "lamb"):
-            raise flag_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
-        if self.mixed_precision not in ("off", "bfloat16", "float16"):
-            raise flag_error("mixed_precision", "must be off, bfloat16 or float16")
-        check_writable_dir(self.output_dir)
-        if self.export_dir:
-            from bert_tf.serving.export import check_export_dir
-            keep = {"output_dir": self.output_dir}
-            if self.init_checkpoint:
-                keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
-            check_export_dir(self.export_dir, keep)
-
-
-def checkpoint_folder(path):
-    """The folder that holds checkpoint `path` (a directory, or a checkpoint prefix's)."""
-    path = os.fspath(path)
-    return path if os.path.isdir(path) else (os.path.dirname(path) or ".")
-
-
-def check_request(do_train, do_eval, do_predict, output_dir):
-    """Something to do, and an output dir that can be one; command lines call it before they
-    read any data, `RunSettings.validate` again for Python callers."""
-    if not (do_train or do_eval or do_predict):
-        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
-                                     "must be set")
-    if os.path.isfile(output_dir):
-        raise flag_error("output_dir", f"{output_dir} is a file, not a directory")
 
 
 def naming_damaged_records(task, mode):
@@ -334,19 +246,23 @@ def run(task, settings, log=log):
     import tensorflow as tf
     from absl import logging
 
+    from bert_tf.model import layers
     from bert_tf.training import loops
 
-    logging.set_verbosity(logging.WARNING)  # TF's INFO chatter would bury the progress lines
     settings.validate()
     # The strategy first: Mirrored on logical CPUs must split the CPU before TF runs any op.
     strategy_name, strategy = build_strategy(settings, log)
     tf.io.gfile.makedirs(settings.output_dir)
     task.check_inputs(settings)
+    # Process-wide state the run sets, given back as it was when it ends (a Python caller's
+    # later models and logs are not changed by a run); the random seed cannot be given back.
+    verbosity, policy = logging.get_verbosity(), keras.mixed_precision.global_policy()
+    cpu_kernels = layers.cpu_kernels_mode()
+    logging.set_verbosity(logging.WARNING)  # TF's INFO chatter would bury the progress lines
     if settings.seed is not None:
         keras.utils.set_random_seed(settings.seed)
     loops.set_mixed_precision(settings.mixed_precision)
     if settings.cpu_kernels is not None:
-        from bert_tf.model import layers
         layers.set_cpu_kernels(settings.cpu_kernels)
     try:
         with strategy.scope():
@@ -374,23 +290,15 @@ def run(task, settings, log=log):
             export(task, model, settings, log)
         return results
     finally:
-        loops.set_mixed_precision("off")
+        keras.mixed_precision.set_global_policy(policy)
+        layers.set_cpu_kernels(cpu_kernels)
+        logging.set_verbosity(verbosity)
 
 
 def _train(task, strategy, model, optimizer, settings, log):
     from bert_tf.training import loops
     from bert_tf.model.checkpoints import write_tf1_checkpoint
     from bert_tf.training.distribution import is_chief
-
-    config = loops.TrainConfig(
-        model_dir=settings.output_dir, num_train_steps=settings.num_train_steps,
-        global_batch_size=settings.train_batch_size,
-        iterations_per_loop=settings.iterations_per_loop,
-        save_checkpoints_steps=settings.save_checkpoints_steps,
-        keep_checkpoint_max=settings.keep_checkpoint_max, log_steps=settings.log_steps,
-        gradient_accumulation_steps=settings.gradient_accumulation_steps,
-        jit_compile=settings.jit_compile,
-        deterministic_input=settings.seed is not None or task.deterministic_input)
 
     def init_fn():
         if settings.init_checkpoint:
@@ -410,8 +318,10 @@ def _train(task, strategy, model, optimizer, settings, log):
             metrics = loops.train(strategy, model, optimizer, task,
                                      task.dataset_fn("train", settings.train_batch_size,
                                                      settings.seed),
-                                     config, init_fn=init_fn, log=log,
-                                     on_checkpoint=on_checkpoint)
+                                     settings, init_fn=init_fn, log=log,
+                                     on_checkpoint=on_checkpoint,
+                                     deterministic_input=(settings.seed is not None
+                                                          or task.deterministic_input))
     except loops.NonFiniteLossError as e:
         raise InputError(f"training diverged: {e}") from None
     if settings.save_original_checkpoint and is_chief(strategy):

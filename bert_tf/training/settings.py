@@ -1,0 +1,100 @@
+"""The settings of a run: one object for the driver (`bert_tf.training.runner.run`) and the
+training loop (`bert_tf.training.loops.train`).
+
+The command lines fill it from their flags (run/common_flags.py maps each field to its flag,
+explicitly); Python callers construct it. `validate` checks what no task can run with before
+any work.
+"""
+import dataclasses
+import os
+
+from bert_tf.errors import flag_error
+from bert_tf.io_utils import check_writable_dir
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """Everything `run` needs besides the task; the command lines' flags of the same names."""
+    output_dir: str
+    do_train: bool = False
+    do_eval: bool = False
+    do_predict: bool = False
+    init_checkpoint: str = None
+    train_batch_size: int = 32
+    eval_batch_size: int = 8
+    predict_batch_size: int = 8
+    learning_rate: float = 5e-5
+    num_train_steps: int = 0
+    num_warmup_steps: int = 0
+    optimizer: str = "adamw"
+    weight_decay_rate: float = 0.01
+    max_eval_steps: int = 100  # eval steps for tasks that do not count their records
+    iterations_per_loop: int = 1000
+    save_checkpoints_steps: int = 1000
+    keep_checkpoint_max: int = 5
+    log_steps: int = 100
+    gradient_accumulation_steps: int = 1
+    eval_during_training: bool = False
+    save_original_checkpoint: bool = False
+    distribution_strategy: str = "one_device"
+    use_tpu: bool = False
+    tpu_name: str = None
+    tpu_zone: str = None
+    gcp_project: str = None
+    master: str = None
+    num_tpu_cores: int = 8
+    num_gpus: int = 0
+    num_cpu_devices: int = 1
+    mixed_precision: str = "off"
+    jit_compile: bool = False
+    cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
+    seed: int = None
+    export_dir: str = None
+    vocab_file: str = None  # with export_dir: the raw-string signatures' vocabulary
+    do_lower_case: bool = True
+
+    def validate(self, steps_known=True):
+        """InputError naming the flag for values no task can run with, and for output paths
+        that cannot be written or would replace what is not ours. `steps_known=False`: before
+        the command line has counted its data (num_train_steps not set yet)."""
+        check_request(self.do_train, self.do_eval, self.do_predict, self.output_dir)
+        positive = ["train_batch_size", "eval_batch_size", "predict_batch_size",
+                    "iterations_per_loop", "max_eval_steps", "gradient_accumulation_steps",
+                    "keep_checkpoint_max", "learning_rate"]
+        if self.do_train and steps_known:
+            positive.append("num_train_steps")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise flag_error(name, "must be positive")
+        if self.num_warmup_steps < 0:
+            raise flag_error("num_warmup_steps", "must be >= 0")
+        if self.train_batch_size % self.gradient_accumulation_steps:
+            raise flag_error("gradient_accumulation_steps",
+                             f"must divide --train_batch_size={self.train_batch_size}")
+        if self.optimizer not in ("adamw", "lamb"):
+            raise flag_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
+        if self.mixed_precision not in ("off", "bfloat16", "float16"):
+            raise flag_error("mixed_precision", "must be off, bfloat16 or float16")
+        check_writable_dir(self.output_dir)
+        if self.export_dir:
+            from bert_tf.serving.export import check_export_dir
+            keep = {"output_dir": self.output_dir}
+            if self.init_checkpoint:
+                keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
+            check_export_dir(self.export_dir, keep)
+
+
+def checkpoint_folder(path):
+    """The folder that holds checkpoint `path` (a directory, or a checkpoint prefix's)."""
+    path = os.fspath(path)
+    return path if os.path.isdir(path) else (os.path.dirname(path) or ".")
+
+
+def check_request(do_train, do_eval, do_predict, output_dir):
+    """Something to do, and an output dir that can be one; command lines call it before they
+    read any data, `RunSettings.validate` again for Python callers."""
+    if not (do_train or do_eval or do_predict):
+        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
+                                     "must be set")
+    if os.path.isfile(output_dir):
+        raise flag_error("output_dir", f"{output_dir} is a file, not a directory")
