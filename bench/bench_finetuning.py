@@ -234,6 +234,7 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
 
     from bert_tf.data import input_pipeline
     from bert_tf.training import runner, loops
+    from bert_tf.training.settings import RunSettings
     if bucket_width:  # experiment: buckets of another width than the library's
         default_boundaries = input_pipeline.length_bucket_boundaries
         input_pipeline.length_bucket_boundaries = (
@@ -243,7 +244,7 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
 
     config = hf_directory_files(init_dir)[0]
     output_dir = tempfile.mkdtemp(prefix="bench_ours_")
-    settings = runner.RunSettings(
+    settings = RunSettings(
         output_dir=output_dir, do_train=True, do_predict=True, init_checkpoint=init_dir,
         train_batch_size=TRAIN_BATCH, predict_batch_size=PREDICT_BATCH,
         learning_rate=LEARNING_RATE, num_train_steps=SCHEDULE_STEPS,

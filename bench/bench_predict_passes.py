@@ -36,12 +36,13 @@ def measure(task_name, init_dir, work_dir, rounds, first):
     """{mode: [seconds of each pass]}; `first` is the mode that runs the process's first pass."""
     from bert_tf.model import layers
     from bert_tf.training import runner, loops
+    from bert_tf.training.settings import RunSettings
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.tasks.classification import ClassificationTask
 
     spec = bf.prepare_task(task_name, init_dir, work_dir)
     config = hf_directory_files(init_dir)[0]
-    settings = runner.RunSettings(output_dir=tempfile.mkdtemp(prefix="bench_passes_"),
+    settings = RunSettings(output_dir=tempfile.mkdtemp(prefix="bench_passes_"),
                                   do_predict=True, init_checkpoint=init_dir,
                                   predict_batch_size=bf.PREDICT_BATCH)
     _, strategy = runner.build_strategy(settings)

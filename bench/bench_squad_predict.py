@@ -87,6 +87,7 @@ def write_subset(path, num_questions):
 def measure_ours(spec, passes):
     from bert_tf.data import features as features_lib
     from bert_tf.training import runner, loops
+    from bert_tf.training.settings import RunSettings
     from bert_tf.tasks import squad, squad_data
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.text.fast_tokenization import FastTokenizer
@@ -94,7 +95,7 @@ def measure_ours(spec, passes):
     init_dir, predict_file = spec["init_dir"], spec["predict_file"]
     output_dir = tempfile.mkdtemp(prefix="bench_squad_ours_")
     record_path = os.path.join(output_dir, "eval.tf_record")
-    settings = runner.RunSettings(output_dir=output_dir, do_predict=True,
+    settings = RunSettings(output_dir=output_dir, do_predict=True,
                                   init_checkpoint=init_dir, predict_batch_size=BATCH)
     quiet = lambda message: None  # noqa: E731
     with Stopwatch() as load:

@@ -207,6 +207,7 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     (bert_tf.training.runner) by keyword, e.g. mixed_precision="bfloat16"."""
     from bert_tf.tasks import classifier_data
     from bert_tf.training import runner
+    from bert_tf.training.settings import RunSettings
     from bert_tf.tasks.classification import ClassificationTask
 
     if not isinstance(files, ModelFiles):
@@ -230,7 +231,7 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
             padded, labels, max_seq_length, tokenizer, record_files["eval"])
     task = ClassificationTask(files.config, len(labels), record_files, max_seq_length,
                               num_records, bucket_by_length=bucket_by_length)
-    runner.run(task, runner.RunSettings(
+    runner.run(task, RunSettings(
         output_dir=os.fspath(output_dir), do_train=True, do_eval=bool(dev),
         init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, learning_rate=learning_rate,

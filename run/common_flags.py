@@ -148,14 +148,14 @@ def fine_tuning_model_files():
     they all make before reading any data: something to do, --max_seq_length, --do_lower_case
     against the checkpoint's name, --output_dir not a file."""
     from bert_tf import tokenization
-    from bert_tf.training import runner
     from bert_tf.api import resolve_model_files
+    from bert_tf.training.settings import check_request
 
     bert_config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
     check_max_seq_length(bert_config)
-    runner.check_request(FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.output_dir)
+    check_request(FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.output_dir)
     if FLAGS.init_checkpoint:
         tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.init_checkpoint)
     return bert_config, vocab_file, do_lower_case

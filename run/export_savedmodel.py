@@ -74,7 +74,7 @@ def main(argv):
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
-    from bert_tf.training.runner import checkpoint_folder
+    from bert_tf.training.settings import checkpoint_folder
     export.check_export_dir(FLAGS.export_dir,
                             keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     config, vocab_file, do_lower_case = api.resolve_model_files(

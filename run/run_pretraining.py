@@ -51,6 +51,7 @@ flags.DEFINE_bool("deterministic_input", False,
 def main(argv):
     del argv
     from bert_tf.training import runner
+    from bert_tf.training.settings import check_request
 
     common_flags.check_required("bert_config_file", "input_file", "output_dir")
     if FLAGS.export_dir:  # refused now rather than after the training it would follow
@@ -58,7 +59,7 @@ def main(argv):
                                        "with run.export_savedmodel --task=encoder (or "
                                        "--task=pretraining for the masked-LM)")
     # The checks that need no TensorFlow first (it takes seconds to import).
-    runner.check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
+    check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
     input_files = expand_globs(FLAGS.input_file, "input_file")
     from bert_tf.tasks.pretraining import PretrainingTask
     bert_config = common_flags.load_bert_config()

@@ -224,6 +224,7 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     import tensorflow as tf
 
     from bert_tf.training import runner, loops
+    from bert_tf.training.settings import RunSettings
     from bert_tf.errors import InputError
     from bert_tf.tasks.base import Task
 
@@ -234,7 +235,7 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5,
                                checkpoint_name=loops.CHECKPOINT_NAME).save(checkpoint_number=3)
     path, message = damage(tmp_path / "model.ckpt-3", how)
-    settings = runner.RunSettings(output_dir=str(tmp_path), do_eval=True)
+    settings = RunSettings(output_dir=str(tmp_path), do_eval=True)
     with pytest.raises(InputError) as raised:
         runner.restore_for_inference(Task(), tiny_encoder(), optimizer, settings,
                                      log=lambda message: None)

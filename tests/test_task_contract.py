@@ -103,10 +103,11 @@ def test_the_runner_drives_a_fake_task_through_train_eval_predict_export(tmp_pat
     import tensorflow as tf
 
     from bert_tf.training import runner
+    from bert_tf.training.settings import RunSettings
 
     task = fake_task_class()()
     out, exported = tmp_path / "out", tmp_path / "exported"
-    settings = runner.RunSettings(
+    settings = RunSettings(
         output_dir=str(out), do_train=True, do_eval=True, do_predict=True,
         train_batch_size=16, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-2,
         num_train_steps=40, num_warmup_steps=0, iterations_per_loop=10,

@@ -52,7 +52,7 @@ class Task:
     # ---- Data.
     def check_inputs(self, settings):
         """Raises InputError naming the file or flag when the task's inputs cannot work with
-        the run's `settings` (bert_tf.training.runner.RunSettings; runs before any model is
+        the run's `settings` (bert_tf.training.settings.RunSettings; runs before any model is
         built). The default checks nothing."""
 
     def record_paths(self, mode):

@@ -23,8 +23,6 @@ import os
 import sys
 
 from bert_tf.errors import InputError, flag_error
-# The run's settings live in their own module (the loops read them too); re-exported here.
-from bert_tf.training.settings import RunSettings, check_request, checkpoint_folder  # noqa: F401
 
 # --save_original_checkpoint writes output_dir/<this>/model.ckpt-<step> in the original naming.
 ORIGINAL_FORMAT_DIR = "original_format"
