@@ -46,7 +46,7 @@ def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
     directory's (the command lines' rule)."""
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.model.config import BertConfig
-    from bert_tf.errors import flag_error
+    from bert_tf.errors import arg, argument_error
 
     hf = hf_directory_files(init_checkpoint) if init_checkpoint else None
     if bert_config_file:
@@ -54,12 +54,12 @@ def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
     elif hf is not None:
         config = hf[0]
     else:
-        raise flag_error("bert_config_file", "required (unless --init_checkpoint is a Hugging "
-                                             "Face directory)")
+        raise argument_error("bert_config_file", f"required (unless {arg('init_checkpoint')} is "
+                                                 f"a Hugging Face directory)")
     if not vocab_file:
         if hf is None or hf[1] is None:
-            raise flag_error("vocab_file", "required (unless --init_checkpoint is a Hugging Face "
-                                           "directory with a vocab.txt)")
+            raise argument_error("vocab_file", f"required (unless {arg('init_checkpoint')} is a "
+                                               f"Hugging Face directory with a vocab.txt)")
         vocab_file = hf[1]
     if not do_lower_case_given and hf is not None and hf[2] is not None:
         do_lower_case = hf[2]
@@ -205,10 +205,9 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     (text_a, text_b, label) tuples; `labels` in output order), evaluates on `dev` if given
     (eval_results.txt in output_dir), and returns the trained Classifier. Other RunSettings
     (bert_tf.training.runner) by keyword, e.g. mixed_precision="bfloat16"."""
-    from bert_tf.tasks import classifier_data
+    from bert_tf.tasks import classification
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
-    from bert_tf.tasks.classification import ClassificationTask
 
     if not isinstance(files, ModelFiles):
         files = model_files(files)
@@ -216,21 +215,15 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
         raise InputError(f"max_seq_length must be in [3, {files.config.max_position_embeddings}] "
                          f"(the model's max_position_embeddings), got {max_seq_length}")
     tokenizer = load_tokenizer(files)
-    os.makedirs(output_dir, exist_ok=True)
-    train_examples = _examples(train, "train")
-    num_train_steps, num_warmup_steps = runner.epoch_steps(
-        len(train_examples), train_batch_size, num_train_epochs, warmup_proportion)
-    record_files = {"train": os.path.join(output_dir, "train.tf_record")}
-    classifier_data.write_classifier_records(train_examples, labels, max_seq_length, tokenizer,
-                                             record_files["train"])
-    num_records = {}
+    examples = {"train": _examples(train, "train")}
     if dev:
-        padded, _ = classifier_data.pad_examples(_examples(dev, "dev"), eval_batch_size)
-        record_files["eval"] = os.path.join(output_dir, "eval.tf_record")
-        num_records["eval"] = classifier_data.write_classifier_records(
-            padded, labels, max_seq_length, tokenizer, record_files["eval"])
-    task = ClassificationTask(files.config, len(labels), record_files, max_seq_length,
-                              num_records, bucket_by_length=bucket_by_length)
+        examples["eval"] = _examples(dev, "dev")
+    # run_classifier's records and task (bert_tf.tasks.classification), written quietly.
+    task, _, num_train_steps, num_warmup_steps = classification.prepare_task(
+        files.config, examples, labels, tokenizer, max_seq_length, output_dir,
+        eval_batch_size=eval_batch_size, train_batch_size=train_batch_size,
+        num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
+        log=lambda message: None, bucket_by_length=bucket_by_length, label_names=None)
     runner.run(task, RunSettings(
         output_dir=os.fspath(output_dir), do_train=True, do_eval=bool(dev),
         init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,

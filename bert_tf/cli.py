@@ -9,7 +9,8 @@ import re
 import sys
 import tempfile
 
-from bert_tf.errors import InputError, flag_error
+from bert_tf.errors import InputError, flag_error, name_arguments_as_flags
+from bert_tf.io_utils import split_comma_list  # noqa: F401 (the command lines import it from here)
 
 # TensorFlow's C++ INFO and WARNING lines (CPU feature guard, ...) hide our own progress lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -114,7 +115,8 @@ def quiet_tensorflow_start_up():
 def run_main(main):
     """Runs an absl `main(argv)`; bad input exits with status 2 and a one-line message;
     --help (and --helpfull, ...) exits 0. TensorFlow's start-up banner and INFO lines are not
-    shown (`quiet_tensorflow_start_up`)."""
+    shown (`quiet_tensorflow_start_up`). The library's messages name its arguments as this
+    command line's flags (`--name`: `bert_tf.errors.name_arguments_as_flags`)."""
     from absl import app
 
     quiet_tensorflow_start_up()
@@ -147,7 +149,8 @@ def run_main(main):
             sys.exit(2)
 
     try:
-        app.run(guarded_main, flags_parser=parse_flags)
+        with name_arguments_as_flags():
+            app.run(guarded_main, flags_parser=parse_flags)
     except SystemExit as e:
         if help_requested and e.code == 1:  # absl exits 1 after printing the help text
             sys.exit(0)
@@ -203,11 +206,6 @@ def permission_error_message(error):
     if tf is not None and isinstance(error, tf.errors.PermissionDeniedError):
         return error.message.splitlines()[0]
     return None
-
-
-def split_comma_list(value):
-    """'a, b,,c' -> ['a', 'b', 'c'] (the original's comma-separated flag convention)."""
-    return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
 def expand_globs(patterns, flag_name):

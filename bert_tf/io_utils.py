@@ -13,10 +13,16 @@ import re
 import shutil
 import uuid
 
-from bert_tf.errors import file_error, flag_error
+from bert_tf.errors import arg, argument_error, file_error
 
 # `.NAME.tmp-PID-XXXXXXXX` (and the visible `NAME.tmp-PID-XXXXXXXX` of earlier versions).
 _TEMPORARY_NAME = re.compile(r"^\.?(?P<base>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}$")
+
+
+def split_comma_list(value):
+    """'a, b,,c' -> ['a', 'b', 'c'] (the original's comma-separated list convention, as in its
+    --input_file and --label_list)."""
+    return [item.strip() for item in (value or "").split(",") if item.strip()]
 
 
 def is_url(path):
@@ -98,31 +104,32 @@ def remove_stale_temporaries(path):
     return removed
 
 
-def check_output_file(path, flag_name="output_file", inputs=None):
-    """An output file must not be an existing directory, nor under a file, nor one of the
-    command's `inputs` ({flag name: [paths]}), which writing it would replace: checked before
-    any work is done."""
+def check_output_file(path, argument="output_file", inputs=None):
+    """An output file (the value of `argument`) must not be an existing directory, nor under a
+    file, nor one of the command's `inputs` ({argument name: [paths]}), which writing it would
+    replace: checked before any work is done."""
     path = os.fspath(path)
     if is_url(path):
         return
     if os.path.isdir(path):
-        raise flag_error(flag_name, f"{path}: is a directory, not a file")
-    for input_flag, input_paths in (inputs or {}).items():
+        raise argument_error(argument, f"{path}: is a directory, not a file")
+    for input_argument, input_paths in (inputs or {}).items():
         for input_path in [input_paths] if isinstance(input_paths, str) else input_paths:
             if (input_path and not is_url(input_path) and os.path.exists(path)
                     and os.path.samefile(path, input_path)):
-                raise flag_error(flag_name, f"{path} is also --{input_flag}: writing it would "
-                                            f"replace that input; nothing was written")
+                raise argument_error(argument, f"{path} is also {arg(input_argument)}: writing "
+                                               f"it would replace that input; nothing was "
+                                               f"written")
     parent = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(parent):
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
-        raise flag_error(flag_name, f"{path}: {parent} is a file, not a directory")
+        raise argument_error(argument, f"{path}: {parent} is a file, not a directory")
 
 
-def check_input_file(path, flag_name="input_file", allow_empty=False, what="input file"):
+def check_input_file(path, argument="input_file", allow_empty=False, what="input file"):
     """An input file must exist, be a file (not a directory) and, unless `allow_empty`, hold
-    something. Raises an InputError naming the flag and the path."""
+    something. Raises an InputError naming the argument and the path."""
     path = os.fspath(path)
     if is_url(path):
         import tensorflow as tf  # only for remote file systems
@@ -132,14 +139,14 @@ def check_input_file(path, flag_name="input_file", allow_empty=False, what="inpu
     else:
         exists, isdir, size = os.path.exists, os.path.isdir, os.path.getsize
     if not exists(path):
-        raise flag_error(flag_name, f"{path}: {what} not found")
+        raise argument_error(argument, f"{path}: {what} not found")
     if isdir(path):
-        raise flag_error(flag_name, f"{path}: is a directory, not a file")
+        raise argument_error(argument, f"{path}: is a directory, not a file")
     if not allow_empty and size(path) == 0:
-        raise flag_error(flag_name, f"{path}: {what} is empty")
+        raise argument_error(argument, f"{path}: {what} is empty")
 
 
-def check_writable_dir(path, flag_name="output_dir"):
+def check_writable_dir(path, argument="output_dir"):
     """A directory the command will create or write into: it must be a directory (or not exist
     yet) and writable, or be creatable under its nearest existing parent. Checked before any
     work; creates nothing. Remote paths (gs://...) are left to the file system."""
@@ -147,17 +154,17 @@ def check_writable_dir(path, flag_name="output_dir"):
     if is_url(path):
         return
     if os.path.exists(path) and not os.path.isdir(path):
-        raise flag_error(flag_name, f"{path} is a file, not a directory")
+        raise argument_error(argument, f"{path} is a file, not a directory")
     existing = os.path.abspath(path)
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)
     if not os.path.isdir(existing):
-        raise flag_error(flag_name, f"{path}: {existing} is a file, not a directory")
+        raise argument_error(argument, f"{path}: {existing} is a file, not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is not writable" if existing == os.path.abspath(path) else (
             f"cannot be created: {existing} is not writable")
-        raise flag_error(flag_name, f"{path} {what} (permission denied, a read-only or an "
-                                    f"immutable folder)")
+        raise argument_error(argument, f"{path} {what} (permission denied, a read-only or an "
+                                       f"immutable folder)")
 
 
 def same_or_inside(path, folder):
@@ -166,29 +173,30 @@ def same_or_inside(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def check_replaceable_dir(path, flag_name, is_ours, what, keep=None):
+def check_replaceable_dir(path, argument, is_ours, what, keep=None):
     """A directory that a command replaces as a whole (a SavedModel export): it must not exist,
     be empty, or be one that `is_ours(path)` recognises as written by this kind of command
     (its files are then replaced). Anything else of the user's is refused before any work, and
-    so is a path that is, or holds, one of the `keep` folders ({flag name: path}: the run's
+    so is a path that is, or holds, one of the `keep` folders ({argument name: path}: the run's
     output and checkpoint folders), which replacing it would delete. Local paths only."""
     path = os.fspath(path)
     if is_url(path):
         return
-    for other_flag, other in (keep or {}).items():
+    for other_argument, other in (keep or {}).items():
         if other and not is_url(other) and same_or_inside(other, path):
-            raise flag_error(flag_name, f"{path} would replace --{other_flag}'s {other}; "
-                                        f"nothing was deleted: export to another folder")
+            raise argument_error(argument, f"{path} would replace {arg(other_argument)}'s "
+                                           f"{other}; nothing was deleted: export to another "
+                                           f"folder")
     if not os.path.lexists(path):
         return
     if not os.path.isdir(path) or os.path.islink(path):
-        raise flag_error(flag_name, f"{path} is a file, not a directory")
+        raise argument_error(argument, f"{path} is a file, not a directory")
     names = sorted(os.listdir(path))
     if names and not is_ours(path):
         more = f" and {len(names) - 1} more" if len(names) > 1 else ""
-        raise flag_error(flag_name, f"{path} is not empty and not {what} (it holds "
-                                    f"{names[0]!r}{more}); nothing was deleted: pass a new or "
-                                    f"empty folder, or remove it yourself")
+        raise argument_error(argument, f"{path} is not empty and not {what} (it holds "
+                                       f"{names[0]!r}{more}); nothing was deleted: pass a new "
+                                       f"or empty folder, or remove it yourself")
 
 
 @contextlib.contextmanager

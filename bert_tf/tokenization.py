@@ -78,16 +78,16 @@ def printable_text(text):
 def check_vocab_fits(vocab_file, vocab_size):
     """A vocabulary with more entries than the model's vocab_size gives token ids that its
     embedding table does not have (another model's vocabulary): an InputError naming
-    --vocab_file and --bert_config_file. A missing file is left to the tokenizer to report."""
-    from bert_tf.errors import flag_error
+    vocab_file and bert_config_file. A missing file is left to the tokenizer to report."""
+    from bert_tf.errors import arg, argument_error
     if "://" in str(vocab_file) or not os.path.isfile(vocab_file):
         return
     with open(vocab_file, "rb") as f:
         size = sum(1 for _ in f)
     if size > vocab_size:
-        raise flag_error("vocab_file", f"{vocab_file} has {size} entries but the model's "
-                                       f"vocab_size (--bert_config_file) is {vocab_size}: the "
-                                       f"vocabulary of another model?")
+        raise argument_error("vocab_file", f"{vocab_file} has {size} entries but the model's "
+                                           f"vocab_size ({arg('bert_config_file')}) is "
+                                           f"{vocab_size}: the vocabulary of another model?")
 
 
 def load_vocab(vocab_file):

@@ -161,14 +161,6 @@ def fine_tuning_model_files():
     return bert_config, vocab_file, do_lower_case
 
 
-def epoch_steps(num_examples, what="examples"):
-    """(num_train_steps, num_warmup_steps) as the original: int(examples / train_batch_size *
-    num_train_epochs), warmup_proportion of them."""
-    from bert_tf.training.runner import epoch_steps as steps
-    return steps(num_examples, FLAGS.train_batch_size, FLAGS.num_train_epochs,
-                 FLAGS.warmup_proportion, what)
-
-
 def start_strategy():
     """Checks the run's settings before any work (values, an output folder that can be
     written, an export folder that replaces nothing of the user's) and builds the

@@ -17,16 +17,13 @@ The number of training steps is int(train examples / train_batch_size * num_trai
 warmup_proportion of them warming up, as the original. Eval and predict sets are padded with
 the original's padding examples to a multiple of the batch size (the original does so on TPU
 only), so every example is evaluated once; the reported numbers are the original's (see
-bert_tf.tasks.classification). This file is the flags; the task is
-`bert_tf.tasks.classification.ClassificationTask`, the data `bert_tf.tasks.classifier_data`, the driver
-`bert_tf.training.runner.run`.
+bert_tf.tasks.classification). This file is the flags; the task, and how the files become its
+records, are `bert_tf.tasks.classification` (`read_splits`, `prepare_task`: the API's too), the
+data `bert_tf.tasks.classifier_data`, the driver `bert_tf.training.runner.run`.
 """
-import os
-
 from absl import flags
 
 from bert_tf.cli import run_main
-from bert_tf.errors import flag_error
 from . import common_flags
 
 FLAGS = flags.FLAGS
@@ -69,87 +66,30 @@ def tsv_options():
                 train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file)
 
 
-def write_records(name, examples, label_list, tokenizer, regression, batch_size=None):
-    """Writes output_dir/<name>.tf_record (padded to a multiple of batch_size if given);
-    returns (path, records written, real examples)."""
-    from bert_tf.tasks import classifier_data
-    from bert_tf.training import runner
-
-    num_real = len(examples)
-    if batch_size:
-        examples, num_real = classifier_data.pad_examples(examples, batch_size)
-    path = os.path.join(FLAGS.output_dir, f"{name}.tf_record")
-    count = classifier_data.write_classifier_records(examples, label_list, FLAGS.max_seq_length,
-                                                     tokenizer, path, regression)
-    runner.log(f"  {name}: {num_real} examples (+{count - num_real} padding) -> {path}")
-    return path, count, num_real
-
-
-def read_splits(processor):
-    """{split: examples} of every split the run needs, all read (and checked) before any
-    record is written."""
-    readers = {"train": (FLAGS.do_train, processor.get_train_examples, FLAGS.train_file),
-               "eval": (FLAGS.do_eval, processor.get_dev_examples, FLAGS.dev_file),
-               "predict": (FLAGS.do_predict, processor.get_test_examples, FLAGS.test_file)}
-    splits = {}
-    for name, (wanted, read, file_name) in readers.items():
-        if not wanted:
-            continue
-        splits[name] = read(FLAGS.data_dir)
-        if not splits[name]:
-            raise flag_error("data_dir", f"the {name} split holds no examples"
-                             + (f" ({file_name})" if FLAGS.task_name.lower() == "tsv" else ""))
-    return splits
-
-
 def main(argv):
     del argv
-    import tensorflow as tf
-
-    from bert_tf import io_utils
-    from bert_tf.tasks import classifier_data
-    from bert_tf.training import runner
-    from bert_tf.tasks.classification import TASK_METRICS, ClassificationTask
+    from bert_tf.tasks import classification, classifier_data
     from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.training import runner
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
     common_flags.start_strategy()
     bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
     processor = classifier_data.get_processor(FLAGS.task_name, **tsv_options())
-    task_name = FLAGS.task_name.strip().lower()
-    regression = processor.is_regression
-    label_list = (None if regression else
-                  (processor.get_labels(FLAGS.data_dir) if task_name == "tsv"
-                   else processor.get_labels()))
-    num_labels = 1 if regression else len(label_list)
-    splits = read_splits(processor)
-    common_flags.check_init_checkpoint(lambda: ClassificationTask(
-        bert_config, num_labels, {}, FLAGS.max_seq_length).build_model())
-    tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-
-    runner.log(f"*** task {task_name}: "
-               + ("regression" if regression else f"{len(label_list)} labels {label_list}"))
-    record_files, num_records = {}, {}
-    num_train_steps = num_warmup_steps = 0
-    batch_sizes = {"train": None, "eval": FLAGS.eval_batch_size,
-                   "predict": FLAGS.predict_batch_size}
-    with io_utils.removed_on_failure(FLAGS.output_dir):
-        tf.io.gfile.makedirs(FLAGS.output_dir)
-        if FLAGS.do_train:
-            num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(splits["train"]))
-        for name, examples in splits.items():
-            record_files[name], count, _ = write_records(name, examples, label_list, tokenizer,
-                                                         regression, batch_sizes[name])
-            if name != "train":
-                num_records[name] = count
-
-    task = ClassificationTask(
-        bert_config, num_labels, record_files, FLAGS.max_seq_length,
-        num_records, task_metric=TASK_METRICS.get(task_name, "correlation" if regression else None),
-        original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
-        label_names=label_list)
-    runner.run(task, common_flags.run_settings(
-        num_train_steps, num_warmup_steps, vocab_file=vocab_file, do_lower_case=do_lower_case))
+    label_list = processor.get_labels(FLAGS.data_dir)  # None: regression
+    modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
+    examples = classification.read_splits(processor, FLAGS.data_dir, modes)
+    prepared = classification.prepare_task(
+        bert_config, examples, label_list, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
+        FLAGS.max_seq_length, FLAGS.output_dir, task_name=FLAGS.task_name,
+        eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+        train_batch_size=FLAGS.train_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion,
+        check_model=common_flags.check_init_checkpoint, log=runner.log,
+        original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length)
+    runner.run(prepared.task, common_flags.run_settings(
+        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
+        do_lower_case=do_lower_case))
 
 
 def console_main():

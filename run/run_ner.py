@@ -14,10 +14,9 @@ Outputs in --output_dir: train/eval/predict.tf_record; eval_results.txt with ent
 precision, recall and F1 as conlleval computes them (--tag_scheme IOB2 or IOB1), per-type F1,
 word accuracy and loss; eval_predictions.txt and test_predictions.txt (`word gold predicted`,
 conlleval's input). The shared training flags (strategy, precision, optimizer, checkpoints) are
-run_classifier's. This file is the flags; the task is `bert_tf.tasks.tagging.TaggingTask`.
+run_classifier's. This file is the flags; the task, and how the files become its records, are
+`bert_tf.tasks.tagging` (`TaggingTask`, `prepare_task`).
 """
-import os
-
 from absl import flags
 
 from bert_tf.cli import run_main
@@ -47,13 +46,9 @@ flags.DEFINE_enum("tag_scheme", "IOB2", ["IOB2", "IOB1", "IOBES"],
 
 def main(argv):
     del argv
-    import tensorflow as tf
-
-    from bert_tf import io_utils
-    from bert_tf.training import runner
-    from bert_tf.tasks import tagging_data
+    from bert_tf.tasks import tagging
     from bert_tf.text.fast_tokenization import FastTokenizer
-    from bert_tf.tasks.tagging import TaggingTask
+    from bert_tf.training import runner
 
     common_flags.check_required("data_dir", "output_dir")
     common_flags.start_strategy()
@@ -61,58 +56,21 @@ def main(argv):
     if not FLAGS.label_list and not FLAGS.do_train:
         raise flag_error("label_list", "is required without --do_train (the tags in output "
                                        "order, as the model was trained)")
-
-    def read(name, require_tags=True):
-        sentences = tagging_data.read_conll(os.path.join(FLAGS.data_dir, name), require_tags)
-        if not sentences:
-            raise flag_error("data_dir", f"{os.path.join(FLAGS.data_dir, name)} holds no sentence")
-        return sentences
-
-    splits = {}
-    if FLAGS.do_train:
-        splits["train"] = read(FLAGS.train_file)
-    if FLAGS.do_eval:
-        splits["eval"] = read(FLAGS.dev_file)
-    if FLAGS.do_predict:
-        splits["predict"] = read(FLAGS.test_file, require_tags=False)
-    if FLAGS.label_list:
-        label_list = FLAGS.label_list
-    else:
-        label_list = tagging_data.label_list_from(splits["train"])
-    common_flags.check_init_checkpoint(lambda: TaggingTask(
-        bert_config, label_list, {}, FLAGS.max_seq_length).build_model())
-    tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-    runner.log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
-
-    record_files, features = {}, {}
-    num_train_steps = num_warmup_steps = 0
-    batch_sizes = {"train": None, "eval": FLAGS.eval_batch_size,
-                   "predict": FLAGS.predict_batch_size}
-    for mode, sentences in splits.items():  # every split checked before any record is written
-        features[mode] = tagging_data.convert_sentences_to_features(
-            sentences, label_list, FLAGS.max_seq_length, tokenizer, FLAGS.doc_stride)
-    if FLAGS.do_train:
-        num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(features["train"]),
-                                                                      "windows")
-    with io_utils.removed_on_failure(FLAGS.output_dir):
-        tf.io.gfile.makedirs(FLAGS.output_dir)
-        for mode, mode_features in features.items():
-            num_real = len(mode_features)
-            if batch_sizes[mode]:
-                mode_features += [tagging_data.padding_feature(FLAGS.max_seq_length)
-                                  for _ in range(-num_real % batch_sizes[mode])]
-            path = os.path.join(FLAGS.output_dir, f"{mode}.tf_record")
-            tagging_data.write_tagging_records(mode_features, path)
-            runner.log(f"  {mode}: {len(splits[mode])} sentences, {num_real} windows "
-                       f"(+{len(mode_features) - num_real} padding) -> {path}")
-            record_files[mode] = path
-
-    task = TaggingTask(bert_config, label_list, record_files, FLAGS.max_seq_length,
-                       features={m: f for m, f in features.items() if m != "train"},
-                       sentences=splits, scheme=FLAGS.tag_scheme,
-                       bucket_by_length=FLAGS.bucket_by_length)
-    runner.run(task, common_flags.run_settings(
-        num_train_steps, num_warmup_steps, vocab_file=vocab_file, do_lower_case=do_lower_case))
+    prepared = tagging.prepare_task(
+        bert_config, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
+        FLAGS.max_seq_length, FLAGS.output_dir, data_dir=FLAGS.data_dir,
+        train_file=FLAGS.train_file if FLAGS.do_train else None,
+        dev_file=FLAGS.dev_file if FLAGS.do_eval else None,
+        test_file=FLAGS.test_file if FLAGS.do_predict else None,
+        label_list=FLAGS.label_list, doc_stride=FLAGS.doc_stride,
+        eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
+        train_batch_size=FLAGS.train_batch_size, num_train_epochs=FLAGS.num_train_epochs,
+        warmup_proportion=FLAGS.warmup_proportion,
+        check_model=common_flags.check_init_checkpoint, log=runner.log,
+        scheme=FLAGS.tag_scheme, bucket_by_length=FLAGS.bucket_by_length)
+    runner.run(prepared.task, common_flags.run_settings(
+        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
+        do_lower_case=do_lower_case))
 
 
 def console_main():

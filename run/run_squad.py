@@ -17,11 +17,10 @@ post-processing takes, a Hugging Face model directory as --init_checkpoint, and 
 precision and optimizer flags of run_pretraining.
 
 The number of training steps is int(training questions / train_batch_size * num_train_epochs)
-(questions, not windows, as the original). This file is the flags; the task is
-`bert_tf.tasks.squad.SquadTask`, the driver `bert_tf.training.runner.run`.
+(questions, not windows, as the original). This file is the flags; the task, and how the files
+become its records, are `bert_tf.tasks.squad` (`SquadTask`, `prepare_task`), the driver
+`bert_tf.training.runner.run`.
 """
-import os
-
 from absl import flags
 
 from bert_tf.cli import run_main
@@ -77,92 +76,31 @@ def check_flags():
         common_flags.check_required("predict_file")
 
 
-def read_examples(path, is_training):
-    """(parsed file, examples); skipped training answers counted and reported."""
-    from bert_tf.training import runner
-    from bert_tf.tasks import squad_data
-
-    dataset = squad_data.load_squad_json(path)
-    skipped = []
-    examples = squad_data.read_squad_examples(
-        path, is_training, FLAGS.version_2_with_negative, skipped=skipped,
-        log=runner.log if FLAGS.verbose_logging else None, data=dataset)
-    if skipped:
-        runner.log(f"  skipped {len(skipped)} training question(s) of {path} whose answer text "
-                   f"is not at its offset (first: id {skipped[0].qas_id}: "
-                   f"{skipped[0].answer_text!r} vs {skipped[0].found_text!r})")
-    if not examples:
-        raise flag_error("train_file" if is_training else "predict_file",
-                         f"{path} holds no usable question")
-    return dataset["data"], examples
-
-
 def main(argv):
     del argv
-    import tensorflow as tf
-
-    from bert_tf.data import features as features_lib
-    from bert_tf import io_utils
-    from bert_tf.training import runner
-    from bert_tf.tasks import squad, squad_data
+    from bert_tf.tasks import squad
     from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.training import runner
 
     common_flags.check_required("output_dir")
     check_flags()
     common_flags.start_strategy()
     bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
-    squad_data.check_window_flags(FLAGS.max_seq_length, FLAGS.doc_stride, FLAGS.max_query_length)
-    tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-    windows = dict(tokenizer=tokenizer, max_seq_length=FLAGS.max_seq_length,
-                   doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length)
-
-    # Both files read and checked before any record is written.
-    record_files, num_records = {}, {}
-    num_train_steps = num_warmup_steps = 0
-    predict_data = None
-    if FLAGS.do_train:
-        _, train_examples = read_examples(FLAGS.train_file, is_training=True)
-        squad_data.shuffle_training_examples(train_examples)
-        num_train_steps, num_warmup_steps = common_flags.epoch_steps(len(train_examples),
-                                                                     "questions")
-    if FLAGS.do_predict:
-        dataset, examples = read_examples(FLAGS.predict_file, is_training=False)
-        features = squad_data.convert_examples_to_features(examples, is_training=False,
-                                                           **windows)
-        squad.require_windows(FLAGS.predict_file, examples, features)
-        predict_data = (dataset, examples, features)
-    common_flags.check_init_checkpoint(
-        lambda: squad.SquadTask(bert_config, {}, FLAGS.max_seq_length).build_model())
-
-    with io_utils.removed_on_failure(FLAGS.output_dir):
-        tf.io.gfile.makedirs(FLAGS.output_dir)
-        if FLAGS.do_train:
-            path = os.path.join(FLAGS.output_dir, "train.tf_record")
-            count = squad_data.write_squad_records(
-                path, squad_data.iter_features(train_examples, is_training=True, **windows),
-                is_training=True)
-            record_files["train"] = path
-            runner.log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
-        if FLAGS.do_predict:
-            padding = [squad.padding_record(FLAGS.max_seq_length)] * (
-                -len(features) % FLAGS.predict_batch_size)
-            path = os.path.join(FLAGS.output_dir, "eval.tf_record")
-            count = features_lib.write_examples(
-                path, [squad_data.feature_record(f, is_training=False) for f in features]
-                + padding)
-            record_files["predict"], num_records["predict"] = path, count
-            runner.log(f"  predict: {len(examples)} questions, {len(features)} windows "
-                       f"(+{len(padding)} padding) -> {path}")
-
-    task = squad.SquadTask(
-        bert_config, record_files, FLAGS.max_seq_length, num_records, predict_data,
-        n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
-        do_lower_case=do_lower_case, version_2_with_negative=FLAGS.version_2_with_negative,
-        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-        verbose_logging=FLAGS.verbose_logging, log=runner.log,
-        max_query_length=FLAGS.max_query_length)
-    runner.run(task, common_flags.run_settings(
-        num_train_steps, num_warmup_steps, vocab_file=vocab_file, do_lower_case=do_lower_case))
+    prepared = squad.prepare_task(
+        bert_config, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
+        FLAGS.max_seq_length, FLAGS.output_dir,
+        train_file=FLAGS.train_file if FLAGS.do_train else None,
+        predict_file=FLAGS.predict_file if FLAGS.do_predict else None,
+        doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
+        version_2_with_negative=FLAGS.version_2_with_negative,
+        predict_batch_size=FLAGS.predict_batch_size, train_batch_size=FLAGS.train_batch_size,
+        num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion,
+        verbose_logging=FLAGS.verbose_logging, check_model=common_flags.check_init_checkpoint,
+        log=runner.log, n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
+        do_lower_case=do_lower_case, null_score_diff_threshold=FLAGS.null_score_diff_threshold)
+    runner.run(prepared.task, common_flags.run_settings(
+        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
+        do_lower_case=do_lower_case))
 
 
 def console_main():

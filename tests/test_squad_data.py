@@ -325,10 +325,10 @@ def test_overlong_question_is_truncated_as_the_original(rs, ref_flags, tokenizer
 
 def test_window_flags_that_cannot_work_are_errors(tokenizers):
     example = sd.SquadExample("q", "a question", ["some", "words"])
-    with pytest.raises(InputError, match=r"--max_seq_length: .* must be greater than "
+    with pytest.raises(InputError, match=r"^max_seq_length: .* must be greater than "
                                          r"max_query_length \(64\) \+ 3"):
         sd.convert_examples_to_features([example], tokenizers[1], 67, 16, 64, False)
-    with pytest.raises(InputError, match=r"--doc_stride: must be >= 1"):
+    with pytest.raises(InputError, match=r"^doc_stride: must be >= 1"):
         sd.convert_examples_to_features([example], tokenizers[1], 128, 0, 64, False)
 
 

@@ -257,9 +257,9 @@ def test_conversion_errors(tokenizer):
     with pytest.raises(InputError, match="sentence 1, word 2 .*'B-ANIMAL' is not in the label"):
         tagging_data.convert_sentences_to_features(
             [(["a", "cat"], ["O", "B-ANIMAL"])], CONLL_LABELS, 8, tokenizer)
-    with pytest.raises(InputError, match="--max_seq_length: must be at least 3"):
+    with pytest.raises(InputError, match="^max_seq_length: must be at least 3"):
         tagging_data.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 2, tokenizer)
-    with pytest.raises(InputError, match="--doc_stride"):
+    with pytest.raises(InputError, match="^doc_stride: must be at least 1"):
         tagging_data.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 8, tokenizer,
                                                    doc_stride=0)
 

@@ -213,3 +213,12 @@ def test_a_settings_field_without_its_flag_fails_loudly():
     assert result.returncode != 0
     assert "KeyError: 'RunSettings.train_batch_size_renamed has no --train_batch_size_renamed " \
            "flag" in result.stderr, result.stderr[-2000:]
+
+
+def test_build_strategy_names_the_strategy_it_built(tmp_path):
+    from bert_tf.training import runner
+    from bert_tf.training.settings import RunSettings
+    name, strategy = runner.build_strategy(
+        RunSettings(output_dir=str(tmp_path), do_train=True, do_eval=True, do_predict=True),
+        log=lambda message: None)
+    assert name == "one_device" and strategy.num_replicas_in_sync == 1

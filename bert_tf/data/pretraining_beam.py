@@ -33,7 +33,7 @@ import uuid
 
 from bert_tf import io_utils
 from bert_tf.data import pretraining_data
-from bert_tf.errors import InputError, flag_error
+from bert_tf.errors import InputError, arg, argument_error
 
 _NAMESPACE = "bert_tf.create_pretraining_data"
 _COUNTERS = ("documents", "input_tokens", "instances", "instance_tokens", "masked_tokens",
@@ -49,8 +49,8 @@ except ImportError:  # an optional dependency: the functions below say how to in
 
 def _require_beam():
     if beam is None:
-        raise InputError("--runner needs Apache Beam: pip install 'apache-beam>=2.60' "
-                         "(or bert_tf[beam])")
+        raise InputError(f"{arg('runner')} needs Apache Beam: pip install 'apache-beam>=2.60' "
+                         f"(or bert_tf[beam])")
 
 
 class WindowDoFn(beam.DoFn if beam else object):
@@ -152,7 +152,7 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
 
     options.validate()
     if window_bytes < 1:
-        raise flag_error("window_bytes", f"must be positive, got {window_bytes}")
+        raise argument_error("window_bytes", f"must be positive, got {window_bytes}")
     windows = [(index, spans) for index, (spans, _) in enumerate(
         pretraining_data.iter_window_spans(input_files, window_bytes))]
     if not windows:
@@ -166,7 +166,7 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
     try:
         pipeline = beam.Pipeline(options=options_for_beam)
     except ValueError as e:  # an unknown runner
-        raise flag_error("runner", str(e)) from None
+        raise argument_error("runner", str(e)) from None
     try:
         with pipeline:
             results = (pipeline

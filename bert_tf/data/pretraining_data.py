@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit
 
 from bert_tf import io_utils
-from bert_tf.errors import InputError, file_error, flag_error
+from bert_tf.errors import argument_error, file_error
 
 # The original's features, in the order it builds them (the wire order is sorted by key).
 INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
@@ -63,23 +63,26 @@ class InstanceOptions:
     do_whole_word_mask: bool = False
 
     def validate(self):
-        """Raises InputError naming the flag for values the original would crash on."""
+        """Raises InputError naming the field for values the original would crash on."""
         if self.max_seq_length < 5:
             # [CLS] A [SEP] B [SEP] with A and B non-empty needs max_seq_length - 3 >= 2 (the
             # original's rng.randint(2, max_seq_length - 3) fails below that).
-            raise flag_error("max_seq_length", f"must be at least 5, got {self.max_seq_length}")
+            raise argument_error("max_seq_length",
+                                 f"must be at least 5, got {self.max_seq_length}")
         if self.max_seq_length > 65535:
-            raise flag_error("max_seq_length", f"must be at most 65535, got {self.max_seq_length}")
+            raise argument_error("max_seq_length",
+                                 f"must be at most 65535, got {self.max_seq_length}")
         if self.max_predictions_per_seq < 1:
-            raise flag_error("max_predictions_per_seq",
-                             f"must be at least 1, got {self.max_predictions_per_seq}")
+            raise argument_error("max_predictions_per_seq",
+                                 f"must be at least 1, got {self.max_predictions_per_seq}")
         if self.dupe_factor < 1:
-            raise flag_error("dupe_factor", f"must be at least 1, got {self.dupe_factor}")
+            raise argument_error("dupe_factor", f"must be at least 1, got {self.dupe_factor}")
         if not 0.0 < self.masked_lm_prob < 1.0:
-            raise flag_error("masked_lm_prob",
-                             f"must be in the open interval (0, 1), got {self.masked_lm_prob}")
+            raise argument_error("masked_lm_prob", f"must be in the open interval (0, 1), got "
+                                                   f"{self.masked_lm_prob}")
         if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise flag_error("short_seq_prob", f"must be in [0, 1], got {self.short_seq_prob}")
+            raise argument_error("short_seq_prob",
+                                 f"must be in [0, 1], got {self.short_seq_prob}")
 
 
 @dataclasses.dataclass
@@ -99,10 +102,13 @@ class VocabIds:
     is_subword: np.ndarray
 
     @classmethod
-    def from_vocab(cls, vocab, vocab_file="--vocab_file"):
+    def from_vocab(cls, vocab, vocab_file=None):
+        """`vocab_file`: its path, for errors (else they name the vocab_file argument)."""
         missing = [t for t in ("[CLS]", "[SEP]", "[MASK]") if t not in vocab]
         if missing:
-            raise file_error(vocab_file, f"the vocabulary has no {', '.join(missing)} token")
+            message = f"the vocabulary has no {', '.join(missing)} token"
+            raise (file_error(vocab_file, message) if vocab_file
+                   else argument_error("vocab_file", message))
         word_ids = np.fromiter(vocab.values(), dtype=np.int32, count=len(vocab))
         is_subword = np.zeros(int(word_ids.max()) + 1, dtype=np.bool_)
         for token, index in vocab.items():
@@ -185,8 +191,9 @@ def tokenize_lines(tokenizer, vocab, lines):
     try:
         ids = np.fromiter(map(vocab.__getitem__, flat), dtype=np.int32, count=len(flat))
     except KeyError as e:
-        raise InputError(f"--vocab_file: the tokenizer produced {e.args[0]!r}, which is not in "
-                         "the vocabulary (a WordPiece vocabulary needs [UNK])") from None
+        raise argument_error("vocab_file", f"the tokenizer produced {e.args[0]!r}, which is not "
+                                           f"in the vocabulary (a WordPiece vocabulary needs "
+                                           f"[UNK])") from None
     blank = np.fromiter((not line for line in lines), dtype=np.bool_, count=len(lines))
     return ids, counts, blank
 
@@ -1106,8 +1113,8 @@ def check_documents(num_documents, input_files):
     """No document in the input is an error naming the files."""
     if num_documents == 0:
         names = ", ".join(input_files)
-        raise InputError(f"--input_file: no text in {names} (every line is empty or has no "
-                         "token)")
+        raise argument_error("input_file", f"no text in {names} (every line is empty or has no "
+                                           f"token)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1240,7 +1247,7 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
 
     options.validate()
     if window_bytes < 1:
-        raise flag_error("window_bytes", f"must be positive, got {window_bytes}")
+        raise argument_error("window_bytes", f"must be positive, got {window_bytes}")
     state = {"processor": WindowProcessor(tokenizer, options, random_seed, len(output_files))}
     if num_workers > 1:
         load_compiled_functions()  # once here: forked workers inherit them

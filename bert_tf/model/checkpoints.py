@@ -40,7 +40,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import file_error, flag_error
+from bert_tf.errors import argument_error, file_error
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
 SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
@@ -225,15 +225,15 @@ def load_checkpoint(model, path):
     return _load_named(model, _ReaderValues(reader), location, "tf1")
 
 
-def require_complete(report, flag=None, what="model", hint=""):
+def require_complete(report, argument=None, what="model", hint=""):
     """InputError when the checkpoint of `report` lacked some of the model's variables (e.g. a
-    task head): naming `flag` (a command line's) or else the checkpoint."""
+    task head): naming `argument` (the one that gave the checkpoint) or else the checkpoint."""
     if not report.new:
         return
     message = (f"has no {report.new[0]} ({len(report.new)} variables of the {what} "
                f"missing){hint}")
-    if flag:
-        raise flag_error(flag, f"{report.path} {message}")
+    if argument:
+        raise argument_error(argument, f"{report.path} {message}")
     raise file_error(report.path, message)
 
 

@@ -22,8 +22,15 @@ some results need every prediction (STS-B's Pearson, entity F1 over whole senten
 spans by example id). Eval and predict read their records once, in order; a task pads them to a
 multiple of the batch size with the original's padding examples (`is_real_example` = 0), so
 fixed-size batches (TPU) see every real example exactly once, and results weigh them out.
+
+Each fine-tuning task module also owns how its raw inputs become records: `prepare_task(...)`
+(`classification`, `tagging`, `squad`) reads and checks every split, writes the records into
+output_dir and returns a `PreparedTask`; the command lines, the API and the notebook's runs all
+go through it.
 """
+import contextlib
 import os
+import typing
 
 
 class Task:
@@ -35,12 +42,16 @@ class Task:
       deterministic_input: the training input is in a fixed order even without a seed (file
         order): a resumed run replays it to its step, as with a seed.
       max_seq_length: the records' length, and what the raw-string signatures pack texts to.
+      streams_predictions: `write_predictions` gets an iterator over each predict step's
+        outputs (dicts of numpy arrays, in the dataset's order) as the model produces them,
+        instead of every record's at once: for outputs too large to hold (extract_features).
     """
 
     name = "task"
     train_metric_names = ("loss",)
     deterministic_input = False
     max_seq_length = 128
+    streams_predictions = False
 
     @classmethod
     def for_model(cls, bert_config, **options):
@@ -130,7 +141,9 @@ class Task:
         return None
 
     def write_predictions(self, outputs, output_dir):
-        """Writes the prediction files from the gathered `outputs`; returns their paths."""
+        """Writes the prediction files from the gathered `outputs` (or, with
+        `streams_predictions`, an iterator over each step's); returns their paths.
+        `output_dir` is None in a run without one (bert_tf.training.settings.RunSettings)."""
         raise NotImplementedError
 
     # ---- Export (bert_tf.serving.export saves what these return).
@@ -198,3 +211,26 @@ def write_results(results, output_dir, filename="eval_results.txt"):
     with atomic_open(path) as f:
         f.write(format_results(results))
     return path
+
+
+class PreparedTask(typing.NamedTuple):
+    """What a task module's `prepare_task` returns: the task over the records it wrote,
+    `num_train` (what the training steps are counted from: examples, windows or questions; 0
+    without training) and the (num_train_steps, num_warmup_steps) they make."""
+    task: Task
+    num_train: int = 0
+    num_train_steps: int = 0
+    num_warmup_steps: int = 0
+
+
+@contextlib.contextmanager
+def preparing(output_dir):
+    """The block a `prepare_task` writes its records in: output_dir made, and what the block
+    created removed if it fails (no partial outputs; bert_tf.io_utils.removed_on_failure)."""
+    import tensorflow as tf
+
+    from bert_tf import io_utils
+
+    with io_utils.removed_on_failure(output_dir):
+        tf.io.gfile.makedirs(output_dir)
+        yield

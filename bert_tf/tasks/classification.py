@@ -16,6 +16,9 @@ it, it pads, and padding examples count in their batch's mean. We always pad (fi
 every example once); the batch losses are recomputed from the per-example losses to give the
 original's number for the flags given.
 
+Data: `read_splits` reads a processor's files (bert_tf.tasks.classifier_data), `prepare_task`
+writes the records of InputExamples (read so, or the API's) and returns the task over them.
+
 Predictions (`test_results.tsv`): one line per real example, the class probabilities as
 `str(numpy.float32)` joined by tabs, no header, as the original (regression: the score).
 """
@@ -26,7 +29,7 @@ import tensorflow as tf
 
 from bert_tf.tasks import metrics
 from bert_tf.data.features import classifier_feature_spec
-from bert_tf.tasks.base import Task
+from bert_tf.tasks.base import PreparedTask, Task, preparing
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
 TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
@@ -193,3 +196,94 @@ class ClassificationTask(Task):
             served["label"] = tf.gather(tf.constant(self.label_names),
                                         tf.argmax(served["logits"], axis=-1))
         return served
+
+
+# ---- Data: raw examples to records.
+# mode: (the processor's name of the split, its reader).
+SPLITS = {"train": ("train", "get_train_examples"), "eval": ("dev", "get_dev_examples"),
+          "predict": ("test", "get_test_examples")}
+RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
+                "predict": "predict.tf_record"}
+
+
+def read_splits(processor, data_dir, modes):
+    """{mode: InputExamples} of each of `modes` ("train", "eval", "predict": the processor's
+    train, dev and test files in data_dir), every one read and checked (an empty one is an
+    error naming data_dir) before any record is written."""
+    from bert_tf.errors import argument_error
+
+    file_names = getattr(processor, "file_names", {})  # TsvProcessor: the user's file names
+    splits = {}
+    for mode, (split, reader) in SPLITS.items():
+        if mode not in modes:
+            continue
+        splits[mode] = getattr(processor, reader)(data_dir)
+        if not splits[mode]:
+            raise argument_error("data_dir", f"the {mode} split holds no examples" + (
+                f" ({file_names[split]})" if split in file_names else ""))
+    return splits
+
+
+def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, output_dir, *,
+                 task_name=None, eval_batch_size=None, predict_batch_size=None,
+                 train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1,
+                 check_model=None, log=None, **task_options):
+    """Writes the records of `examples` and returns the PreparedTask (a ClassificationTask).
+
+    Args:
+      bert_config: the encoder's BertConfig.
+      examples: {"train"|"eval"|"predict": InputExamples} (e.g. `read_splits`' ); each given
+        split is written to output_dir/<split>.tf_record as the original's
+        file_based_convert_examples_to_features, eval and predict padded with the original's
+        padding examples to a multiple of eval_batch_size / predict_batch_size (if given).
+      label_list: the labels in output order; None for regression (one output).
+      tokenizer: FullTokenizer or FastTokenizer (the same records).
+      task_name: the processor's name: the GLUE metric (TASK_METRICS) and the log line.
+      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
+        checked) before any record is written.
+      check_model: called with a function building the task's model before any record is
+        written (the command lines check --init_checkpoint with it).
+      log: where the data's lines go (default: bert_tf.training.runner.log).
+      task_options: ClassificationTask's other arguments (original_pads_eval,
+        bucket_by_length, ...).
+    Records are written atomically; on failure what was created in output_dir is removed.
+    """
+    from bert_tf.tasks import classifier_data
+    from bert_tf.training import runner
+
+    log = log or runner.log
+    output_dir = os.fspath(output_dir)
+    regression = label_list is None
+    num_labels = 1 if regression else len(label_list)
+    name = (task_name or "").strip().lower()
+    task_options.setdefault("task_metric",
+                            TASK_METRICS.get(name, "correlation" if regression else None))
+    task_options.setdefault("label_names", label_list)
+    if check_model:
+        check_model(ClassificationTask(bert_config, num_labels, {}, max_seq_length).build_model)
+    log((f"*** task {name}: " if name else "*** ")
+        + ("regression" if regression else f"{len(label_list)} labels {label_list}"))
+    prepared = {}
+    if "train" in examples:
+        prepared["num_train"] = len(examples["train"])
+        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
+            len(examples["train"]), train_batch_size, num_train_epochs, warmup_proportion)
+    batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
+    record_files, num_records = {}, {}
+    with preparing(output_dir):
+        for mode in RECORD_FILES:
+            if mode not in examples:
+                continue
+            split, num_real = examples[mode], len(examples[mode])
+            if batch_sizes.get(mode):
+                split, num_real = classifier_data.pad_examples(split, batch_sizes[mode])
+            path = os.path.join(output_dir, RECORD_FILES[mode])
+            count = classifier_data.write_classifier_records(split, label_list, max_seq_length,
+                                                             tokenizer, path, regression)
+            log(f"  {mode}: {num_real} examples (+{count - num_real} padding) -> {path}")
+            record_files[mode] = path
+            if mode != "train":
+                num_records[mode] = count
+    task = ClassificationTask(bert_config, num_labels, record_files, max_seq_length,
+                              num_records, **task_options)
+    return PreparedTask(task, **prepared)

@@ -39,8 +39,8 @@ import os
 from typing import Optional, Union
 
 from bert_tf.data import features
-from bert_tf.errors import InputError, file_error, flag_error
-from bert_tf.io_utils import is_url, open_input
+from bert_tf.errors import InputError, arg, argument_error, file_error
+from bert_tf.io_utils import is_url, open_input, split_comma_list
 from bert_tf.tokenization import convert_to_unicode
 
 # Examples tokenized per `tokenize_batch` call: large enough to amortize the call, small enough
@@ -108,7 +108,7 @@ def _check_max_seq_length(max_seq_length):
     # [CLS] a [SEP] b [SEP] needs 3 positions; below that the original's truncation cannot fit
     # the special tokens and its length asserts fail.
     if max_seq_length < 3:
-        raise flag_error("max_seq_length", f"must be at least 3, got {max_seq_length}")
+        raise argument_error("max_seq_length", f"must be at least 3, got {max_seq_length}")
 
 
 def _label_id(example, label_map, regression):
@@ -388,8 +388,10 @@ def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=No
 class DataProcessor:
     """Base class of the readers of sequence classification data sets.
 
-    `get_{train,dev,test}_examples(data_dir)` return lists of InputExamples; `get_labels()`
-    the label list (None for regression tasks, whose `is_regression` is True).
+    `get_{train,dev,test}_examples(data_dir)` return lists of InputExamples;
+    `get_labels(data_dir=None)` the label list (None for regression tasks, whose
+    `is_regression` is True; a processor whose labels come from its training file reads them
+    from data_dir).
     """
     is_regression = False
 
@@ -405,7 +407,7 @@ class DataProcessor:
         """Gets a collection of `InputExample`s for prediction."""
         raise NotImplementedError()
 
-    def get_labels(self):
+    def get_labels(self, data_dir=None):
         """Gets the list of labels for this data set."""
         raise NotImplementedError()
 
@@ -429,7 +431,7 @@ class FileLayoutProcessor(DataProcessor):
     def get_test_examples(self, data_dir):
         return self._read_split(data_dir, "test")
 
-    def get_labels(self):
+    def get_labels(self, data_dir=None):
         return None if self.labels is None else list(self.labels)
 
     def _keep_row(self, split):
@@ -586,7 +588,7 @@ _DELIMITERS = {"\t": "\t", "\\t": "\t", "tab": "\t", ",": ",", "comma": ","}
 class TsvProcessor(DataProcessor):
     """A classification (or regression) task on the user's own TSV or CSV files.
 
-    Args (each also the name of the flag its errors name):
+    Args (errors name them; a command line's flags have the same names):
       text_a_column: column of the first text: a 0-based index, or a header name.
       text_b_column: column of the second text of pair tasks (None: single text).
       label_column: column of the label (index or header name). Test files are not read for
@@ -610,42 +612,44 @@ class TsvProcessor(DataProcessor):
                  label_list=None, skip_header=False, delimiter="\t", regression=False,
                  train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv"):
         if delimiter not in _DELIMITERS:
-            raise flag_error("delimiter", f"must be a tab (\\t) or a comma, got {delimiter!r}")
+            raise argument_error("delimiter",
+                                 f"must be a tab (\\t) or a comma, got {delimiter!r}")
         self.delimiter = _DELIMITERS[delimiter]
         self.columns = {"text_a_column": self._column(text_a_column, "text_a_column"),
                         "text_b_column": self._column(text_b_column, "text_b_column"),
                         "label_column": self._column(label_column, "label_column")}
         if self.columns["text_a_column"] is None:
-            raise flag_error("text_a_column", "is required for a task read from TSV/CSV files")
+            raise argument_error("text_a_column",
+                                 "is required for a task read from TSV/CSV files")
         self.has_header = bool(skip_header)
-        for flag_name, column in self.columns.items():
+        for argument, column in self.columns.items():
             if isinstance(column, str) and not self.has_header:
-                raise flag_error(flag_name, f"{column!r} is a column name, which needs a header "
-                                            f"line (--skip_header)")
+                raise argument_error(argument, f"{column!r} is a column name, which needs a "
+                                               f"header line ({arg('skip_header')})")
         self.is_regression = bool(regression)
         if isinstance(label_list, str):
-            from bert_tf.cli import split_comma_list
             label_list = split_comma_list(label_list)
         label_list = [str(label).strip() for label in label_list or ()]
         if label_list and self.is_regression:
-            raise flag_error("label_list", "makes no sense for a regression task")
+            raise argument_error("label_list", "makes no sense for a regression task")
         duplicates = sorted({label for label in label_list if label_list.count(label) > 1})
         if duplicates:
-            raise flag_error("label_list", f"lists {duplicates} more than once")
+            raise argument_error("label_list", f"lists {duplicates} more than once")
         self._labels = label_list or None  # inferred from the training file when None
         self.file_names = {"train": train_file, "dev": dev_file, "test": test_file}
 
     @staticmethod
-    def _column(value, flag_name):
+    def _column(value, argument):
         """A column as an int index or a header name ("3" from a command line is an index)."""
         if value is None or value == "":
             return None
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise flag_error(flag_name, f"must be a column index or name, got {value!r}")
+            raise argument_error(argument, f"must be a column index or name, got {value!r}")
         if isinstance(value, int) and value < 0:
-            raise flag_error(flag_name, f"must be a 0-based column index or name, got {value}")
+            raise argument_error(argument,
+                                 f"must be a 0-based column index or name, got {value}")
         return value
 
     def get_train_examples(self, data_dir):
@@ -669,10 +673,10 @@ class TsvProcessor(DataProcessor):
             train_path = os.path.join(os.fspath(data_dir or ""), self.file_names["train"])
             if data_dir is None or not (is_url(train_path) or os.path.exists(train_path)):
                 where = "" if data_dir is None else f" ({train_path} not found)"
-                raise flag_error("label_list", f"is needed when there is no training file to "
-                                               f"infer the labels from{where}; give the labels "
-                                               f"in the order of the model's outputs, e.g. "
-                                               f"--label_list=neg,pos")
+                raise argument_error("label_list", f"is needed when there is no training file "
+                                                   f"to infer the labels from{where}; give the "
+                                                   f"labels in the order of the model's "
+                                                   f"outputs, e.g. {arg('label_list')}=neg,pos")
             self.get_train_examples(data_dir)
         return list(self._labels)
 
@@ -680,11 +684,11 @@ class TsvProcessor(DataProcessor):
         """The file's FileLayout: column names looked up in its header."""
         header = [field.strip() for field in rows[0][1]] if self.has_header and rows else []
 
-        def index(flag_name):
-            column = self.columns[flag_name]
+        def index(argument):
+            column = self.columns[argument]
             if isinstance(column, str):
                 if column not in header:
-                    raise file_error(path, f"has no column named {column!r} (--{flag_name}); "
+                    raise file_error(path, f"has no column named {column!r} ({arg(argument)}); "
                                            f"its header is {header}", 1)
                 return header.index(column)
             return column
@@ -692,7 +696,7 @@ class TsvProcessor(DataProcessor):
         label = None
         if split != "test":
             if self.columns["label_column"] is None:
-                raise flag_error("label_column", f"is required to read the {split} file")
+                raise argument_error("label_column", f"is required to read the {split} file")
             label = index("label_column")
         text_b = None if self.columns["text_b_column"] is None else index("text_b_column")
         return FileLayout(self.file_names[split], split, self.has_header,
@@ -741,8 +745,8 @@ def get_processor(task_name, **tsv_options):
     """
     name = (task_name or "").strip().lower()
     if name not in PROCESSORS:
-        raise flag_error("task_name", f"unknown task {task_name!r}; valid names: "
-                                      f"{', '.join(PROCESSORS)}")
+        raise argument_error("task_name", f"unknown task {task_name!r}; valid names: "
+                                          f"{', '.join(PROCESSORS)}")
     if name == "tsv":
         return TsvProcessor(**tsv_options)
     defaults = inspect.signature(TsvProcessor).parameters
@@ -750,6 +754,6 @@ def get_processor(task_name, **tsv_options):
         if option not in defaults:
             raise TypeError(f"get_processor() got an unexpected option {option!r}")
         if value is not None and value != defaults[option].default:
-            raise flag_error(option, f"is for --task_name=tsv; task {name!r} has fixed files "
-                                     f"and columns")
+            raise argument_error(option, f"is for {arg('task_name')}=tsv; task {name!r} has "
+                                         f"fixed files and columns")
     return PROCESSORS[name]()

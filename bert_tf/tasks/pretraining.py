@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
-from bert_tf.errors import InputError, flag_error
+from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.data.features import pretraining_feature_spec
 from bert_tf.tasks.base import Task
 
@@ -172,25 +172,28 @@ class PretrainingTask(Task):
         from bert_tf.data.input_pipeline import check_first_record
         check_first_record(
             self.input_files[0], self.feature_spec(),
-            hint=f" (do --max_seq_length={self.max_seq_length} and --max_predictions_per_seq="
-                 f"{self.max_predictions_per_seq} match the data?)")
+            hint=f" (do {arg('max_seq_length')}={self.max_seq_length} and "
+                 f"{arg('max_predictions_per_seq')}={self.max_predictions_per_seq} match the "
+                 f"data?)")
         if self.bert_config is not None:
             from bert_tf.data.input_pipeline import check_id_ranges
             config = self.bert_config
             vocab_size = (config.vocab_size, f"vocab_size {config.vocab_size} in "
-                                             f"--bert_config_file")
+                                             f"{arg('bert_config_file')}")
             check_id_ranges(self.input_files,
                             {"input_ids": vocab_size, "masked_lm_ids": vocab_size,
                              "segment_ids": (config.type_vocab_size, f"type_vocab_size "
-                                             f"{config.type_vocab_size} in --bert_config_file")},
-                            hint=": were the records made with another --vocab_file?")
+                                             f"{config.type_vocab_size} in "
+                                             f"{arg('bert_config_file')}")},
+                            hint=f": were the records made with another {arg('vocab_file')}?")
         latest = tf.train.latest_checkpoint(settings.output_dir)
         if (settings.do_train and settings.optimizer != "adamw" and latest
                 and checkpoints.is_original_checkpoint(latest)):
-            raise flag_error("optimizer", f"{settings.optimizer}: --output_dir holds a checkpoint "
-                                          f"of the original run_pretraining ({latest}), which "
-                                          f"trains with adamw; continue it with --optimizer=adamw, "
-                                          f"or pass it as --init_checkpoint with a new --output_dir")
+            raise argument_error(
+                "optimizer", f"{settings.optimizer}: {arg('output_dir')} holds a checkpoint of "
+                             f"the original run_pretraining ({latest}), which trains with adamw; "
+                             f"continue it with {arg('optimizer')}=adamw, or pass it as "
+                             f"{arg('init_checkpoint')} with a new {arg('output_dir')}")
 
     def record_paths(self, mode):
         return list(self.input_files)

@@ -18,15 +18,18 @@ is predicted as the original predicts it: no candidate, so the original's nonce 
 (probability 1, logits 0); with SQuAD 2.0 the original fails on it (IndexError), here it
 predicts "" (see bert_tf.tasks.squad_postprocess). A predict file where no question has a window has
 nothing to predict: run_squad stops with one error naming the file (`require_windows`).
+
+Data: `prepare_task` reads the SQuAD files, writes their records and returns the task over them
+(run_squad calls it).
 """
 import os
 import time
 
 import tensorflow as tf
 
-from bert_tf.errors import flag_error
+from bert_tf.errors import argument_error
 from bert_tf.data.features import squad_feature_spec
-from bert_tf.tasks.base import Task
+from bert_tf.tasks.base import PreparedTask, Task, preparing
 
 PADDING_UNIQUE_ID = 0
 
@@ -220,11 +223,116 @@ def padding_record(max_seq_length):
             "segment_ids": zeros}
 
 
-def require_windows(path, examples, features, flag="predict_file"):
-    """Raises InputError naming `path` (the file of `--flag`) when none of its questions has a
+def require_windows(path, examples, features, argument="predict_file"):
+    """Raises InputError naming `path` (the file of `argument`) when none of its questions has a
     window: nothing can be predicted (a question without one, among others with windows, is
     predicted "empty" as the original)."""
     if examples and not features:
-        raise flag_error(flag, f"{path}: none of its {len(examples)} question(s) has a "
-                               f"window to predict from: every context is empty (or holds "
-                               f"no token)")
+        raise argument_error(argument, f"{path}: none of its {len(examples)} question(s) has "
+                                       f"a window to predict from: every context is empty (or "
+                                       f"holds no token)")
+
+
+# ---- Data: SQuAD files to records.
+def read_examples(path, is_training, version_2_with_negative=False, verbose_logging=False,
+                  log=print):
+    """(the file's parsed "data" list, its SquadExamples); the training answers skipped (their
+    text is not at their offset) counted and reported; none left is an error naming the file's
+    argument (train_file or predict_file)."""
+    from bert_tf.tasks import squad_data
+
+    dataset = squad_data.load_squad_json(path)
+    skipped = []
+    examples = squad_data.read_squad_examples(
+        path, is_training, version_2_with_negative, skipped=skipped,
+        log=log if verbose_logging else None, data=dataset)
+    if skipped:
+        log(f"  skipped {len(skipped)} training question(s) of {path} whose answer text "
+            f"is not at its offset (first: id {skipped[0].qas_id}: "
+            f"{skipped[0].answer_text!r} vs {skipped[0].found_text!r})")
+    if not examples:
+        raise argument_error("train_file" if is_training else "predict_file",
+                             f"{path} holds no usable question")
+    return dataset["data"], examples
+
+
+def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_file=None,
+                 predict_file=None, doc_stride=128, max_query_length=64,
+                 version_2_with_negative=False, predict_batch_size=None, train_batch_size=32,
+                 num_train_epochs=3.0, warmup_proportion=0.1, verbose_logging=False,
+                 check_model=None, log=None, **task_options):
+    """Reads the SQuAD files, writes their records and returns the PreparedTask (a SquadTask;
+    num_train counts the training questions, as the original counts its steps).
+
+    Args:
+      bert_config: the encoder's BertConfig.
+      tokenizer: FullTokenizer or FastTokenizer.
+      max_seq_length, doc_stride, max_query_length: the original's windows.
+      output_dir: where train.tf_record and (predict) eval.tf_record go, as the original.
+      train_file: SQuAD json to train on (None: no training); its questions shuffled with the
+        original's random.Random(12345).
+      predict_file: SQuAD json to predict (None: no predict); windows padded to a multiple of
+        predict_batch_size (if given).
+      version_2_with_negative, verbose_logging: the original's flags.
+      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
+        checked) before any record is written.
+      check_model: called with a function building the task's model before any record is
+        written (the command lines check --init_checkpoint with it).
+      log: where the data's lines go (default: bert_tf.training.runner.log).
+      task_options: SquadTask's post-processing arguments (n_best_size, max_answer_length,
+        do_lower_case, null_score_diff_threshold).
+    Both files are read and checked before any record is written; records are written
+    atomically, and on failure what was created in output_dir is removed.
+    """
+    from bert_tf.data import features as features_lib
+    from bert_tf.tasks import squad_data
+    from bert_tf.training import runner
+
+    log = log or runner.log
+    output_dir = os.fspath(output_dir)
+    squad_data.check_window_flags(max_seq_length, doc_stride, max_query_length)
+    windows = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride,
+                   max_query_length=max_query_length)
+    read = dict(version_2_with_negative=version_2_with_negative,
+                verbose_logging=verbose_logging, log=log)
+    prepared, predict_data = {}, None
+    if train_file:
+        _, train_examples = read_examples(train_file, True, **read)
+        squad_data.shuffle_training_examples(train_examples)
+        prepared["num_train"] = len(train_examples)
+        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
+            len(train_examples), train_batch_size, num_train_epochs, warmup_proportion,
+            "questions")
+    if predict_file:
+        dataset, examples = read_examples(predict_file, False, **read)
+        features = squad_data.convert_examples_to_features(examples, is_training=False,
+                                                           **windows)
+        require_windows(predict_file, examples, features)
+        predict_data = (dataset, examples, features)
+    if check_model:
+        check_model(SquadTask(bert_config, {}, max_seq_length).build_model)
+
+    record_files, num_records = {}, {}
+    with preparing(output_dir):
+        if train_file:
+            path = os.path.join(output_dir, "train.tf_record")
+            count = squad_data.write_squad_records(
+                path, squad_data.iter_features(train_examples, is_training=True, **windows),
+                is_training=True)
+            record_files["train"] = path
+            log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
+        if predict_file:
+            padding = [padding_record(max_seq_length)] * (
+                -len(features) % predict_batch_size if predict_batch_size else 0)
+            path = os.path.join(output_dir, "eval.tf_record")
+            count = features_lib.write_examples(
+                path, [squad_data.feature_record(f, is_training=False) for f in features]
+                + padding)
+            record_files["predict"], num_records["predict"] = path, count
+            log(f"  predict: {len(examples)} questions, {len(features)} windows "
+                f"(+{len(padding)} padding) -> {path}")
+    task = SquadTask(bert_config, record_files, max_seq_length, num_records, predict_data,
+                     version_2_with_negative=version_2_with_negative,
+                     verbose_logging=verbose_logging, log=log,
+                     max_query_length=max_query_length, **task_options)
+    return PreparedTask(task, **prepared)

@@ -39,7 +39,7 @@ import random
 from typing import Optional
 
 from bert_tf.data import features as features_lib
-from bert_tf.errors import InputError, file_error, flag_error
+from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.io_utils import open_input
 
 FIRST_UNIQUE_ID = 1000000000
@@ -326,15 +326,15 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
 
 
 def check_window_flags(max_seq_length, doc_stride, max_query_length):
-    """InputError naming the flag when the windows cannot work (the original's
+    """InputError naming the argument when the windows cannot work (the original's
     validate_flags_or_throw for max_seq_length; it loops forever on doc_stride < 1)."""
     if max_query_length < 0:
-        raise flag_error("max_query_length", f"must be >= 0, got {max_query_length}")
+        raise argument_error("max_query_length", f"must be >= 0, got {max_query_length}")
     if max_seq_length <= max_query_length + 3:
-        raise flag_error("max_seq_length", f"the max_seq_length ({max_seq_length}) must be "
-                         f"greater than max_query_length ({max_query_length}) + 3")
+        raise argument_error("max_seq_length", f"the max_seq_length ({max_seq_length}) must be "
+                             f"greater than max_query_length ({max_query_length}) + 3")
     if doc_stride < 1:
-        raise flag_error("doc_stride", f"must be >= 1, got {doc_stride}")
+        raise argument_error("doc_stride", f"must be >= 1, got {doc_stride}")
 
 
 class _ContextTokens:

@@ -23,7 +23,7 @@ import collections
 import re
 import string
 
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, arg
 
 _PUNCTUATION = frozenset(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -82,7 +82,8 @@ def evaluate_v1(dataset, predictions, log=None):
                 if not ground_truths:  # the official script fails here (max() of nothing)
                     raise InputError(
                         f"question {qa['id']!r} has no answer: SQuAD 1.1 scoring needs at "
-                        f"least one per question (SQuAD 2.0 files: --version_2_with_negative)")
+                        f"least one per question (SQuAD 2.0 files: "
+                        f"{arg('version_2_with_negative')})")
                 prediction = predictions[qa["id"]]
                 exact_match += metric_max_over_ground_truths(
                     exact_match_score, prediction, ground_truths)

@@ -10,6 +10,9 @@ eval_precision, eval_recall, eval_f1 (micro over entities), eval_f1_<TYPE> per e
 eval_accuracy (per word), eval_loss (per labelled piece), global_step. It also writes
 eval_predictions.txt (`word gold predicted`, the format conlleval reads); predict writes
 test_predictions.txt the same way.
+
+Data: `prepare_task` reads the CoNLL files, writes their records and returns the task over them
+(run_ner calls it).
 """
 import os
 
@@ -18,7 +21,7 @@ import tensorflow as tf
 
 from bert_tf.tasks import metrics, tagging_data
 from bert_tf.data.features import tagging_feature_spec
-from bert_tf.tasks.base import Task
+from bert_tf.tasks.base import PreparedTask, Task, preparing
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
 
@@ -184,3 +187,93 @@ class TaggingTask(Task):
 
         signatures["serve_text"] = serve_text
         return signatures
+
+
+# ---- Data: CoNLL files to records.
+RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
+                "predict": "predict.tf_record"}
+
+
+def read_sentences(data_dir, file_name, require_tags=True):
+    """The sentences of data_dir/file_name (`tagging_data.read_conll`); none is an error naming
+    data_dir."""
+    from bert_tf.errors import argument_error
+
+    path = os.path.join(data_dir, file_name)
+    sentences = tagging_data.read_conll(path, require_tags)
+    if not sentences:
+        raise argument_error("data_dir", f"{path} holds no sentence")
+    return sentences
+
+
+def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir,
+                 train_file=None, dev_file=None, test_file=None, label_list=None,
+                 doc_stride=None, eval_batch_size=None, predict_batch_size=None,
+                 train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1,
+                 check_model=None, log=None, **task_options):
+    """Reads the CoNLL files, writes their records and returns the PreparedTask (a TaggingTask;
+    num_train counts the training windows).
+
+    Args:
+      bert_config: the encoder's BertConfig.
+      tokenizer: FullTokenizer or FastTokenizer.
+      max_seq_length: the windows' length (longer sentences: overlapping windows, doc_stride
+        pieces apart; default half a window).
+      output_dir: where train/eval/predict.tf_record go.
+      data_dir, train_file, dev_file, test_file: the files of the splits to run (None: not
+        run); the test file's tags are optional.
+      label_list: the tags in output order (default: the training file's, "O" first; required
+        without a train_file).
+      eval_batch_size, predict_batch_size: eval and predict windows are padded to a multiple
+        of them (if given).
+      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
+        checked) before any record is written.
+      check_model: called with a function building the task's model before any record is
+        written (the command lines check --init_checkpoint with it).
+      log: where the data's lines go (default: bert_tf.training.runner.log).
+      task_options: TaggingTask's other arguments (scheme, bucket_by_length, ...).
+    Every file is read and checked before any record is written; records are written
+    atomically, and on failure what was created in output_dir is removed.
+    """
+    from bert_tf.errors import arg, argument_error
+    from bert_tf.training import runner
+
+    log = log or runner.log
+    output_dir = os.fspath(output_dir)
+    if not label_list and not train_file:
+        raise argument_error("label_list", f"is required without {arg('train_file')} (the tags "
+                                           f"in output order, as the model was trained)")
+    files = {"train": train_file, "eval": dev_file, "predict": test_file}
+    splits = {mode: read_sentences(data_dir, name, require_tags=mode != "predict")
+              for mode, name in files.items() if name}
+    label_list = list(label_list or tagging_data.label_list_from(splits["train"]))
+    if check_model:
+        check_model(TaggingTask(bert_config, label_list, {}, max_seq_length).build_model)
+    log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
+
+    features = {mode: tagging_data.convert_sentences_to_features(  # every split checked
+        sentences, label_list, max_seq_length, tokenizer, doc_stride)
+        for mode, sentences in splits.items()}
+    prepared = {}
+    if "train" in features:
+        prepared["num_train"] = len(features["train"])
+        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
+            len(features["train"]), train_batch_size, num_train_epochs, warmup_proportion,
+            "windows")
+    batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
+    record_files = {}
+    with preparing(output_dir):
+        for mode, mode_features in features.items():
+            num_real = len(mode_features)
+            if batch_sizes.get(mode):
+                mode_features += [tagging_data.padding_feature(max_seq_length)
+                                  for _ in range(-num_real % batch_sizes[mode])]
+            path = os.path.join(output_dir, RECORD_FILES[mode])
+            tagging_data.write_tagging_records(mode_features, path)
+            log(f"  {mode}: {len(splits[mode])} sentences, {num_real} windows "
+                f"(+{len(mode_features) - num_real} padding) -> {path}")
+            record_files[mode] = path
+    task = TaggingTask(bert_config, label_list, record_files, max_seq_length,
+                       features={m: f for m, f in features.items() if m != "train"},
+                       sentences=splits, **task_options)
+    return PreparedTask(task, **prepared)

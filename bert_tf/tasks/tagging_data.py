@@ -23,7 +23,7 @@ needs a tag on every word):
 import bisect
 import dataclasses
 
-from bert_tf.errors import InputError, file_error, flag_error
+from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.data.features import pack_tokens, pad_inputs, write_examples
 from bert_tf.io_utils import atomic_open, open_input
 
@@ -283,12 +283,12 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     sentences are read_conll's).
     """
     if max_seq_length < 3:
-        raise flag_error("max_seq_length", f"must be at least 3 ([CLS], a piece, [SEP]), "
-                                           f"got {max_seq_length}")
+        raise argument_error("max_seq_length", f"must be at least 3 ([CLS], a piece, [SEP]), "
+                                               f"got {max_seq_length}")
     if doc_stride is None:
         doc_stride = max(1, (max_seq_length - 2) // 2)
     if doc_stride < 1:
-        raise flag_error("doc_stride", f"must be at least 1, got {doc_stride}")
+        raise argument_error("doc_stride", f"must be at least 1, got {doc_stride}")
     label_map = {label: index for index, label in enumerate(label_list)}
     where = getattr(sentences, "where", None)
     features = []

@@ -18,7 +18,7 @@ import sys
 import time
 
 from bert_tf import tokenization
-from bert_tf.errors import InputError, flag_error
+from bert_tf.errors import InputError, arg, argument_error
 
 SPECIAL_TOKENS_AFTER_UNUSED = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION = "##"
@@ -67,11 +67,12 @@ def _can_continue_a_word(char):
 
 
 def check_vocab_size(vocab_size, num_unused):
-    """Raises InputError naming --vocab_size if it cannot hold more than the special tokens."""
+    """Raises InputError naming vocab_size if it cannot hold more than the special tokens."""
     num_special = len(special_tokens(num_unused))
     if vocab_size <= num_special:
-        raise flag_error("vocab_size", f"{vocab_size} leaves no room for word pieces after the "
-                         f"{num_special} special tokens (--num_unused={num_unused})")
+        raise argument_error("vocab_size", f"{vocab_size} leaves no room for word pieces after "
+                             f"the {num_special} special tokens "
+                             f"({arg('num_unused')}={num_unused})")
 
 
 # The trainer sees each alphabet character as two symbols, one for "starts a word" and one for
@@ -104,7 +105,8 @@ def learn_vocab(word_counts, vocab_size, num_unused=10, min_frequency=2, limit_a
 
     check_vocab_size(vocab_size, num_unused)
     if not 1 <= limit_alphabet <= MAX_ALPHABET:
-        raise flag_error("limit_alphabet", f"must be in [1, {MAX_ALPHABET}], got {limit_alphabet}")
+        raise argument_error("limit_alphabet",
+                             f"must be in [1, {MAX_ALPHABET}], got {limit_alphabet}")
     specials = special_tokens(num_unused)
     if not word_counts:
         raise InputError("the input has no words to learn a vocabulary from")
@@ -117,9 +119,10 @@ def learn_vocab(word_counts, vocab_size, num_unused=10, min_frequency=2, limit_a
     continuable = [c for c in alphabet if _can_continue_a_word(c)]
     needed = len(specials) + len(alphabet) + len(continuable)
     if needed > vocab_size:
-        raise flag_error("vocab_size", f"{vocab_size} is too small: the special tokens and the "
-                         f"alphabet ({len(alphabet)} characters and their ## forms) need {needed} "
-                         f"entries; raise --vocab_size or lower --limit_alphabet")
+        raise argument_error("vocab_size", f"{vocab_size} is too small: the special tokens and "
+                             f"the alphabet ({len(alphabet)} characters and their ## forms) need "
+                             f"{needed} entries; raise {arg('vocab_size')} or lower "
+                             f"{arg('limit_alphabet')}")
 
     start_code = {c: chr(_CODE_BASE + 2 * i) for i, c in enumerate(alphabet)}
     continue_code = {c: chr(_CODE_BASE + 2 * i + 1) for i, c in enumerate(alphabet)}

@@ -10,7 +10,7 @@
 """
 import tensorflow as tf
 
-from bert_tf.errors import flag_error
+from bert_tf.errors import arg, argument_error
 
 STRATEGIES = ("one_device", "mirrored", "multi_worker_mirrored", "tpu")
 
@@ -19,13 +19,13 @@ def strategy_name(distribution_strategy, use_tpu=False):
     """The strategy to use: `tpu` when the original's --use_tpu is set, else the flag's value."""
     if use_tpu:
         if distribution_strategy not in (None, "", "one_device", "tpu"):
-            raise flag_error("distribution_strategy",
-                             f"--use_tpu asks for tpu, but {distribution_strategy!r} was given")
+            raise argument_error("distribution_strategy", f"{arg('use_tpu')} asks for tpu, but "
+                                                          f"{distribution_strategy!r} was given")
         return "tpu"
     name = distribution_strategy or "one_device"
     if name not in STRATEGIES:
-        raise flag_error("distribution_strategy", f"must be one of {', '.join(STRATEGIES)}, "
-                                                  f"got {name!r}")
+        raise argument_error("distribution_strategy", f"must be one of "
+                                                      f"{', '.join(STRATEGIES)}, got {name!r}")
     return name
 
 
@@ -96,7 +96,7 @@ def _create_strategy(name, num_gpus, num_cpu_devices, tpu_kwargs, _tpu_api):
         connect(resolver)
         initialize(resolver)
         return strategy_class(resolver)
-    raise flag_error("distribution_strategy", f"unknown strategy {name!r}")
+    raise argument_error("distribution_strategy", f"unknown strategy {name!r}")
 
 
 def is_chief(strategy):

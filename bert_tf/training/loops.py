@@ -368,13 +368,11 @@ def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):
     [B, ...] tensors per replica, concatenated over replicas (strategy.gather, in global-batch
     order, across workers too) and over steps, as numpy arrays in record order.
     """
-    step = _gather_step(strategy, model, task, mode)
-    iterator = input_iterator(strategy, dataset_fn)
     progress = Progress(mode, total=num_steps, unit="steps", interval=30.0)
     pieces = {}
-    for _ in range(num_steps):
-        for name, value in step(iterator).items():
-            pieces.setdefault(name, []).append(value.numpy())
+    for outputs in iterate_outputs(strategy, model, task, dataset_fn, num_steps, mode):
+        for name, value in outputs.items():
+            pieces.setdefault(name, []).append(value)
         progress.update(1)
     progress.summary()
     outputs = {name: np.concatenate(values, axis=0) for name, values in pieces.items()}
@@ -382,6 +380,17 @@ def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):
         order = np.argsort(outputs.pop(EXAMPLE_INDEX), kind="stable")
         outputs = {name: values[order] for name, values in outputs.items()}
     return outputs
+
+
+def iterate_outputs(strategy, model, task, dataset_fn, num_steps, mode="predict"):
+    """`gather_outputs` one step at a time (a task that writes as the model runs:
+    `Task.streams_predictions`): yields each step's outputs, numpy arrays gathered across
+    replicas in global-batch order, in the dataset's order (not put back in record order by
+    EXAMPLE_INDEX); no progress lines. Each step runs when the next item is asked for."""
+    step = _gather_step(strategy, model, task, mode)
+    iterator = input_iterator(strategy, dataset_fn)
+    for _ in range(num_steps):
+        yield {name: value.numpy() for name, value in step(iterator).items()}
 
 
 # task -> {(model, strategy, mode): compiled step}; an entry goes with its task.

@@ -13,16 +13,18 @@ what every task needs, the same way for all of them:
   the original release and tools built on it load;
 - the checkpoint that eval and predict use: the model just trained, else the latest checkpoint in
   output_dir (ours, or one the task continues), else --init_checkpoint, which must then hold
-  every variable of the model (a task head missing from it would predict at random);
+  every variable of the model (a task head missing from it would predict at random); a
+  predict-only run may have no output_dir (extract_features): --init_checkpoint then;
 - eval: per-example outputs of every eval record, once, gathered across replicas; the task's
   results written to output_dir/eval_results.txt and to TensorBoard (output_dir/eval);
-- predict: the task writes its prediction files;
+- predict: the task writes its prediction files, from every record's outputs at once, or
+  (`Task.streams_predictions`) from each step's outputs as they come;
 - export: a SavedModel with the task's serving signatures.
 """
 import os
 import sys
 
-from bert_tf.errors import InputError, flag_error
+from bert_tf.errors import InputError, arg, argument_error
 
 # --save_original_checkpoint writes output_dir/<this>/model.ckpt-<step> in the original naming.
 ORIGINAL_FORMAT_DIR = "original_format"
@@ -56,14 +58,14 @@ def epoch_steps(num_examples, batch_size, num_train_epochs, warmup_proportion,
     epochs), warmup_proportion of them; InputError naming the argument that makes no
     training step or cannot be meant."""
     if batch_size <= 0:
-        raise flag_error("train_batch_size", f"must be positive, got {batch_size}")
+        raise argument_error("train_batch_size", f"must be positive, got {batch_size}")
     if not 0 <= warmup_proportion <= 1:
-        raise flag_error("warmup_proportion", f"must be in [0, 1], got {warmup_proportion}")
+        raise argument_error("warmup_proportion", f"must be in [0, 1], got {warmup_proportion}")
     num_train_steps = int(num_examples / batch_size * num_train_epochs)
     if num_train_steps < 1:
-        raise flag_error("num_train_epochs", f"{num_train_epochs} epochs of {num_examples} "
-                                             f"{what} at batch size {batch_size} is no training "
-                                             f"step")
+        raise argument_error("num_train_epochs", f"{num_train_epochs} epochs of {num_examples} "
+                                                 f"{what} at batch size {batch_size} is no "
+                                                 f"training step")
     return num_train_steps, int(num_train_steps * warmup_proportion)
 
 
@@ -85,8 +87,8 @@ def build_strategy(settings, log=log):
                                             tpu_kwargs=tpu_kwargs)
     replicas = strategy.num_replicas_in_sync
     if name == "tpu" and replicas != settings.num_tpu_cores:
-        log(f"note: --num_tpu_cores={settings.num_tpu_cores} but the TPU has {replicas} cores; "
-            f"using {replicas}")
+        log(f"note: {arg('num_tpu_cores')}={settings.num_tpu_cores} but the TPU has {replicas} "
+            f"cores; using {replicas}")
     checks = []
     if settings.do_train:
         checks.append(("train_batch_size", settings.train_batch_size,
@@ -95,11 +97,11 @@ def build_strategy(settings, log=log):
         checks.append(("eval_batch_size", settings.eval_batch_size, replicas))
     if settings.do_predict:
         checks.append(("predict_batch_size", settings.predict_batch_size, replicas))
-    for flag, size, per_step in checks:
+    for argument, size, per_step in checks:
         if size % per_step:
-            raise flag_error(flag, f"{size} is not divisible by {per_step} (replicas"
-                                   + (" x gradient_accumulation_steps)" if per_step != replicas
-                                      else ")"))
+            raise argument_error(argument, f"{size} is not divisible by {per_step} (replicas"
+                                       + (" x gradient_accumulation_steps)"
+                                          if per_step != replicas else ")"))
     return name, strategy
 
 
@@ -119,8 +121,9 @@ def build_optimizer(model, settings):
     return loops.wrap_optimizer(optimizer, settings.mixed_precision)
 
 
-# Why eval/predict refuse an --init_checkpoint that lacks some of the model (a task head).
-_INCOMPLETE_FOR_INFERENCE = ": train first (--do_train) or pass a checkpoint that holds them"
+def _incomplete_for_inference():
+    """Why eval/predict refuse an init_checkpoint that lacks some of the model (a task head)."""
+    return f": train first ({arg('do_train')}) or pass a checkpoint that holds them"
 
 
 def check_init_checkpoint(build_model, settings):
@@ -132,12 +135,13 @@ def check_init_checkpoint(build_model, settings):
 
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
 
-    if not settings.init_checkpoint or (tf.io.gfile.isdir(settings.output_dir) and
+    if not settings.init_checkpoint or (settings.output_dir and
+                                        tf.io.gfile.isdir(settings.output_dir) and
                                         tf.train.latest_checkpoint(settings.output_dir)):
         return
     report = load_checkpoint(build_model(), settings.init_checkpoint)
     if not settings.do_train:
-        require_complete(report, "init_checkpoint", hint=_INCOMPLETE_FOR_INFERENCE)
+        require_complete(report, "init_checkpoint", hint=_incomplete_for_inference())
 
 
 def restore_for_inference(task, model, optimizer, settings, log=log):
@@ -147,7 +151,7 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
     from bert_tf.training import loops
     from bert_tf.model.checkpoints import naming_damaged_checkpoint, require_complete
 
-    latest = tf.train.latest_checkpoint(settings.output_dir)
+    latest = settings.output_dir and tf.train.latest_checkpoint(settings.output_dir)
     if latest:
         log(f"evaluating {latest}")
         with naming_damaged_checkpoint(latest):
@@ -157,14 +161,16 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
         return loops.global_step(optimizer)
     if settings.init_checkpoint:
         report = task.initialize(model, settings.init_checkpoint, log)
-        require_complete(report, "init_checkpoint", hint=_INCOMPLETE_FOR_INFERENCE)
+        require_complete(report, "init_checkpoint", hint=_incomplete_for_inference())
         reader = tf.train.load_checkpoint(report.path) if report.format == "tf1" else None
         if reader is not None and reader.has_tensor("global_step"):
             return int(reader.get_tensor("global_step"))
         return 0
     if settings.do_predict:
-        raise flag_error("init_checkpoint", f"no checkpoint in --output_dir={settings.output_dir} "
-                                            f"and no --init_checkpoint: nothing to predict with")
+        raise argument_error("init_checkpoint", f"no checkpoint in {arg('output_dir')}="
+                                                f"{settings.output_dir} and no "
+                                                f"{arg('init_checkpoint')}: nothing to predict "
+                                                f"with")
     log(f"no checkpoint in {settings.output_dir}: evaluating the initial model")
     return 0
 
@@ -216,13 +222,24 @@ def predict(task, strategy, model, settings, log=log):
     batch_size = settings.predict_batch_size
     num_steps = _num_steps(task, "predict", batch_size, settings)
     log(f"***** Running prediction *****  batch size {batch_size}, {num_steps} steps")
-    with naming_damaged_records(task, "predict"):
-        outputs = loops.gather_outputs(strategy, model, task,
-                                          task.dataset_fn("predict", batch_size), num_steps,
-                                          "predict")
-    if not is_chief(strategy):
-        return []
-    paths = task.write_predictions(outputs, settings.output_dir)
+    if task.streams_predictions:  # the task writes each step's outputs as they come
+        with naming_damaged_records(task, "predict"):
+            outputs = loops.iterate_outputs(strategy, model, task,
+                                            task.dataset_fn("predict", batch_size), num_steps,
+                                            "predict")
+            if not is_chief(strategy):
+                for _ in outputs:  # the other workers' steps run all the same
+                    pass
+                return []
+            paths = task.write_predictions(outputs, settings.output_dir)
+    else:
+        with naming_damaged_records(task, "predict"):
+            outputs = loops.gather_outputs(strategy, model, task,
+                                           task.dataset_fn("predict", batch_size), num_steps,
+                                           "predict")
+        if not is_chief(strategy):
+            return []
+        paths = task.write_predictions(outputs, settings.output_dir)
     for path in paths:
         log(f"wrote {path}")
     return paths
@@ -250,7 +267,8 @@ def run(task, settings, log=log):
     settings.validate()
     # The strategy first: Mirrored on logical CPUs must split the CPU before TF runs any op.
     strategy_name, strategy = build_strategy(settings, log)
-    tf.io.gfile.makedirs(settings.output_dir)
+    if settings.output_dir:
+        tf.io.gfile.makedirs(settings.output_dir)
     task.check_inputs(settings)
     # Process-wide state the run sets, given back as it was when it ends (a Python caller's
     # later models and logs are not changed by a run); the random seed cannot be given back.
@@ -277,8 +295,9 @@ def run(task, settings, log=log):
             if settings.do_train:
                 step = loops.global_step(optimizer)
             else:
-                with strategy.scope():
-                    optimizer.build(model.trainable_variables)
+                if settings.output_dir:  # its checkpoints hold the optimizer (slots, step)
+                    with strategy.scope():
+                        optimizer.build(model.trainable_variables)
                 step = restore_for_inference(task, model, optimizer, settings, log)
             if settings.do_eval:
                 results = evaluate(task, strategy, model, settings, step, log)

@@ -8,13 +8,16 @@ any work.
 import dataclasses
 import os
 
-from bert_tf.errors import flag_error
+from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import check_writable_dir
 
 
 @dataclasses.dataclass
 class RunSettings:
-    """Everything `run` needs besides the task; the command lines' flags of the same names."""
+    """Everything `run` needs besides the task; the command lines' flags of the same names.
+
+    `output_dir` None: a run that only predicts, with the init_checkpoint, and whose task
+    writes its files where it was told (extract_features' --output_file)."""
     output_dir: str
     do_train: bool = False
     do_eval: bool = False
@@ -54,7 +57,7 @@ class RunSettings:
     do_lower_case: bool = True
 
     def validate(self, steps_known=True):
-        """InputError naming the flag for values no task can run with, and for output paths
+        """InputError naming the field for values no task can run with, and for output paths
         that cannot be written or would replace what is not ours. `steps_known=False`: before
         the command line has counted its data (num_train_steps not set yet)."""
         check_request(self.do_train, self.do_eval, self.do_predict, self.output_dir)
@@ -65,20 +68,26 @@ class RunSettings:
             positive.append("num_train_steps")
         for name in positive:
             if getattr(self, name) <= 0:
-                raise flag_error(name, "must be positive")
+                raise argument_error(name, "must be positive")
         if self.num_warmup_steps < 0:
-            raise flag_error("num_warmup_steps", "must be >= 0")
+            raise argument_error("num_warmup_steps", "must be >= 0")
         if self.train_batch_size % self.gradient_accumulation_steps:
-            raise flag_error("gradient_accumulation_steps",
-                             f"must divide --train_batch_size={self.train_batch_size}")
+            raise argument_error("gradient_accumulation_steps", f"must divide "
+                                 f"{arg('train_batch_size')}={self.train_batch_size}")
         if self.optimizer not in ("adamw", "lamb"):
-            raise flag_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
+            raise argument_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
         if self.mixed_precision not in ("off", "bfloat16", "float16"):
-            raise flag_error("mixed_precision", "must be off, bfloat16 or float16")
-        check_writable_dir(self.output_dir)
+            raise argument_error("mixed_precision", "must be off, bfloat16 or float16")
+        if self.output_dir is None:
+            if self.do_train or self.do_eval:
+                raise argument_error("output_dir", "required to train or evaluate")
+            if not self.init_checkpoint:
+                raise argument_error("init_checkpoint", f"required without {arg('output_dir')}")
+        else:
+            check_writable_dir(self.output_dir)
         if self.export_dir:
             from bert_tf.serving.export import check_export_dir
-            keep = {"output_dir": self.output_dir}
+            keep = {"output_dir": self.output_dir} if self.output_dir else {}
             if self.init_checkpoint:
                 keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
             check_export_dir(self.export_dir, keep)
@@ -94,7 +103,7 @@ def check_request(do_train, do_eval, do_predict, output_dir):
     """Something to do, and an output dir that can be one; command lines call it before they
     read any data, `RunSettings.validate` again for Python callers."""
     if not (do_train or do_eval or do_predict):
-        raise flag_error("do_train", "at least one of --do_train, --do_eval or --do_predict "
-                                     "must be set")
-    if os.path.isfile(output_dir):
-        raise flag_error("output_dir", f"{output_dir} is a file, not a directory")
+        raise argument_error("do_train", f"at least one of {arg('do_train')}, {arg('do_eval')} "
+                                         f"or {arg('do_predict')} must be set")
+    if output_dir is not None and os.path.isfile(output_dir):
+        raise argument_error("output_dir", f"{output_dir} is a file, not a directory")

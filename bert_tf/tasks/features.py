@@ -1,0 +1,312 @@
+"""Feature extraction (the original's extract_features.py) as a task on the runner.
+
+`FeatureExtractionTask` is the encoder (`EncoderTask`) over the lines of a text file, read as the
+original's `read_examples` (one example per line, `text_a` or `text_a ||| text_b`) and packed as
+its `convert_examples_to_features` (unique id = line number, `[CLS] a [SEP] (b [SEP])`, zero
+padding); its predictions are the JSONL file the original writes, byte for byte in layout and
+rounding (`feature_json`). run/extract_features.py builds it from its flags and calls
+`bert_tf.training.runner.run(task, RunSettings(output_dir=None, do_predict=True, ...))`.
+
+The task streams its predictions (`streams_predictions`): the runner hands `write_predictions`
+each batch's outputs as the model produces them, and a writer thread formats the JSON of one
+batch while the model runs the next. The values of every layer of every example are never held
+at once (they are ~100x the size of the input), and the JSON text, which dominates the time,
+overlaps the model's work. Batches have one fixed shape (the last one padded with empty
+examples): one compiled forward pass, no retracing.
+"""
+import collections
+import json
+import queue
+import re
+import threading
+
+from bert_tf.tasks.encoder import EncoderTask
+
+InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
+InputFeatures = collections.namedtuple(
+    "InputFeatures", ["unique_id", "tokens", "input_ids", "input_mask", "input_type_ids"])
+
+# Examples tokenized per tokenizer call (FastTokenizer.tokenize_batch).
+_TOKENIZE_CHUNK = 4096
+
+
+def read_examples(input_file):
+    """Reads examples as the original: every line (an empty line is an empty text_a).
+
+    Bytes that are not UTF-8 are an InputError naming the file and line (the original fails
+    with a UnicodeDecodeError).
+    """
+    import tensorflow as tf
+
+    from bert_tf import tokenization
+    from bert_tf.errors import file_error
+
+    examples = []
+    try:
+        with tf.io.gfile.GFile(input_file, "r") as reader:
+            for unique_id, line in enumerate(reader):
+                line = tokenization.convert_to_unicode(line).strip()
+                match = re.match(r"^(.*) \|\|\| (.*)$", line)
+                if match is None:
+                    examples.append(InputExample(unique_id, line, None))
+                else:
+                    examples.append(InputExample(unique_id, match.group(1), match.group(2)))
+    except UnicodeDecodeError:
+        with tf.io.gfile.GFile(input_file, "rb") as reader:
+            data = reader.read()
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise file_error(input_file, f"not valid UTF-8 ({e.reason}: byte "
+                                         f"0x{data[e.start]:02x})",
+                             data.count(b"\n", 0, e.start) + 1) from None
+        raise
+    return examples
+
+
+def _tokenize_all(tokenizer, texts):
+    if hasattr(tokenizer, "tokenize_batch"):  # FastTokenizer: one call for many texts
+        return tokenizer.tokenize_batch(texts)
+    return [tokenizer.tokenize(text) for text in texts]
+
+
+def convert_examples_to_features(examples, seq_length, tokenizer):
+    """The original's convert_examples_to_features: [CLS] a [SEP] (b [SEP]) truncated to
+    `seq_length`, segment ids, mask and zero padding, with each example's unique id. Yields
+    the features (tokenizing `_TOKENIZE_CHUNK` examples per tokenizer call)."""
+    from bert_tf.data.features import pack_tokens, pad_inputs
+
+    for start in range(0, len(examples), _TOKENIZE_CHUNK):
+        chunk = examples[start:start + _TOKENIZE_CHUNK]
+        with_b = [i for i, e in enumerate(chunk) if e.text_b]  # the original's `if text_b`
+        pieces = _tokenize_all(tokenizer, [e.text_a for e in chunk]
+                               + [chunk[i].text_b for i in with_b])
+        tokens_b = dict(zip(with_b, pieces[len(chunk):]))
+        for i, example in enumerate(chunk):
+            tokens, segment_ids = pack_tokens(pieces[i], tokens_b.get(i), seq_length)
+            tokens = [str(t) for t in tokens]  # plain str for json
+            packed = pad_inputs(tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids,
+                                seq_length)
+            yield InputFeatures(example.unique_id, packed.tokens, packed.input_ids,
+                                packed.input_mask, packed.segment_ids)
+
+
+def round6(values):
+    """Python's round(float(x), 6) for float32 arrays, vectorised and bit-identical.
+
+    A float32 has 24 significant bits and 1e6 needs 14 more (2**6 * 15625), so x * 1e6 is exact
+    in float64; rint is then the correctly rounded (half-even) integer n, as round() computes,
+    and n / 1e6 is the float64 nearest to n * 10**-6, which is what round() returns.
+    """
+    import numpy as np
+    return np.rint(np.asarray(values, np.float32).astype(np.float64) * 1e6) / 1e6
+
+
+def feature_json(feature, layer_indexes, layer_outputs):
+    """One output line, exactly as the original formats it.
+
+    feature: has `unique_id` and `tokens`; layer_outputs: list (one per layer index) of
+    [seq_length, hidden] float32 arrays.
+    """
+    rows = [round6(output[:len(feature.tokens)]).tolist() for output in layer_outputs]
+    all_features = []
+    for i, token in enumerate(feature.tokens):
+        all_layers = []
+        for j, layer_index in enumerate(layer_indexes):
+            layers = collections.OrderedDict()
+            layers["index"] = layer_index
+            layers["values"] = rows[j][i]
+            all_layers.append(layers)
+        features = collections.OrderedDict()
+        features["token"] = token
+        features["layers"] = all_layers
+        all_features.append(features)
+    output_json = collections.OrderedDict()
+    output_json["linex_index"] = feature.unique_id
+    output_json["features"] = all_features
+    return json.dumps(output_json) + "\n"
+
+
+_Example = collections.namedtuple("_Example", ["unique_id", "tokens"])  # what a line needs
+
+
+class FeatureExtractionTask(EncoderTask):
+    """The encoder's hidden states of the requested layers at every token of every example,
+    written as the original's JSONL.
+
+    Args:
+      bert_config: the model's BertConfig.
+      tokenizer: `tokenize` and `convert_tokens_to_ids` (FastTokenizer; FullTokenizer gives
+        the same tokens); `tokenize_batch` is used when it has one.
+      layer_indexes: encoder layers to output, as given (negative counts from the top).
+      max_seq_length: the length examples are truncated and padded to.
+      predict_batch_size: examples per step; the last batch is padded to it.
+      output_file: the JSONL file, written atomically (it appears only when complete).
+      input_file: the text file to read (`read_examples`), read when the runner first asks for
+        the data (after the checkpoint is loaded); or
+      examples: the InputExamples themselves (Python callers).
+      progress: print progress lines and a summary ("[extract_features] ...") to stderr.
+    """
+
+    name = "extract_features"
+    streams_predictions = True
+
+    def __init__(self, bert_config, tokenizer, layer_indexes, max_seq_length,
+                 predict_batch_size, output_file, input_file=None, examples=None,
+                 progress=True):
+        super().__init__(bert_config)
+        if (input_file is None) == (examples is None):
+            raise ValueError("give exactly one of input_file and examples")
+        self.tokenizer = tokenizer
+        self.layer_indexes = list(layer_indexes)
+        self.max_seq_length = max_seq_length
+        self.predict_batch_size = predict_batch_size
+        self.output_file = output_file
+        self.input_file = input_file
+        self.examples = examples
+        self.progress = progress
+        self._data = None
+
+    @classmethod
+    def for_model(cls, bert_config, **options):
+        raise NotImplementedError("FeatureExtractionTask reads an input file; a loaded model "
+                                  "is served by EncoderTask")
+
+    # ---- Data.
+    def _features(self):
+        """(lines, arrays): each example's unique id and tokens; the model inputs of the
+        examples and of the padding ones after them ([N, max_seq_length] int32 each), and each
+        one's `position` in `lines` (-1: padding)."""
+        if self._data is None:
+            import numpy as np
+
+            examples = (self.examples if self.examples is not None
+                        else read_examples(self.input_file))
+            count = -(-len(examples) // self.predict_batch_size) * self.predict_batch_size
+            arrays = {name: np.zeros((count, self.max_seq_length), np.int32)
+                      for name in ("input_ids", "input_mask", "segment_ids")}
+            arrays["position"] = np.full((count,), -1, np.int32)
+            lines = []
+            for k, feature in enumerate(convert_examples_to_features(
+                    examples, self.max_seq_length, self.tokenizer)):
+                arrays["input_ids"][k] = feature.input_ids
+                arrays["input_mask"][k] = feature.input_mask
+                arrays["segment_ids"][k] = feature.input_type_ids
+                arrays["position"][k] = k
+                lines.append(_Example(feature.unique_id, feature.tokens))
+            self._data = lines, arrays
+        return self._data
+
+    def num_examples(self, mode):
+        return len(self._features()[1]["position"])
+
+    def dataset_fn(self, mode, global_batch_size, seed=None):
+        """The examples in order, once, in global batches of `global_batch_size` (each
+        replica gets its consecutive share of every batch)."""
+        if mode != "predict":
+            raise ValueError(f"{self.name} only predicts, it has no {mode} data")
+        import tensorflow as tf
+
+        _, arrays = self._features()
+
+        def make(input_context=None):
+            context = input_context or tf.distribute.InputContext()
+            replicas, pipelines = context.num_replicas_in_sync, context.num_input_pipelines
+            per_replica = context.get_per_replica_batch_size(global_batch_size)
+            dataset = tf.data.Dataset.from_tensor_slices(arrays)
+            if replicas > 1:  # this pipeline's replicas' consecutive slices of each batch
+                per_pipeline = replicas // pipelines
+                first = context.input_pipeline_id * per_pipeline
+
+                def slices(batch):
+                    return tf.data.Dataset.from_tensor_slices({
+                        name: tf.reshape(value, tf.concat([[replicas, per_replica],
+                                                           tf.shape(value)[1:]], 0))
+                        [first:first + per_pipeline] for name, value in batch.items()})
+
+                dataset = dataset.batch(global_batch_size, drop_remainder=True).flat_map(slices)
+            else:
+                dataset = dataset.batch(per_replica, drop_remainder=True)
+            options = tf.data.Options()
+            options.experimental_distribute.auto_shard_policy = (
+                tf.data.experimental.AutoShardPolicy.OFF)
+            options.autotune.enabled = False  # see input_pipeline.tfrecord_dataset
+            return dataset.with_options(options).prefetch(2)
+
+        return make
+
+    # ---- Predict.
+    def initialize(self, model, init_checkpoint, log):
+        """The checkpoint must hold the whole encoder (as before the runner: same report line,
+        same error)."""
+        from bert_tf.model.checkpoints import load_checkpoint, require_complete
+        report = load_checkpoint(model, init_checkpoint)
+        log(str(report))
+        require_complete(report, "init_checkpoint", "encoder")
+        return report
+
+    def predict_outputs(self, batch, outputs):
+        import tensorflow as tf
+        layers = outputs["encoder_outputs"]
+        result = {f"layer_output_{j}": tf.cast(layers[index], tf.float32)
+                  for j, index in enumerate(self.layer_indexes)}
+        result["position"] = batch["position"]
+        return result
+
+    def write_predictions(self, outputs, output_dir=None):
+        """Writes the JSONL file (`output_file`; `output_dir` is not used) from `outputs`: the
+        batches' outputs as they come (an iterable of dicts of numpy arrays) or all of them
+        at once (one dict). Returns [output_file]."""
+        from bert_tf.io_utils import atomic_open
+        from bert_tf.progress import Progress
+
+        lines, _ = self._features()
+        if isinstance(outputs, dict):
+            outputs = [outputs]
+        progress = (Progress("extract_features", total=len(lines), unit="examples")
+                    if self.progress else None)
+        with atomic_open(self.output_file, "w") as writer:
+            self._write(outputs, lines, writer, progress)
+        if progress is not None:
+            progress.summary(output=self.output_file)
+        return [self.output_file]
+
+    def _write(self, batches, lines, writer, progress):
+        """Formats and writes each batch in a writer thread while the caller's loop (the
+        model) produces the next."""
+        queued = queue.Queue(maxsize=4)
+        failure = []
+        names = [f"layer_output_{j}" for j in range(len(self.layer_indexes))]
+
+        def write_batches():
+            try:
+                while True:
+                    batch = queued.get()
+                    if batch is None:
+                        return
+                    count = 0
+                    for k, index in enumerate(batch["position"]):
+                        if index < 0:  # padding
+                            continue
+                        writer.write(feature_json(lines[index], self.layer_indexes,
+                                                  [batch[name][k] for name in names]))
+                        count += 1
+                    if progress is not None:
+                        progress.update(count)
+            except BaseException as e:  # re-raised in the main thread
+                failure.append(e)
+                while queued.get() is not None:
+                    pass
+
+        thread = threading.Thread(target=write_batches, daemon=True)
+        thread.start()
+        try:
+            for batch in batches:
+                if failure:
+                    break
+                queued.put(batch)
+        finally:
+            queued.put(None)
+            thread.join()
+        if failure:
+            raise failure[0]

@@ -1,0 +1,123 @@
+"""The tasks' data preparation (`prepare_task` of bert_tf.tasks.classification, tagging, squad):
+what run_classifier, run_ner, run_squad and bert_tf.api call to turn raw inputs into records.
+
+Oracle: the reference release's run_classifier (bert-tensorflow 1.0.4 in ../shared/reference):
+its MrpcProcessor, padding examples (as on TPU) and file_based_convert_examples_to_features
+records, decoded, for the same files."""
+import pytest
+
+from bert_tf.errors import InputError
+from bert_tf.tasks import classification, classifier_data
+from conftest import decoded_records
+
+SEQ = 48
+
+
+@pytest.fixture(scope="module")
+def mrpc(tmp_path_factory, shared_data):
+    """A small MRPC data dir: real rows, 21 train, 13 dev, 9 test."""
+    data = tmp_path_factory.mktemp("prepare") / "MRPC"
+    data.mkdir()
+    source = shared_data / "glue_data" / "MRPC"
+    for name, rows in (("train.tsv", 21), ("dev.tsv", 13), ("test.tsv", 9)):
+        with open(source / name, encoding="utf-8") as f:
+            lines = f.readlines()[:rows + 1]  # + the header
+        (data / name).write_text("".join(lines), encoding="utf-8")
+    return data
+
+
+def test_classification_records_equal_the_original(mrpc, refbert, uncased_vocab, tmp_path):
+    """run_classifier's path (read_splits, then prepare_task) writes the original's records:
+    train as is, eval and predict padded to their batch sizes with its padding examples."""
+    from bert_tf.model.config import BertConfig
+    from bert_tf.text.fast_tokenization import FastTokenizer
+
+    processor = classifier_data.get_processor("MRPC")
+    label_list = processor.get_labels(mrpc)
+    examples = classification.read_splits(processor, mrpc, ["train", "eval", "predict"])
+    lines, checked = [], []
+    out = tmp_path / "out"
+    prepared = classification.prepare_task(
+        BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                   intermediate_size=64),
+        examples, label_list, FastTokenizer(str(uncased_vocab), do_lower_case=True), SEQ, out,
+        task_name="MRPC", eval_batch_size=8, predict_batch_size=4, train_batch_size=4,
+        num_train_epochs=2.0, warmup_proportion=0.1,
+        check_model=lambda build_model: checked.append(out.exists()), log=lines.append)
+
+    assert checked == [False]  # the model checked before anything was written
+    assert prepared.num_train == 21 and prepared.num_train_steps == 10
+    assert prepared.num_warmup_steps == 1
+    task = prepared.task
+    assert isinstance(task, classification.ClassificationTask)
+    assert task.record_files == {m: str(out / f"{m}.tf_record")
+                                 for m in ("train", "eval", "predict")}
+    assert task.num_records == {"eval": 16, "predict": 12}
+    assert (task.num_labels, task.task_metric, task.label_names) == (2, "f1", ["0", "1"])
+    assert lines == ["*** task mrpc: 2 labels ['0', '1']",
+                     f"  train: 21 examples (+0 padding) -> {out / 'train.tf_record'}",
+                     f"  eval: 13 examples (+3 padding) -> {out / 'eval.tf_record'}",
+                     f"  predict: 9 examples (+3 padding) -> {out / 'predict.tf_record'}"]
+    assert sorted(p.name for p in out.iterdir()) == ["eval.tf_record", "predict.tf_record",
+                                                      "train.tf_record"]  # no temporaries
+
+    # The original's run_classifier main on the same files (padding as with --use_tpu).
+    import tensorflow as tf
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
+    rc = refbert.import_reference("run_classifier")
+    reference = rc.MrpcProcessor()
+    tokenizer = refbert.tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    for mode, read, batch_size in (("train", reference.get_train_examples, None),
+                                   ("eval", reference.get_dev_examples, 8),
+                                   ("predict", reference.get_test_examples, 4)):
+        split = read(str(mrpc))
+        while batch_size and len(split) % batch_size:
+            split.append(rc.PaddingInputExample())
+        path = str(tmp_path / f"reference_{mode}.tf_record")
+        rc.file_based_convert_examples_to_features(split, reference.get_labels(), SEQ,
+                                                   tokenizer, path)
+        assert decoded_records(task.record_files[mode]) == decoded_records(path), mode
+
+
+def test_nothing_is_written_when_preparation_fails(uncased_vocab, tmp_path):
+    """A check that fails (the model check, the training steps) leaves no output folder; the
+    API's in-memory examples go the same way."""
+    from bert_tf.model.config import BertConfig
+    from bert_tf.tokenization import FullTokenizer
+
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)
+    tokenizer = FullTokenizer(str(uncased_vocab), do_lower_case=True)
+    examples = {"train": [classifier_data.InputExample("train-0", "a good film", None, "pos"),
+                          classifier_data.InputExample("train-1", "dull", None, "neg")]}
+    out = tmp_path / "out"
+
+    def refuse(build_model):
+        raise InputError("--init_checkpoint: does not fit")
+
+    with pytest.raises(InputError, match="does not fit"):
+        classification.prepare_task(config, examples, ["neg", "pos"], tokenizer, 16, out,
+                                    check_model=refuse, log=lambda line: None)
+    with pytest.raises(InputError, match="0.0 epochs of 2 examples"):
+        classification.prepare_task(config, examples, ["neg", "pos"], tokenizer, 16, out,
+                                    num_train_epochs=0.0, log=lambda line: None)
+    assert not out.exists()
+    prepared = classification.prepare_task(config, examples, ["neg", "pos"], tokenizer, 16, out,
+                                           train_batch_size=1, num_train_epochs=1.0,
+                                           log=lambda line: None)
+    assert (prepared.num_train, prepared.num_train_steps) == (2, 2)
+    assert len(decoded_records(prepared.task.record_files["train"])) == 2
+
+
+def test_every_processor_takes_the_data_dir_for_its_labels(tmp_path):
+    """get_labels(data_dir) on every processor: a TSV task infers its labels from the training
+    file there; the others ignore it."""
+    (tmp_path / "train.tsv").write_text("good\tpos\nbad\tneg\n")
+    for name in classifier_data.PROCESSORS:
+        options = dict(text_a_column=0, label_column=1) if name == "tsv" else {}
+        processor = classifier_data.get_processor(name, **options)
+        assert processor.get_labels(tmp_path) == processor.get_labels(data_dir=tmp_path)
+    assert classifier_data.get_processor("tsv", text_a_column=0, label_column=1).get_labels(
+        tmp_path) == ["neg", "pos"]
+    assert classifier_data.get_processor("mrpc").get_labels(tmp_path) == ["0", "1"]
+    assert classifier_data.get_processor("sts-b").get_labels(tmp_path) is None
