@@ -28,12 +28,13 @@ Each fine-tuning task module also owns how its raw inputs become records: `prepa
 output_dir and returns a `PreparedTask`; the command lines, the API and the notebook's runs all
 go through it.
 """
+import abc
 import contextlib
 import os
 import typing
 
 
-class Task:
+class Task(abc.ABC):
     """Base class of the tasks; subclasses override what their task needs.
 
     Attributes:
@@ -83,6 +84,7 @@ class Task:
         raise NotImplementedError
 
     # ---- Model.
+    @abc.abstractmethod
     def build_model(self):
         """The keras model, called under the strategy's scope. It must implement
         `original_variable_parts()` (bert_tf.model.models) so that checkpoints and the weight-decay
