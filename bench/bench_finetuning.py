@@ -64,6 +64,7 @@ whose busy values are alike, and take several rounds.
 import argparse
 import json
 import os
+import pathlib
 import statistics
 import subprocess
 import sys
@@ -76,7 +77,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 HF_VENV = os.environ.get("BERT_TF_HF_VENV", os.path.expanduser("~/.cache/bert_tf/hf-venv"))
 HF_PYTHON = os.path.join(HF_VENV, "bin", "python")
-GLUE_DIR = os.environ.get("BERT_TF_GLUE_DIR", "/work/shared/data/glue_data")
+# The shared data beside the checkout ($BERT_TF_SHARED to move it).
+SHARED_DATA = pathlib.Path(os.environ.get(
+    "BERT_TF_SHARED", pathlib.Path(__file__).resolve().parents[2] / "shared")) / "data"
+GLUE_DIR = os.environ.get("BERT_TF_GLUE_DIR", str(SHARED_DATA / "glue_data"))
 
 TRAIN_BATCH = 32
 PREDICT_BATCH = 32

@@ -4,7 +4,7 @@ at 1 and 2 workers, and peak memory as the corpus grows.
     python bench/bench_pretraining_beam.py                # scales 1,2,4; 2 rounds
     python bench/bench_pretraining_beam.py --scales=1,4,8 --rounds=3
 
-Corpus: WikiText-2 test + valid ($BERT_TF_WIKITEXT, default /work/shared/data/wikitext-2; 2.4 MB,
+Corpus: WikiText-2 test + valid ($BERT_TF_WIKITEXT, default ../shared/data/wikitext-2; 2.4 MB,
 about 0.5 M words) listed `scale` times as input files, so the text grows with the scale and
 every window is real text. Flags: the original's defaults (max_seq_length 128, 20 predictions,
 masked_lm_prob 0.15) with --dupe_factor=5, --window_bytes=1000000, 2 output shards, the
@@ -22,6 +22,7 @@ Rounds interleave the peers; the table gives medians over rounds.
 import argparse
 import filecmp
 import os
+import pathlib
 import statistics
 import subprocess
 import sys
@@ -30,9 +31,12 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WIKITEXT = os.environ.get("BERT_TF_WIKITEXT", "/work/shared/data/wikitext-2")
+# The shared data beside the checkout ($BERT_TF_SHARED to move it).
+SHARED_DATA = pathlib.Path(os.environ.get(
+    "BERT_TF_SHARED", pathlib.Path(__file__).resolve().parents[2] / "shared")) / "data"
+WIKITEXT = os.environ.get("BERT_TF_WIKITEXT", str(SHARED_DATA / "wikitext-2"))
 VOCAB = os.environ.get("BERT_TF_VOCAB",
-                       "/work/shared/data/vocab/bert-base-uncased-vocab.txt")
+                       str(SHARED_DATA / "vocab/bert-base-uncased-vocab.txt"))
 PEERS = (("streaming", 1), ("beam", 1), ("streaming", 2), ("beam", 2))
 
 

@@ -6,7 +6,7 @@ included): bert_tf's run_squad predict path vs transformers (PyTorch CPU), same 
     python bench/bench_squad_predict.py --rounds=3 --questions=1000
 
 Questions: the first --questions questions of dev-v1.1 in file order ($BERT_TF_SQUAD_DEV,
-default /work/shared/data/SQuAD/dev-v1.1.json), written as a SQuAD file (the articles and
+default ../shared/data/SQuAD/dev-v1.1.json), written as a SQuAD file (the articles and
 paragraphs that hold them) into the work directory; every peer reads that file. max_seq_length
 384, doc_stride 128, max_query_length 64, max_answer_length 30, n-best 20, batch 32, fp32.
 
@@ -42,6 +42,7 @@ peers; the table gives medians over rounds and the ratio ours / transformers (> 
 import argparse
 import json
 import os
+import pathlib
 import statistics
 import subprocess
 import sys

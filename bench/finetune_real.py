@@ -35,7 +35,7 @@ random permutation per epoch) and the random streams (dropout, head init with --
 SST-2 (67,349 training rows) is cut to its first --sst2_train_rows rows (8,000 by default),
 written with the header into a temporary GLUE-layout directory beside the full dev set (872).
 
-NER (`--tasks=NER`): CoNLL-2003 ($BERT_TF_CONLL_DIR, default /work/shared/data/conll2003; IOB2
+NER (`--tasks=NER`): CoNLL-2003 ($BERT_TF_CONLL_DIR, default ../shared/data/conll2003; IOB2
 tags, 9 labels, "O" first then sorted, the same order on both sides). Training on the first
 --ner_train_sentences sentences of train.txt (-DOCSTART- lines dropped, 4,000 by default; 0:
 all 14,041), eval on the full valid.txt (3,250 sentences, 51,362 words), both written into a
@@ -56,7 +56,7 @@ loads as its output_weights/output_bias).
   (the first 4,000 training sentences: none; valid.txt: 3 sentences, 19 words cut off).
 
 SQuAD (`--tasks=SQuAD`, v1.1): no SQuAD training set here, so dev-v1.1 ($BERT_TF_SQUAD_DEV,
-default /work/shared/data/SQuAD/dev-v1.1.json, 48 articles) is split by article: training on
+default ../shared/data/SQuAD/dev-v1.1.json, 48 articles) is split by article: training on
 the first --squad_train_articles (36: 8,123 questions, each with its FIRST answer only, as the
 original's training mode takes one), eval on the other 12 unchanged (2,447 questions, every
 answer, for the official metric); both files written into the work directory. Windows:
@@ -88,6 +88,7 @@ bias` (2 x hidden, write_init_dir's head renamed), which our loader maps to cls/
 import argparse
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -103,7 +104,10 @@ from bench_finetuning import GLUE_DIR, HF_PYTHON, HF_VENV  # noqa: E402  (stdlib
 BATCH = 32
 MAX_SEQ_LENGTH = 128
 NER = "NER"
-CONLL_DIR = os.environ.get("BERT_TF_CONLL_DIR", "/work/shared/data/conll2003")
+# The shared data beside the checkout ($BERT_TF_SHARED to move it).
+SHARED_DATA = pathlib.Path(os.environ.get(
+    "BERT_TF_SHARED", pathlib.Path(__file__).resolve().parents[2] / "shared")) / "data"
+CONLL_DIR = os.environ.get("BERT_TF_CONLL_DIR", str(SHARED_DATA / "conll2003"))
 NER_TAG_SCHEME = "IOB2"
 WARMUP_PROPORTION = 0.1
 WEIGHT_DECAY = 0.01
@@ -139,7 +143,7 @@ def ner_data_dir(work, train_sentences):
 
 
 SQUAD = "SQuAD"
-SQUAD_DEV = os.environ.get("BERT_TF_SQUAD_DEV", "/work/shared/data/SQuAD/dev-v1.1.json")
+SQUAD_DEV = os.environ.get("BERT_TF_SQUAD_DEV", str(SHARED_DATA / "SQuAD/dev-v1.1.json"))
 SQUAD_MAX_ANSWER_LENGTH = 30
 
 

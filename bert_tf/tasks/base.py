@@ -46,6 +46,8 @@ class Task(abc.ABC):
       streams_predictions: `write_predictions` gets an iterator over each predict step's
         outputs (dicts of numpy arrays, in the dataset's order) as the model produces them,
         instead of every record's at once: for outputs too large to hold (extract_features).
+      record_files: {"train"|"eval"|"predict": TFRecord path} of a task over one file per
+        mode (None: the task says its files in `record_paths`).
     """
 
     name = "task"
@@ -53,6 +55,7 @@ class Task(abc.ABC):
     deterministic_input = False
     max_seq_length = 128
     streams_predictions = False
+    record_files = None
 
     @classmethod
     def for_model(cls, bert_config, **options):
@@ -70,7 +73,7 @@ class Task(abc.ABC):
     def record_paths(self, mode):
         """The TFRecord files that `dataset_fn(mode, ...)` reads (the driver names the damaged
         one when reading fails). The default: `self.record_files[mode]` if the task has it."""
-        files = getattr(self, "record_files", None) or {}
+        files = self.record_files or {}
         return [files[mode]] if mode in files else []
 
     def num_examples(self, mode):
