@@ -20,14 +20,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # log level, once by _pywrap_tensorflow_internal.so and again by _pywrap_profiler_plugin.so
 # (tf.profiler's extension has its own copy of that code; `import tensorflow` loads both), hence
 # the banner twice per process. `_QuietTensorFlowImport` drops them at that import.
+# A log line's prefix: absl's (2.21: "I0000 00:00:1795577489.206691   26926 ") or TensorFlow's
+# own (2.20: "2026-11-25 04:48:22.640903: I external/local_xla/xla/tsl/cuda/").
+_LOG_PREFIX = r"(?:{level}\d{{4}} [\d:. ]+\d+ |\d{{4}}-\d\d-\d\d [\d:.]+: {level} \S*?)"
 _START_UP_NOISE = re.compile(
     r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
-    r"|[IW]\d{4} [\d:. ]+\d+ (port\.cc:\d+\] oneDNN custom operations are on"
+    + r"|" + _LOG_PREFIX.format(level="[IW]") + r"(port\.cc:\d+\] oneDNN custom operations are on"
     r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine)")
 # On a machine without NVIDIA's driver, the CUDA build of TensorFlow (the `tensorflow` wheel)
 # logs this ERROR when it first lists devices: no GPU could be there, so it is noise.
 _NO_DRIVER_NOISE = re.compile(
-    r"E\d{4} [\d:. ]+\d+ cuda_platform\.cc:\d+\] failed call to cuInit")
+    _LOG_PREFIX.format(level="E") + r"cuda_platform\.cc:\d+\] failed call to cuInit")
 
 
 # absl's help flags: it prints the usage (the module docstring, then the flags) and exits 1.

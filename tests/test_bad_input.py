@@ -306,3 +306,28 @@ def test_bad_flags_are_one_clear_line(module, flags, expected):
     """absl's own flag errors (it would print the usage text and exit 1) are one `error:` line
     and exit 2, as the README promises for invalid flag values."""
     assert_one_line_error(module, flags, expected)
+
+
+def test_tensorflow_start_up_noise_is_recognised_in_both_log_formats():
+    """The command lines drop TensorFlow's start-up banner as TensorFlow 2.21 (absl's prefix)
+    and 2.20 (its own) write it, and nothing else."""
+    from bert_tf import cli
+    noise = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1795577489.206691   26926 port.cc:153] oneDNN custom operations are on. x",
+        "I0000 00:00:1795577489.207059   26926 cudart_stub.cc:31] Could not find cuda drivers "
+        "on your machine, GPU will not be used.",
+        "2026-11-25 04:48:22.641285: I tensorflow/core/util/port.cc:153] oneDNN custom "
+        "operations are on. x",
+        "2026-11-25 04:48:22.640903: I external/local_xla/xla/tsl/cuda/cudart_stub.cc:31] Could "
+        "not find cuda drivers on your machine, GPU will not be used."]
+    no_driver = [
+        "E0000 00:00:1795577489.207059   26926 cuda_platform.cc:51] failed call to cuInit: x",
+        "2026-11-25 04:48:34.870067: E external/local_xla/xla/stream_executor/cuda/"
+        "cuda_platform.cc:51] failed call to cuInit: INTERNAL: CUDA error"]
+    kept = ["error: --output_dir: x", "W0000 00:00:1.0 1 saver.cc:1] a real warning",
+            "2026-11-25 04:48:22.688560: E tensorflow/core/x.cc:1] a real error"]
+    assert all(cli._START_UP_NOISE.match(line) for line in noise)
+    assert all(cli._NO_DRIVER_NOISE.match(line) for line in no_driver)
+    assert not any(cli._START_UP_NOISE.match(line) or cli._NO_DRIVER_NOISE.match(line)
+                   for line in kept)
