@@ -180,6 +180,29 @@ def check_init_checkpoint(build_model):
     runner.check_init_checkpoint(build_model, run_settings())
 
 
+def preparation_options(eval_batch_size=True):
+    """The arguments of a task's `prepare_task` (bert_tf.tasks.*) that come from the shared
+    flags: batch sizes (eval and predict sets are padded to them), the training steps' inputs,
+    the --init_checkpoint check made before any record is written, and the log."""
+    from bert_tf.training import runner
+    options = dict(predict_batch_size=FLAGS.predict_batch_size,
+                   train_batch_size=FLAGS.train_batch_size,
+                   num_train_epochs=FLAGS.num_train_epochs,
+                   warmup_proportion=FLAGS.warmup_proportion,
+                   check_model=check_init_checkpoint, log=runner.log)
+    if eval_batch_size:
+        options["eval_batch_size"] = FLAGS.eval_batch_size
+    return options
+
+
+def run_prepared(prepared, vocab_file, do_lower_case):
+    """Runs a task's PreparedTask with the settings of the flags (and its training steps)."""
+    from bert_tf.training import runner
+    return runner.run(prepared.task, run_settings(
+        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
+        do_lower_case=do_lower_case))
+
+
 # RunSettings fields that a command line sets itself (from its data, or from its own flags)
 # rather than from a shared flag of the same name.
 SET_BY_THE_COMMAND_LINE = ("num_train_steps", "num_warmup_steps", "vocab_file", "do_lower_case")

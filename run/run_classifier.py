@@ -70,7 +70,6 @@ def main(argv):
     del argv
     from bert_tf.tasks import classification, classifier_data
     from bert_tf.text.fast_tokenization import FastTokenizer
-    from bert_tf.training import runner
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
     common_flags.start_strategy()
@@ -82,14 +81,9 @@ def main(argv):
     prepared = classification.prepare_task(
         bert_config, examples, label_list, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir, task_name=FLAGS.task_name,
-        eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-        train_batch_size=FLAGS.train_batch_size, num_train_epochs=FLAGS.num_train_epochs,
-        warmup_proportion=FLAGS.warmup_proportion,
-        check_model=common_flags.check_init_checkpoint, log=runner.log,
-        original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length)
-    runner.run(prepared.task, common_flags.run_settings(
-        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
-        do_lower_case=do_lower_case))
+        original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
+        **common_flags.preparation_options())
+    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
 
 
 def console_main():

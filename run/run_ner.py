@@ -48,7 +48,6 @@ def main(argv):
     del argv
     from bert_tf.tasks import tagging
     from bert_tf.text.fast_tokenization import FastTokenizer
-    from bert_tf.training import runner
 
     common_flags.check_required("data_dir", "output_dir")
     common_flags.start_strategy()
@@ -63,14 +62,9 @@ def main(argv):
         dev_file=FLAGS.dev_file if FLAGS.do_eval else None,
         test_file=FLAGS.test_file if FLAGS.do_predict else None,
         label_list=FLAGS.label_list, doc_stride=FLAGS.doc_stride,
-        eval_batch_size=FLAGS.eval_batch_size, predict_batch_size=FLAGS.predict_batch_size,
-        train_batch_size=FLAGS.train_batch_size, num_train_epochs=FLAGS.num_train_epochs,
-        warmup_proportion=FLAGS.warmup_proportion,
-        check_model=common_flags.check_init_checkpoint, log=runner.log,
-        scheme=FLAGS.tag_scheme, bucket_by_length=FLAGS.bucket_by_length)
-    runner.run(prepared.task, common_flags.run_settings(
-        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
-        do_lower_case=do_lower_case))
+        scheme=FLAGS.tag_scheme, bucket_by_length=FLAGS.bucket_by_length,
+        **common_flags.preparation_options())
+    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
 
 
 def console_main():

@@ -80,7 +80,6 @@ def main(argv):
     del argv
     from bert_tf.tasks import squad
     from bert_tf.text.fast_tokenization import FastTokenizer
-    from bert_tf.training import runner
 
     common_flags.check_required("output_dir")
     check_flags()
@@ -93,14 +92,11 @@ def main(argv):
         predict_file=FLAGS.predict_file if FLAGS.do_predict else None,
         doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
         version_2_with_negative=FLAGS.version_2_with_negative,
-        predict_batch_size=FLAGS.predict_batch_size, train_batch_size=FLAGS.train_batch_size,
-        num_train_epochs=FLAGS.num_train_epochs, warmup_proportion=FLAGS.warmup_proportion,
-        verbose_logging=FLAGS.verbose_logging, check_model=common_flags.check_init_checkpoint,
-        log=runner.log, n_best_size=FLAGS.n_best_size, max_answer_length=FLAGS.max_answer_length,
-        do_lower_case=do_lower_case, null_score_diff_threshold=FLAGS.null_score_diff_threshold)
-    runner.run(prepared.task, common_flags.run_settings(
-        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
-        do_lower_case=do_lower_case))
+        verbose_logging=FLAGS.verbose_logging, n_best_size=FLAGS.n_best_size,
+        max_answer_length=FLAGS.max_answer_length, do_lower_case=do_lower_case,
+        null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+        **common_flags.preparation_options(eval_batch_size=False))
+    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
 
 
 def console_main():
