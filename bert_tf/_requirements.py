@@ -73,9 +73,8 @@ def _run_as_command():
     if module.split(".")[0] in ("run", "data_tools") or module.startswith("bert_tf."):
         return True
     script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
-    return script in ("bert_tf_demo", "build_vocab", "create_pretraining_data", "run_pretraining",
-                      "run_classifier", "run_ner", "run_squad", "export_savedmodel",
-                      "extract_features")
+    return script in {entry.name for entry in importlib.metadata.entry_points(
+        group="console_scripts") if entry.value.startswith("bert_tf.")}
 
 
 def check():

@@ -10,7 +10,7 @@ import sys
 import tempfile
 
 from bert_tf.errors import InputError, flag_error, name_arguments_as_flags
-from bert_tf.io_utils import split_comma_list  # noqa: F401 (the command lines import it from here)
+from bert_tf.io_utils import split_comma_list
 
 # TensorFlow's C++ INFO and WARNING lines (CPU feature guard, ...) hide our own progress lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -30,9 +30,9 @@ import sys
 
 from absl import flags
 
-from bert_tf.cli import expand_globs, run_main, split_comma_list
+from bert_tf.cli import expand_globs, run_main
 from bert_tf.errors import flag_error
-from bert_tf.io_utils import check_output_file
+from bert_tf.io_utils import check_output_file, split_comma_list
 
 FLAGS = flags.FLAGS
 

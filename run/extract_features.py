@@ -61,7 +61,7 @@ def __getattr__(name):
 
 
 def parse_layers(value, num_layers):
-    from bert_tf.cli import split_comma_list
+    from bert_tf.io_utils import split_comma_list
     from bert_tf.errors import flag_error
 
     try:

@@ -240,3 +240,32 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
         runner.restore_for_inference(EncoderTask(None), tiny_encoder(), optimizer, settings,
                                      log=lambda message: None)
     assert str(raised.value).startswith(f"{path}: {message}")
+
+
+def test_a_workers_throwaway_checkpoints_are_removed_and_nothing_else(tiny_encoder, tmp_path):
+    """A non-chief worker's checkpoint directory: what its CheckpointManager wrote (checkpoints,
+    state file, a killed write) is removed, and the directory with it; a file that is not ours
+    stays, and so does the directory then."""
+    import tensorflow as tf
+
+    from bert_tf.training import loops
+
+    def save_into(directory):
+        checkpoint = tf.train.Checkpoint(model=tiny_encoder())
+        manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=2,
+                                             checkpoint_name=loops.CHECKPOINT_NAME)
+        for step in (1, 2):
+            manager.save(checkpoint_number=step)
+        (directory / "model.ckpt-3_temp").mkdir()
+        (directory / "model.ckpt-3_temp" / "part-00000-of-00001.index").write_bytes(b"x")
+
+    only_ours = tmp_path / ".worker_1"
+    save_into(only_ours)
+    loops._remove_worker_checkpoints(str(only_ours))
+    assert not only_ours.exists()
+
+    shared = tmp_path / ".worker_2"
+    save_into(shared)
+    (shared / "notes.txt").write_text("mine")
+    loops._remove_worker_checkpoints(str(shared))
+    assert sorted(p.name for p in shared.iterdir()) == ["notes.txt"]

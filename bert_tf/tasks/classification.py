@@ -212,7 +212,7 @@ def read_splits(processor, data_dir, modes):
     error naming data_dir) before any record is written."""
     from bert_tf.errors import argument_error
 
-    file_names = getattr(processor, "file_names", {})  # TsvProcessor: the user's file names
+    file_names = processor.file_names  # TsvProcessor: the user's file names
     splits = {}
     for mode, (split, reader) in SPLITS.items():
         if mode not in modes:

@@ -394,6 +394,7 @@ class DataProcessor:
     from data_dir).
     """
     is_regression = False
+    file_names = {}  # {"train"|"dev"|"test": file name}: of a processor of the user's files
 
     def get_train_examples(self, data_dir):
         """Gets a collection of `InputExample`s for the train set."""

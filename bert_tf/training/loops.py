@@ -211,6 +211,27 @@ _DEAD_WRITE = re.compile(
     rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+_temp|checkpoint\.tmp[0-9a-f]{{32}})$")
 
 
+# What a CheckpointManager writes into its directory: model.ckpt-<step>.{index,data-...}, the
+# `checkpoint` state file, and what a killed write leaves (_DEAD_WRITE).
+_CHECKPOINT_FILE = re.compile(
+    rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+(?:\.index|\.data-\d+-of-\d+)|checkpoint)$")
+
+
+def _remove_worker_checkpoints(directory):
+    """Removes a non-chief worker's throwaway checkpoints (`_worker_checkpoint_dir`): the files
+    its CheckpointManager wrote, then the directory if that leaves it empty. Anything else in
+    it is not ours and stays."""
+    if not os.path.isdir(directory):
+        return
+    remove_dead_checkpoint_writes(directory)
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if _CHECKPOINT_FILE.match(name) and os.path.isfile(path) and not os.path.islink(path):
+            os.remove(path)
+    if not os.listdir(directory):
+        os.rmdir(directory)
+
+
 def remove_dead_checkpoint_writes(model_dir):
     """Removes what checkpoint writes killed mid-way left in `model_dir` (the chief's
     directory); returns the removed paths. Call at the start of training only.
@@ -357,7 +378,7 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     writer.flush()
     progress.summary(**last_metrics)
     if not chief:
-        shutil.rmtree(_worker_checkpoint_dir(settings.output_dir, strategy), ignore_errors=True)
+        _remove_worker_checkpoints(_worker_checkpoint_dir(settings.output_dir, strategy))
     return last_metrics
 
 
