@@ -144,17 +144,15 @@ def load_model(files, task="encoder", num_labels=None, require_all=None):
 
 def encode(tokenizer, texts, text_pairs=None, max_seq_length=128):
     """The original's packing of texts (and pairs): `[CLS] a [SEP] (b [SEP])`, pairs truncated
-    longest first, zero padding. Returns {"input_ids", "input_mask", "segment_ids"}: int32
-    [len(texts), max_seq_length] numpy arrays, which every model here takes."""
-    from bert_tf.data.features import convert_text_pair
+    longest first, zero padding (`bert_tf.text.packing`, as the records and the SavedModels).
+    Returns {"input_ids", "input_mask", "segment_ids"}: int32 [len(texts), max_seq_length]
+    numpy arrays, which every model here takes."""
+    from bert_tf.text.packing import pack_texts
     if isinstance(texts, str):
         raise InputError("texts must be a list of strings, not one string")
-    pairs = text_pairs if text_pairs is not None else [None] * len(texts)
-    if len(pairs) != len(texts):
-        raise InputError(f"{len(texts)} texts but {len(pairs)} text pairs")
-    packed = [convert_text_pair(tokenizer, a, b, max_seq_length) for a, b in zip(texts, pairs)]
-    return {name: np.array([getattr(p, name) for p in packed], np.int32).reshape(
-        len(packed), max_seq_length) for name in ("input_ids", "input_mask", "segment_ids")}
+    if text_pairs is not None and len(text_pairs) != len(texts):
+        raise InputError(f"{len(texts)} texts but {len(text_pairs)} text pairs")
+    return pack_texts(tokenizer, texts, text_pairs, max_seq_length=max_seq_length)
 
 
 @dataclasses.dataclass

@@ -36,18 +36,17 @@ def google_layout(tmp_path_factory, uncased_vocab):
     return folder, encoder
 
 
-def test_readme_examples_run(google_layout, tmp_path):
-    from bert_tf.data.features import convert_text_pair
-    from bert_tf.tokenization import FullTokenizer
-
+def test_readme_examples_run(google_layout, tmp_path, refbert):
     folder, encoder = google_layout
+    rc = refbert.import_reference("run_classifier")
     examples = readme_examples()
     assert len(examples) == 2
     namespace = {"MODEL_DIR": str(folder), "OUTPUT_DIR": str(tmp_path / "out")}
     exec(examples[0], namespace)
-    # The API's inputs are the original's packing with the original's tokenizer ...
-    packed = convert_text_pair(FullTokenizer(str(folder / "vocab.txt"), True),
-                               "The cat sat down.", "It was tired.", 32)
+    # The API's inputs are the original's convert_single_example's ...
+    packed = rc.convert_single_example(
+        0, rc.InputExample("0", "The cat sat down.", "It was tired.", "0"), ["0"], 32,
+        refbert.import_reference("tokenization").FullTokenizer(str(folder / "vocab.txt"), True))
     assert namespace["inputs"]["input_ids"].tolist() == [packed.input_ids]
     assert namespace["inputs"]["segment_ids"].tolist() == [packed.segment_ids]
     # ... and its encoder is the checkpoint's.

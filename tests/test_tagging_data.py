@@ -14,7 +14,9 @@ import pytest
 
 from bert_tf.tasks import metrics, tagging_data
 from bert_tf.errors import InputError
-from bert_tf.data.features import CLS, SEP, tagging_feature_spec
+from bert_tf.data.features import tagging_feature_spec
+
+CLS, SEP = "[CLS]", "[SEP]"
 from bert_tf.tokenization import FullTokenizer
 
 CONLL_SENTENCES = {"train.txt": 14041, "valid.txt": 3250, "test.txt": 3453}  # the README's

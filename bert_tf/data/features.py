@@ -1,10 +1,7 @@
-"""Model inputs from tokens, and the TFRecord features every task reads and writes.
+"""The TFRecord features every task reads and writes.
 
-One place for what every task shares with the original release:
-- packing: `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, segment ids 0 then 1, input mask 1 on
-  tokens, zero padding to max_seq_length; a pair is shortened by the original's
-  `_truncate_seq_pair` (pop from the longer list, the second on ties), a single text cut to
-  max_seq_length - 2 tokens (`pack_tokens`, `convert_text_pair`);
+One place for what every task shares with the original release (the packing of its inputs is
+`bert_tf.text.packing`'s):
 - the feature specs of each task's records (`pretraining_feature_spec`,
   `classifier_feature_spec`, `tagging_feature_spec`, `squad_feature_spec`), in the original's
   names: run_classifier's `input_ids`, `input_mask`, `segment_ids`, `label_ids`,
@@ -16,69 +13,6 @@ One place for what every task shares with the original release:
 The pretraining data writer serializes its records by hand for speed (bert_tf.data.pretraining_data);
 its spec lives here with the others.
 """
-import dataclasses
-
-CLS, SEP = "[CLS]", "[SEP]"
-
-
-def truncate_seq_pair(tokens_a, tokens_b, max_length):
-    """The original's `_truncate_seq_pair`: pops from the longer list until the pair fits.
-
-    Shortening the longer one token at a time keeps more of a short text than cutting both by
-    the same proportion would. Modifies the lists in place.
-    """
-    while len(tokens_a) + len(tokens_b) > max_length:
-        if len(tokens_a) > len(tokens_b):
-            tokens_a.pop()
-        else:
-            tokens_b.pop()
-
-
-def pack_tokens(tokens_a, tokens_b, max_seq_length):
-    """(tokens, segment_ids) of `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated to fit.
-
-    `tokens_b` None (or empty, as the original's `if tokens_b`) means a single text. The input
-    lists are not modified.
-    """
-    tokens_a = list(tokens_a)
-    tokens_b = list(tokens_b) if tokens_b else None
-    if tokens_b:
-        truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-    elif len(tokens_a) > max_seq_length - 2:
-        tokens_a = tokens_a[:max_seq_length - 2]
-    tokens = [CLS] + tokens_a + [SEP]
-    segment_ids = [0] * len(tokens)
-    if tokens_b:
-        tokens += tokens_b + [SEP]
-        segment_ids += [1] * (len(tokens_b) + 1)
-    return tokens, segment_ids
-
-
-@dataclasses.dataclass
-class PackedInputs:
-    """One example's model inputs, zero-padded to max_seq_length, and its tokens (unpadded)."""
-    tokens: list
-    input_ids: list
-    input_mask: list
-    segment_ids: list
-
-
-def pad_inputs(tokens, input_ids, segment_ids, max_seq_length):
-    """Zero-pads ids and segments to max_seq_length and builds the mask (1 on real tokens)."""
-    padding = [0] * (max_seq_length - len(input_ids))
-    return PackedInputs(tokens, list(input_ids) + padding, [1] * len(input_ids) + padding,
-                        list(segment_ids) + padding)
-
-
-def convert_text_pair(tokenizer, text_a, text_b, max_seq_length):
-    """The original's convert_single_example without the label: tokenize, pack, ids, pad."""
-    tokens_a = tokenizer.tokenize(text_a)
-    tokens_b = tokenizer.tokenize(text_b) if text_b else None
-    tokens, segment_ids = pack_tokens(tokens_a, tokens_b, max_seq_length)
-    return pad_inputs(tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids,
-                      max_seq_length)
-
-
 # ---------------------------------------------------------------------------------------------
 # Feature specs (for tf.io.parse_single_example)
 # ---------------------------------------------------------------------------------------------

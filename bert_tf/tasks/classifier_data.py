@@ -4,7 +4,7 @@ What it does, as the original:
 - processors read a task's train/dev/test files into `InputExample`s (same file names,
   columns, header skipping, guids, labels; a test example carries the first label as a
   placeholder);
-- `convert_single_example` turns one into model inputs (packing from `bert_tf.data.features`),
+- `convert_single_example` turns one into model inputs (`bert_tf.text.packing`),
   `PaddingInputExample` into an all-zero example that evaluation does not count;
 - `write_classifier_records` writes the original's `file_based_convert_examples_to_features`
   records (input_ids, input_mask, segment_ids, label_ids, is_real_example).
@@ -39,6 +39,7 @@ import os
 from typing import Optional, Union
 
 from bert_tf.data import features
+from bert_tf.text import packing
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import is_url, open_input, split_comma_list
 from bert_tf.tokenization import convert_to_unicode
@@ -130,10 +131,10 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
                            regression=False, log=None):
     """Converts one `InputExample` (or `PaddingInputExample`) into `InputFeatures`.
 
-    The original's function: tokens packed by `bert_tf.data.features.convert_text_pair` (a pair is
-    truncated longest-first to max_seq_length - 3 tokens, a single text cut to
-    max_seq_length - 2), label mapped to its index in `label_list`. A PaddingInputExample
-    becomes all zeros, label 0, `is_real_example` False.
+    The original's function: the texts packed by `bert_tf.text.packing` (a pair is truncated
+    longest-first to max_seq_length - 3 tokens, a single text cut to max_seq_length - 2), the
+    label mapped to its index in `label_list`. A PaddingInputExample becomes all zeros, label
+    0, `is_real_example` False.
 
     Args:
       ex_index: the example's position; the first 5 are described to `log`, as the original
@@ -141,74 +142,58 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
       example: an InputExample or PaddingInputExample.
       label_list: the task's labels (ignored for regression).
       max_seq_length: length of the padded inputs (at least 3).
-      tokenizer: a FullTokenizer (or anything with `tokenize` and `convert_tokens_to_ids`).
+      tokenizer: a FullTokenizer (or anything with `tokenize`, `convert_tokens_to_ids` and
+        `convert_ids_to_tokens`).
       regression: the label is a float score (STS-B), written as is.
       log: optional callable taking one line of text (e.g. `logging.info`).
     """
+    return _convert_chunk(ex_index, [example], label_list, max_seq_length, tokenizer,
+                          regression, log)[0]
+
+
+def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer, regression,
+                   log):
+    """`convert_single_example` of consecutive examples, the first at `first_index`: their
+    texts tokenized in one call (`packing.tokenize_all`) and packed in one."""
     _check_max_seq_length(max_seq_length)
-    if isinstance(example, PaddingInputExample):
-        return InputFeatures(input_ids=[0] * max_seq_length, input_mask=[0] * max_seq_length,
-                             segment_ids=[0] * max_seq_length,
-                             label_id=0.0 if regression else 0, is_real_example=False)
     label_map = None if regression else {label: i for i, label in enumerate(label_list)}
-    label_id = _label_id(example, label_map, regression)
-    packed = features.convert_text_pair(tokenizer, example.text_a, example.text_b,
-                                        max_seq_length)
-    if log is not None and ex_index < 5:
-        log("*** Example ***")
-        log(f"guid: {example.guid}")
-        log("tokens: " + " ".join(packed.tokens))
-        log("input_ids: " + " ".join(map(str, packed.input_ids)))
-        log("input_mask: " + " ".join(map(str, packed.input_mask)))
-        log("segment_ids: " + " ".join(map(str, packed.segment_ids)))
-        log(f"label: {example.label} (id = {label_id})")
-    return InputFeatures(input_ids=packed.input_ids, input_mask=packed.input_mask,
-                         segment_ids=packed.segment_ids, label_id=label_id,
-                         is_real_example=True)
-
-
-class _PretokenizedTexts:
-    """A tokenizer for one chunk of examples whose texts were tokenized in one batch call.
-
-    Lets `convert_single_example` (and so `features.convert_text_pair`) run unchanged on the
-    fast path: `tokenize` looks the text up instead of tokenizing it again.
-    """
-
-    def __init__(self, tokenizer, examples):
-        texts = set()
-        for example in examples:
-            if not isinstance(example, PaddingInputExample):
-                texts.add(example.text_a)
-                if example.text_b:
-                    texts.add(example.text_b)
-        texts = list(texts)
-        self._tokens = dict(zip(texts, tokenizer.tokenize_batch(texts)))
-        self.convert_tokens_to_ids = tokenizer.convert_tokens_to_ids
-
-    def tokenize(self, text):
-        return self._tokens[text]
+    real = [i for i, example in enumerate(examples)
+            if not isinstance(example, PaddingInputExample)]
+    label_ids = {i: _label_id(examples[i], label_map, regression) for i in real}
+    packed = packing.pack_texts(tokenizer, [examples[i].text_a for i in real],
+                                [examples[i].text_b for i in real],
+                                max_seq_length=max_seq_length)
+    row_of = {i: row for row, i in enumerate(real)}
+    zeros = [0] * max_seq_length
+    result = []
+    for i, example in enumerate(examples):
+        if i not in row_of:
+            result.append(InputFeatures(input_ids=zeros, input_mask=zeros, segment_ids=zeros,
+                                        label_id=0.0 if regression else 0,
+                                        is_real_example=False))
+            continue
+        inputs = {name: packed[name][row_of[i]].tolist() for name in packing.INPUT_NAMES}
+        if log is not None and first_index + i < 5:
+            log("*** Example ***")
+            log(f"guid: {example.guid}")
+            log("tokens: " + " ".join(packing.packed_tokens(tokenizer, inputs["input_ids"],
+                                                            inputs["input_mask"])))
+            for name in packing.INPUT_NAMES:
+                log(f"{name}: " + " ".join(map(str, inputs[name])))
+            log(f"label: {example.label} (id = {label_ids[i]})")
+        result.append(InputFeatures(**inputs, label_id=label_ids[i], is_real_example=True))
+    return result
 
 
 def iter_features(examples, label_list, max_seq_length, tokenizer, regression=False, log=None):
-    """Yields `convert_single_example` of each example, in order.
-
-    A tokenizer with `tokenize_batch` (FastTokenizer) gets the texts of a few thousand
-    examples per call, which is where its speed comes from (measured: 2.4x FullTokenizer's on
-    QNLI's long texts, the same on SST-2's short ones, where FullTokenizer's word cache
-    already does most of the work); others tokenize example by example.
-    """
-    if not hasattr(tokenizer, "tokenize_batch"):
-        for ex_index, example in enumerate(examples):
-            yield convert_single_example(ex_index, example, label_list, max_seq_length,
-                                         tokenizer, regression, log)
-        return
+    """Yields `convert_single_example` of each example, in order, converting a few thousand
+    examples at a time (one tokenizer call for their texts with FastTokenizer's
+    `tokenize_batch`, which is where its speed comes from: measured 2.4x FullTokenizer's on
+    QNLI's long texts, the same on SST-2's short ones; and one packing call)."""
     examples = list(examples)
     for start in range(0, len(examples), _BATCH_TOKENIZE_CHUNK):
-        chunk = examples[start:start + _BATCH_TOKENIZE_CHUNK]
-        chunk_tokenizer = _PretokenizedTexts(tokenizer, chunk)
-        for ex_index, example in enumerate(chunk, start):
-            yield convert_single_example(ex_index, example, label_list, max_seq_length,
-                                         chunk_tokenizer, regression, log)
+        yield from _convert_chunk(start, examples[start:start + _BATCH_TOKENIZE_CHUNK],
+                                  label_list, max_seq_length, tokenizer, regression, log)
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,

@@ -64,31 +64,22 @@ def read_examples(input_file):
     return examples
 
 
-def _tokenize_all(tokenizer, texts):
-    if hasattr(tokenizer, "tokenize_batch"):  # FastTokenizer: one call for many texts
-        return tokenizer.tokenize_batch(texts)
-    return [tokenizer.tokenize(text) for text in texts]
-
-
 def convert_examples_to_features(examples, seq_length, tokenizer):
     """The original's convert_examples_to_features: [CLS] a [SEP] (b [SEP]) truncated to
-    `seq_length`, segment ids, mask and zero padding, with each example's unique id. Yields
-    the features (tokenizing `_TOKENIZE_CHUNK` examples per tokenizer call)."""
-    from bert_tf.data.features import pack_tokens, pad_inputs
+    `seq_length`, segment ids, mask and zero padding (`bert_tf.text.packing`), with each
+    example's unique id and tokens. Yields the features (`_TOKENIZE_CHUNK` examples tokenized
+    and packed per call)."""
+    from bert_tf.text import packing
 
     for start in range(0, len(examples), _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
-        with_b = [i for i, e in enumerate(chunk) if e.text_b]  # the original's `if text_b`
-        pieces = _tokenize_all(tokenizer, [e.text_a for e in chunk]
-                               + [chunk[i].text_b for i in with_b])
-        tokens_b = dict(zip(with_b, pieces[len(chunk):]))
+        packed = packing.pack_texts(tokenizer, [e.text_a for e in chunk],
+                                    [e.text_b for e in chunk], max_seq_length=seq_length)
         for i, example in enumerate(chunk):
-            tokens, segment_ids = pack_tokens(pieces[i], tokens_b.get(i), seq_length)
-            tokens = [str(t) for t in tokens]  # plain str for json
-            packed = pad_inputs(tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids,
-                                seq_length)
-            yield InputFeatures(example.unique_id, packed.tokens, packed.input_ids,
-                                packed.input_mask, packed.segment_ids)
+            input_ids, input_mask = packed["input_ids"][i], packed["input_mask"][i]
+            tokens = [str(t) for t in packing.packed_tokens(tokenizer, input_ids, input_mask)]
+            yield InputFeatures(example.unique_id, tokens, input_ids.tolist(),
+                                input_mask.tolist(), packed["segment_ids"][i].tolist())
 
 
 def round6(values):

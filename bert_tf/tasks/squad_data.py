@@ -41,6 +41,7 @@ from typing import Optional
 from bert_tf.data import features as features_lib
 from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.io_utils import open_input
+from bert_tf.text import packing
 
 FIRST_UNIQUE_ID = 1000000000
 TRAINING_SHUFFLE_SEED = 12345
@@ -366,89 +367,125 @@ class _ContextTokens:
         return self._result
 
 
+# Examples whose windows are packed in one call.
+_PACKING_CHUNK = 256
+
+
 def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
                   is_training, log=None, first_unique_id=FIRST_UNIQUE_ID):
     """Yields the `InputFeatures` of each example in order (the original's
     convert_examples_to_features). `log` (a callable taking a line) gets the original's
     description of the first 20 examples' features."""
     check_window_flags(max_seq_length, doc_stride, max_query_length)
-    unique_id = first_unique_id
+    cls_id, sep_id = packing.special_ids(tokenizer)
     context_tokens = _ContextTokens(tokenizer)
-    for (example_index, example) in enumerate(examples):
-        query_tokens = tokenizer.tokenize(example.question_text)
-        if len(query_tokens) > max_query_length:
-            query_tokens = query_tokens[0:max_query_length]
-
-        tok_to_orig_index, orig_to_tok_index, all_doc_tokens = context_tokens(
-            example.doc_tokens)
-
-        tok_start_position = None
-        tok_end_position = None
-        if is_training and example.is_impossible:
-            tok_start_position = -1
-            tok_end_position = -1
-        if is_training and not example.is_impossible:
-            tok_start_position = orig_to_tok_index[example.start_position]
-            if example.end_position < len(example.doc_tokens) - 1:
-                tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
-            else:
-                tok_end_position = len(all_doc_tokens) - 1
-            (tok_start_position, tok_end_position) = _improve_answer_span(
-                all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
-                example.orig_answer_text)
-
-        # The -3 accounts for [CLS], [SEP] and [SEP].
-        max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
-        spans = doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
-        max_context = _max_context_spans(spans)
-        head = ["[CLS]"] + query_tokens + ["[SEP]"]
-        doc_offset = len(head)
-        head_ids = tokenizer.convert_tokens_to_ids(head)
-
-        for (doc_span_index, doc_span) in enumerate(spans):
-            span_end = doc_span.start + doc_span.length
-            tokens = head + all_doc_tokens[doc_span.start:span_end] + ["[SEP]"]
-            token_to_orig_map = {}
-            token_is_max_context = {}
-            for i in range(doc_span.length):
-                split_token_index = doc_span.start + i
-                token_to_orig_map[doc_offset + i] = tok_to_orig_index[split_token_index]
-                token_is_max_context[doc_offset + i] = (
-                    max_context[split_token_index] == doc_span_index)
-            num_tokens = len(tokens)
-            input_ids = head_ids + tokenizer.convert_tokens_to_ids(tokens[doc_offset:])
-            padding = [0] * (max_seq_length - num_tokens)
-            input_mask = [1] * num_tokens + padding
-            segment_ids = [0] * doc_offset + [1] * (doc_span.length + 1) + padding
-            input_ids += padding
-
-            start_position = None
-            end_position = None
-            if is_training and not example.is_impossible:
-                # A window without the whole answer has nothing to predict: 0, 0 ([CLS]).
-                doc_start = doc_span.start
-                doc_end = span_end - 1
-                if tok_start_position >= doc_start and tok_end_position <= doc_end:
-                    start_position = tok_start_position - doc_start + doc_offset
-                    end_position = tok_end_position - doc_start + doc_offset
-                else:
-                    start_position = 0
-                    end_position = 0
-            if is_training and example.is_impossible:
-                start_position = 0
-                end_position = 0
-
+    unique_id = first_unique_id
+    for start in range(0, len(examples), _PACKING_CHUNK):
+        windows = []
+        for example_index, example in enumerate(examples[start:start + _PACKING_CHUNK], start):
+            windows.extend(_example_windows(example_index, example, tokenizer, context_tokens,
+                                            max_seq_length, doc_stride, max_query_length,
+                                            is_training))
+        # `[CLS] question [SEP] window [SEP]`: a window fits beside its question, nothing is cut.
+        packed = packing.pack_lists([w.query_ids for w in windows],
+                                    [w.context_ids for w in windows],
+                                    max_seq_length=max_seq_length, cls_id=cls_id,
+                                    sep_id=sep_id, truncate="second")
+        for row, window in enumerate(windows):
+            inputs = {name: packed[name][row].tolist() for name in packing.INPUT_NAMES}
             feature = InputFeatures(
-                unique_id=unique_id, example_index=example_index,
-                doc_span_index=doc_span_index, tokens=tokens,
-                token_to_orig_map=token_to_orig_map,
-                token_is_max_context=token_is_max_context, input_ids=input_ids,
-                input_mask=input_mask, segment_ids=segment_ids, start_position=start_position,
-                end_position=end_position, is_impossible=example.is_impossible)
-            if log is not None and example_index < 20:
+                unique_id=unique_id, example_index=window.example_index,
+                doc_span_index=window.doc_span_index,
+                tokens=packing.packed_tokens(tokenizer, inputs["input_ids"],
+                                             inputs["input_mask"]),
+                token_to_orig_map=window.token_to_orig_map,
+                token_is_max_context=window.token_is_max_context, **inputs,
+                start_position=window.start_position, end_position=window.end_position,
+                is_impossible=window.is_impossible)
+            if log is not None and window.example_index < 20:
                 _describe(log, feature, is_training)
             yield feature
             unique_id += 1
+
+
+@dataclasses.dataclass
+class _Window:
+    """One window before packing: the question's and the window's piece ids, and the
+    InputFeatures fields that do not depend on the packing."""
+    example_index: int
+    doc_span_index: int
+    query_ids: list
+    context_ids: list
+    token_to_orig_map: dict
+    token_is_max_context: dict
+    start_position: Optional[int]
+    end_position: Optional[int]
+    is_impossible: Optional[bool]
+
+
+def _example_windows(example_index, example, tokenizer, context_tokens, max_seq_length,
+                     doc_stride, max_query_length, is_training):
+    """The windows of one example, as the original's loop over its doc spans."""
+    query_tokens = tokenizer.tokenize(example.question_text)
+    if len(query_tokens) > max_query_length:
+        query_tokens = query_tokens[0:max_query_length]
+
+    tok_to_orig_index, orig_to_tok_index, all_doc_tokens = context_tokens(example.doc_tokens)
+
+    tok_start_position = None
+    tok_end_position = None
+    if is_training and example.is_impossible:
+        tok_start_position = -1
+        tok_end_position = -1
+    if is_training and not example.is_impossible:
+        tok_start_position = orig_to_tok_index[example.start_position]
+        if example.end_position < len(example.doc_tokens) - 1:
+            tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+        else:
+            tok_end_position = len(all_doc_tokens) - 1
+        (tok_start_position, tok_end_position) = _improve_answer_span(
+            all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+            example.orig_answer_text)
+
+    # The -3 accounts for [CLS], [SEP] and [SEP].
+    max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+    spans = doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+    max_context = _max_context_spans(spans)
+    doc_offset = len(query_tokens) + 2  # where the window starts: after [CLS] question [SEP]
+    query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
+
+    windows = []
+    for (doc_span_index, doc_span) in enumerate(spans):
+        span_end = doc_span.start + doc_span.length
+        token_to_orig_map = {}
+        token_is_max_context = {}
+        for i in range(doc_span.length):
+            split_token_index = doc_span.start + i
+            token_to_orig_map[doc_offset + i] = tok_to_orig_index[split_token_index]
+            token_is_max_context[doc_offset + i] = (
+                max_context[split_token_index] == doc_span_index)
+
+        start_position = None
+        end_position = None
+        if is_training and not example.is_impossible:
+            # A window without the whole answer has nothing to predict: 0, 0 ([CLS]).
+            doc_start = doc_span.start
+            doc_end = span_end - 1
+            if tok_start_position >= doc_start and tok_end_position <= doc_end:
+                start_position = tok_start_position - doc_start + doc_offset
+                end_position = tok_end_position - doc_start + doc_offset
+            else:
+                start_position = 0
+                end_position = 0
+        if is_training and example.is_impossible:
+            start_position = 0
+            end_position = 0
+        windows.append(_Window(
+            example_index, doc_span_index, query_ids,
+            tokenizer.convert_tokens_to_ids(all_doc_tokens[doc_span.start:span_end]),
+            token_to_orig_map, token_is_max_context, start_position, end_position,
+            example.is_impossible))
+    return windows
 
 
 def _describe(log, feature, is_training):

@@ -3,7 +3,7 @@
 The recipe of Google's BERT NER runs and Hugging Face's token classification: every word is
 WordPiece-tokenized on its own and its *first* piece carries the word's tag (`label_mask` 1);
 its other pieces are not scored (`label_mask` 0, `label_ids` 0). Inputs are `[CLS] pieces
-[SEP]`, segment ids 0, zero-padded (bert_tf.data.features), and stored under
+[SEP]`, segment ids 0, zero-padded (bert_tf.text.packing), and stored under
 `features.tagging_feature_spec`'s names.
 
 Choices the recipe leaves open, made so that every word gets exactly one prediction (conlleval
@@ -24,12 +24,14 @@ import bisect
 import dataclasses
 
 from bert_tf.errors import InputError, argument_error, file_error
-from bert_tf.data.features import pack_tokens, pad_inputs, write_examples
+from bert_tf.data.features import write_examples
 from bert_tf.io_utils import atomic_open, open_input
+from bert_tf.text import packing
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE_TAG = "O"
 UNKNOWN_PIECE = "[UNK]"
+_PACKING_CHUNK = 4096  # windows packed per call
 
 # ---------------------------------------------------------------------------------------------
 # CoNLL files
@@ -171,7 +173,7 @@ def padding_feature(max_seq_length):
 
 def word_pieces(tokenizer, words):
     """Each word's WordPiece tokens; a word with none becomes [UNK] (see the module doc)."""
-    return [tokenizer.tokenize(word) or [UNKNOWN_PIECE] for word in words]
+    return [pieces or [UNKNOWN_PIECE] for pieces in packing.tokenize_all(tokenizer, words)]
 
 
 @dataclasses.dataclass
@@ -243,33 +245,59 @@ def _label_ids(sentence_index, words, tags, label_map, where=None):
     return ids
 
 
-def convert_sentence(sentence_index, words, tags, label_map, max_seq_length, tokenizer,
-                     doc_stride, where=None):
-    """The features (one per window) of one sentence; see the module doc for the rules.
-    `where`: as `_label_ids`'."""
+@dataclasses.dataclass
+class _WindowLabels:
+    """One window before packing: its piece ids, and the words it scores with their labels
+    (each at its first piece's position among the window's pieces)."""
+    piece_ids: list
+    sentence_index: int
+    num_words: int
+    scored_words: list
+    positions: list
+    label_ids: list
+
+
+def _sentence_windows(sentence_index, words, tags, label_map, max_seq_length, tokenizer,
+                      doc_stride, where=None):
+    """The windows of one sentence (see the module doc for the rules). `where`: as
+    `_label_ids`'."""
     pieces_per_word = word_pieces(tokenizer, words)
     word_starts, pieces = [], []
     for pieces_of_word in pieces_per_word:
         word_starts.append(len(pieces))
         pieces.extend(pieces_of_word)
+    piece_ids = tokenizer.convert_tokens_to_ids(pieces)
     word_label_ids = _label_ids(sentence_index, words, tags, label_map, where)
     windows = word_windows(word_starts, len(pieces), max_seq_length - 2, doc_stride)
     scored_in = scoring_windows(windows, word_starts)
-    features = []
+    result = []
     for index, window in enumerate(windows):
-        tokens, segment_ids = pack_tokens(pieces[window.piece_start:window.piece_end], None,
-                                          max_seq_length)
-        packed = pad_inputs(tokens, tokenizer.convert_tokens_to_ids(tokens), segment_ids,
-                            max_seq_length)
-        label_ids, label_mask = [0] * max_seq_length, [0] * max_seq_length
         scored_words = [word for word in range(window.first_word, window.end_word)
                         if scored_in[word] == index]
-        for word in scored_words:
-            position = 1 + word_starts[word] - window.piece_start  # 1 for [CLS]
-            label_ids[position], label_mask[position] = word_label_ids[word], 1
-        features.append(TaggingFeature(
-            packed.input_ids, packed.input_mask, packed.segment_ids, label_ids, label_mask,
-            sentence_index=sentence_index, word_indices=scored_words, num_words=len(words)))
+        result.append(_WindowLabels(
+            piece_ids[window.piece_start:window.piece_end], sentence_index, len(words),
+            scored_words, [word_starts[word] - window.piece_start for word in scored_words],
+            [word_label_ids[word] for word in scored_words]))
+    return result
+
+
+def _packed_features(windows, max_seq_length, cls_id, sep_id):
+    """The TaggingFeatures of windows: `[CLS] pieces [SEP]` packed by `bert_tf.text.packing`
+    (a window fits: nothing is cut), each scored word's label at its first piece (one
+    position after [CLS])."""
+    features = []
+    for start in range(0, len(windows), _PACKING_CHUNK):
+        chunk = windows[start:start + _PACKING_CHUNK]
+        packed = packing.pack_lists([w.piece_ids for w in chunk], max_seq_length=max_seq_length,
+                                    cls_id=cls_id, sep_id=sep_id)
+        for row, window in enumerate(chunk):
+            label_ids, label_mask = [0] * max_seq_length, [0] * max_seq_length
+            for position, label_id in zip(window.positions, window.label_ids):
+                label_ids[1 + position], label_mask[1 + position] = label_id, 1
+            features.append(TaggingFeature(
+                *(packed[name][row].tolist() for name in packing.INPUT_NAMES), label_ids,
+                label_mask, sentence_index=window.sentence_index,
+                word_indices=window.scored_words, num_words=window.num_words))
     return features
 
 
@@ -290,12 +318,12 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     if doc_stride < 1:
         raise argument_error("doc_stride", f"must be at least 1, got {doc_stride}")
     label_map = {label: index for index, label in enumerate(label_list)}
-    where = getattr(sentences, "where", None)
-    features = []
+    where = sentences.where if isinstance(sentences, ConllSentences) else None
+    windows = []
     for sentence_index, (words, tags) in enumerate(sentences):
-        features.extend(convert_sentence(sentence_index, words, tags, label_map,
+        windows.extend(_sentence_windows(sentence_index, words, tags, label_map,
                                          max_seq_length, tokenizer, doc_stride, where))
-    return features
+    return _packed_features(windows, max_seq_length, *packing.special_ids(tokenizer))
 
 
 def write_tagging_records(features, output_file):

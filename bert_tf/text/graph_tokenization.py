@@ -67,6 +67,7 @@ import tensorflow as tf
 
 from bert_tf import tokenization
 from bert_tf.errors import file_error
+from bert_tf.text import packing
 
 _UNK, _CLS, _SEP = "[UNK]", "[CLS]", "[SEP]"
 _MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
@@ -292,45 +293,10 @@ class GraphTokenizer(tf.Module):
                          None if text_b is None else self.tokenize(text_b), max_seq_length)
 
     def pack(self, ids_a, ids_b=None, max_seq_length=128, truncate="longest_first"):
-        """The one packing of the SavedModels' inputs: [B, (pieces)] ids (and a second part)
-        -> `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, segment ids 0 for the first part and 1
-        for the second, mask 1 on tokens, zero-padded to max_seq_length. A single part is cut
-        to max_seq_length - 2 pieces. A pair is truncated like the original's
-        `_truncate_seq_pair` (`truncate="longest_first"`: always shorten the longer part, the
-        second on ties), or, with `truncate="second"`, by cutting the second part only
-        (run_squad's windows: the question is cut beforehand, the context to what is left).
-
-        Returns a dict of int32 [B, max_seq_length]: input_ids, input_mask, segment_ids.
-        """
-        batch = ids_a.nrows()
-        cls = tf.fill([batch, 1], self.cls_id)
-        sep = tf.fill([batch, 1], self.sep_id)
-        if ids_b is None:
-            ids = tf.concat([cls, ids_a[:, :max_seq_length - 2], sep], axis=1)
-            segments = tf.zeros_like(ids)
-        else:
-            budget = max_seq_length - 3
-            len_a, len_b = ids_a.row_lengths(), ids_b.row_lengths()
-            if truncate == "second":
-                keep_a = len_a
-            elif truncate == "longest_first":
-                # _truncate_seq_pair pops from the longer list (the second on ties) until the
-                # sum fits: the first keeps max(budget - len_b, ceil(budget / 2)) pieces at most.
-                keep_a = tf.minimum(len_a, tf.maximum(budget - len_b, (budget + 1) // 2))
-            else:
-                raise ValueError(f"truncate must be 'longest_first' or 'second', got {truncate!r}")
-            keep_b = tf.maximum(tf.minimum(len_b, budget - keep_a), 0)
-            ids_a = tf.ragged.boolean_mask(
-                ids_a, tf.ragged.range(len_a) < tf.expand_dims(keep_a, 1))
-            ids_b = tf.ragged.boolean_mask(
-                ids_b, tf.ragged.range(len_b) < tf.expand_dims(keep_b, 1))
-            first = tf.concat([cls, ids_a, sep], axis=1)
-            second = tf.concat([ids_b, sep], axis=1)
-            ids = tf.concat([first, second], axis=1)
-            segments = tf.concat([tf.zeros_like(first), tf.ones_like(second)], axis=1)
-        shape = [None, max_seq_length]
-        return {
-            "input_ids": ids.to_tensor(0, shape=shape),
-            "input_mask": tf.ones_like(ids).to_tensor(0, shape=shape),
-            "segment_ids": segments.to_tensor(0, shape=shape),
-        }
+        """`bert_tf.text.packing.pack` with this vocabulary's [CLS] and [SEP]: [B, (pieces)]
+        ids (and a second part) -> `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated as
+        the original (`truncate="longest_first"`: `_truncate_seq_pair`; `"second"`: the second
+        part only, run_squad's windows). Returns a dict of int32 [B, max_seq_length]:
+        input_ids, input_mask, segment_ids."""
+        return packing.pack(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=self.cls_id,
+                            sep_id=self.sep_id, truncate=truncate)
