@@ -244,7 +244,8 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
         input_pipeline.length_bucket_boundaries = (
             lambda max_seq_length: default_boundaries(max_seq_length, width=bucket_width))
     from bert_tf.model.checkpoints import hf_directory_files
-    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.base import Records
+    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 
     config = hf_directory_files(init_dir)[0]
     output_dir = tempfile.mkdtemp(prefix="bench_ours_")
@@ -253,9 +254,11 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
         train_batch_size=TRAIN_BATCH, predict_batch_size=PREDICT_BATCH,
         learning_rate=LEARNING_RATE, num_train_steps=SCHEDULE_STEPS,
         num_warmup_steps=SCHEDULE_WARMUP, weight_decay_rate=WEIGHT_DECAY, seed=SEED)
-    task = ClassificationTask(
-        config, NUM_LABELS, {"train": spec["train_records"], "predict": spec["dev_records"]},
-        MAX_SEQ_LENGTH, {"predict": spec["num_dev_records"]}, bucket_by_length=bucket)
+    task = ClassificationTask(ClassificationConfig(
+        bert_config=config, max_seq_length=MAX_SEQ_LENGTH,
+        labels=[str(i) for i in range(NUM_LABELS)], bucket_by_length=bucket,
+        records={"train": Records((spec["train_records"],)),
+                 "predict": Records((spec["dev_records"],), spec["num_dev_records"])}))
     _, strategy = runner.build_strategy(settings)
     import keras
     keras.utils.set_random_seed(SEED)

@@ -38,7 +38,8 @@ def measure(task_name, init_dir, work_dir, rounds, first):
     from bert_tf.training import runner, loops
     from bert_tf.training.settings import RunSettings
     from bert_tf.model.checkpoints import hf_directory_files
-    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.base import Records
+    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 
     spec = bf.prepare_task(task_name, init_dir, work_dir)
     config = hf_directory_files(init_dir)[0]
@@ -48,9 +49,10 @@ def measure(task_name, init_dir, work_dir, rounds, first):
     _, strategy = runner.build_strategy(settings)
 
     def make_task():
-        return ClassificationTask(config, bf.NUM_LABELS, {"predict": spec["dev_records"]},
-                                  bf.MAX_SEQ_LENGTH, {"predict": spec["num_dev_records"]},
-                                  bucket_by_length=True)
+        return ClassificationTask(ClassificationConfig(
+            bert_config=config, max_seq_length=bf.MAX_SEQ_LENGTH,
+            labels=[str(i) for i in range(bf.NUM_LABELS)], bucket_by_length=True,
+            records={"predict": Records((spec["dev_records"],), spec["num_dev_records"])}))
 
     tasks = {mode: make_task() for mode in MODES}
     with strategy.scope():

@@ -98,12 +98,14 @@ def export_all(work_dir):
 
     from bert_tf.serving import export
     from bert_tf.model.checkpoints import hf_directory_files
-    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 
     init_dir = write_init_dir(minilm_dir(), os.path.join(work_dir, "init"))
     config, vocab_file, do_lower_case = hf_directory_files(init_dir)
     do_lower_case = do_lower_case is not False
-    task = ClassificationTask(config, 2, {}, MAX_SEQ_LENGTH, label_names=["0", "1"])
+    task = ClassificationTask(ClassificationConfig(bert_config=config,
+                                                   max_seq_length=MAX_SEQ_LENGTH,
+                                                   labels=["0", "1"]))
     keras.utils.set_random_seed(0)
     model = task.build_model()
     task.initialize(model, init_dir, log=lambda message: None)
@@ -112,8 +114,7 @@ def export_all(work_dir):
         tokenizer = (None if peer == "ours" else
                      text_ops_tokenizer(vocab_file, do_lower_case, fast=peer == "tftext_fast"))
         dirs[peer] = export.save(task, model, os.path.join(work_dir, peer), vocab_file,
-                                 do_lower_case, MAX_SEQ_LENGTH, log=lambda message: None,
-                                 tokenizer=tokenizer)
+                                 do_lower_case, log=lambda message: None, tokenizer=tokenizer)
     return dirs
 
 

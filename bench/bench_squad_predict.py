@@ -104,9 +104,9 @@ def measure_ours(spec, passes):
         do_lower_case = do_lower_case is not False
         tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
         _, strategy = runner.build_strategy(settings, quiet)
-        task = squad.SquadTask(config, {}, MAX_SEQ_LENGTH, {}, None, n_best_size=N_BEST_SIZE,
-                               max_answer_length=SQUAD_MAX_ANSWER_LENGTH,
-                               do_lower_case=do_lower_case, log=quiet)
+        task = squad.SquadTask(squad.SquadConfig(
+            bert_config=config, max_seq_length=MAX_SEQ_LENGTH, n_best_size=N_BEST_SIZE,
+            max_answer_length=SQUAD_MAX_ANSWER_LENGTH, do_lower_case=do_lower_case), log=quiet)
         with strategy.scope():
             model = task.build_model()
         task.initialize(model, init_dir, quiet)

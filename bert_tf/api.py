@@ -118,13 +118,14 @@ def build_model(task, config, num_labels=None):
     """A fresh Keras model: "encoder" (BertEncoder), "pretraining" (BertPretrainer),
     "classifier" (BertClassifier, num_labels; 1 = regression), "squad" (BertSpanLabeler) or
     "ner" (BertTokenClassifier, num_labels)."""
-    from bert_tf.tasks import registry
     if task not in TASK_MODELS:
         raise InputError(f"task must be one of {', '.join(TASK_MODELS)}, got {task!r}")
-    if task in ("classifier", "ner") and not num_labels:
-        raise InputError(f"a {task} model needs num_labels")
-    labels = [str(i) for i in range(num_labels)] if num_labels else None
-    return registry.build(task, config, labels=labels).build_model()
+    options = {}
+    if task in ("classifier", "ner"):
+        if not num_labels:
+            raise InputError(f"a {task} model needs num_labels")
+        options["labels"] = [str(i) for i in range(num_labels)]
+    return registry.build(task, config, **options).build_model()
 
 
 def load_model(files, task="encoder", num_labels=None, require_all=None):
@@ -164,16 +165,19 @@ class Classifier:
     max_seq_length: int = 128
 
     def predict(self, texts, text_pairs=None, batch_size=32):
-        """Class probabilities [N, num_labels] (regression: scores [N, 1])."""
+        """Class probabilities [N, num_labels] (regression: scores [N, 1]): what the
+        classifier's SavedModel serves (`ClassificationTask.serving_outputs`)."""
         import tensorflow as tf
 
-        from bert_tf.tasks.classification import softmax_float32
+        task = registry.build("classifier", self.model.config, labels=list(self.labels),
+                              max_seq_length=self.max_seq_length)
         inputs = encode(self.tokenizer, texts, text_pairs, self.max_seq_length)
         rows = []
         for start in range(0, len(texts), batch_size):
             batch = {k: tf.constant(v[start:start + batch_size]) for k, v in inputs.items()}
-            logits = self.model(batch, training=False)["logits"]
-            rows.append(np.asarray(logits if len(self.labels) < 2 else softmax_float32(logits)))
+            served = task.serving_outputs(task.outputs(self.model, batch, training=False))
+            rows.append(np.asarray(served["score"])[:, None] if task.config.regression
+                        else np.asarray(served["probabilities"]))
         return np.concatenate(rows) if rows else np.zeros([0, max(len(self.labels), 1)])
 
     def predict_labels(self, texts, text_pairs=None, batch_size=32):
@@ -202,7 +206,8 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     """run_classifier from Python: fine-tunes `files`' model on `train` ((text, label) or
     (text_a, text_b, label) tuples; `labels` in output order), evaluates on `dev` if given
     (eval_results.txt in output_dir), and returns the trained Classifier. Other RunSettings
-    (bert_tf.training.runner) by keyword, e.g. mixed_precision="bfloat16"."""
+    (bert_tf.training.settings) by keyword, e.g. mixed_precision="bfloat16", or export_dir
+    (the classifier's SavedModel, with run_classifier's signatures and label names)."""
     from bert_tf.tasks import classification
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
@@ -216,18 +221,26 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     examples = {"train": _examples(train, "train")}
     if dev:
         examples["eval"] = _examples(dev, "dev")
+    # With export_dir, the SavedModel gets the string signatures of the model's vocabulary.
+    settings.setdefault("vocab_file", files.vocab_file)
+    settings.setdefault("do_lower_case", files.do_lower_case)
+    run_settings = RunSettings(
+        output_dir=os.fspath(output_dir), do_train=True, do_eval=bool(dev),
+        init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,
+        eval_batch_size=eval_batch_size, learning_rate=learning_rate, seed=seed, **settings)
+    run_settings.validate(steps_known=False)
+    # The strategy before the data's TensorFlow ops: Mirrored on logical CPUs and
+    # MultiWorkerMirrored must exist before any op runs (the runner gets the same one).
+    runner.build_strategy(run_settings, log=lambda message: None)
     # run_classifier's records and task (bert_tf.tasks.classification), written quietly.
-    task, _, num_train_steps, num_warmup_steps = classification.prepare_task(
+    prepared = classification.prepare_task(
         files.config, examples, labels, tokenizer, max_seq_length, output_dir,
         eval_batch_size=eval_batch_size, train_batch_size=train_batch_size,
         num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
-        log=lambda message: None, bucket_by_length=bucket_by_length, label_names=None)
-    runner.run(task, RunSettings(
-        output_dir=os.fspath(output_dir), do_train=True, do_eval=bool(dev),
-        init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,
-        eval_batch_size=eval_batch_size, learning_rate=learning_rate,
-        num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps, seed=seed,
-        **settings))
+        log=lambda message: None, bucket_by_length=bucket_by_length)
+    runner.run(prepared.task, dataclasses.replace(
+        run_settings, num_train_steps=prepared.num_train_steps,
+        num_warmup_steps=prepared.num_warmup_steps))
     trained = dataclasses.replace(files, checkpoint=os.fspath(output_dir))
     return Classifier(load_model(trained, "classifier", len(labels)), tokenizer, list(labels),
                       max_seq_length)

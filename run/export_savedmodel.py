@@ -88,7 +88,7 @@ def main(argv):
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")
-    export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case, FLAGS.max_seq_length)
+    export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case)
 
 
 def console_main():

@@ -93,7 +93,7 @@ def main(argv):
 
     from bert_tf import tokenization
     from bert_tf.api import resolve_model_files
-    from bert_tf.tasks.features import FeatureExtractionTask
+    from bert_tf.tasks import features
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
@@ -104,15 +104,16 @@ def main(argv):
     check_max_seq_length(config)
     tokenization.check_vocab_fits(vocab_file, config.vocab_size)
     layer_indexes = parse_layers(FLAGS.layers, config.num_hidden_layers)
-    task = FeatureExtractionTask(
-        config, FastTokenizer(vocab_file, do_lower_case=do_lower_case), layer_indexes,
-        FLAGS.max_seq_length, FLAGS.batch_size, FLAGS.output_file, input_file=FLAGS.input_file)
     # No output_dir: the task writes --output_file, the weights are --init_checkpoint's. One
     # device, a GPU when there is one (the original's TPU flags have no effect).
     settings = RunSettings(
         output_dir=None, do_predict=True, init_checkpoint=FLAGS.init_checkpoint,
         predict_batch_size=FLAGS.batch_size,
         num_gpus=1 if tf.config.list_physical_devices("GPU") else 0)
+    task = features.prepare_task(
+        config, FastTokenizer(vocab_file, do_lower_case=do_lower_case), FLAGS.max_seq_length,
+        layer_indexes=layer_indexes, predict_batch_size=FLAGS.batch_size,
+        output_file=FLAGS.output_file, input_file=FLAGS.input_file).task
     runner.run(task, settings)
 
 

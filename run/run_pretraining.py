@@ -8,7 +8,8 @@
 Same flags, defaults, loss, optimizer, eval metrics and eval_results.txt as the original
 (google-research/bert run_pretraining.py), plus tf.distribute strategies, mixed precision, XLA,
 LAMB, gradient accumulation, resumable checkpoints and progress/TensorBoard output. This file is
-the flags; the task is `bert_tf.tasks.pretraining.PretrainingTask` and the driver `bert_tf.training.runner.run`.
+the flags; the task is `bert_tf.tasks.pretraining.PretrainingTask` and the driver
+`bert_tf.training.runner.run`.
 
 Training resumes from the latest checkpoint in --output_dir when there is one (rerun the same
 command after a crash), also from one written by the original's run_pretraining: its weights,
@@ -61,7 +62,7 @@ def main(argv):
     # The checks that need no TensorFlow first (it takes seconds to import).
     check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
     input_files = expand_globs(FLAGS.input_file, "input_file")
-    from bert_tf.tasks.pretraining import PretrainingTask
+    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
     bert_config = common_flags.load_bert_config()
     if FLAGS.max_seq_length > bert_config.max_position_embeddings:
         raise flag_error("max_seq_length",
@@ -69,9 +70,11 @@ def main(argv):
                          f"max_position_embeddings {bert_config.max_position_embeddings}")
     runner.log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
                + (" ..." if len(input_files) > 5 else ""))
-    task = PretrainingTask(input_files, bert_config, FLAGS.max_seq_length,
-                           FLAGS.max_predictions_per_seq, FLAGS.shuffle_buffer_size,
-                           FLAGS.deterministic_input)
+    task = PretrainingTask(PretrainingConfig(
+        bert_config=bert_config, max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        records=pretraining_records(input_files), shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+        deterministic_input=FLAGS.deterministic_input))
     runner.run(task, common_flags.run_settings(FLAGS.num_train_steps, FLAGS.num_warmup_steps))
 
 

@@ -86,3 +86,25 @@ def test_bad_calls_are_clear(google_layout, tmp_path):
         api.model_files(tmp_path)
     with pytest.raises(InputError, match="max_seq_length must be in"):
         api.fine_tune_classifier(files, [("a", "x")], ["x"], tmp_path / "out", max_seq_length=512)
+
+
+def test_fine_tune_classifier_exports_the_label_names(google_layout, tmp_path):
+    """export_dir through fine_tune_classifier: the SavedModel has run_classifier's string
+    signatures, with the labels' names, and serves the Classifier's probabilities."""
+    import tensorflow as tf
+
+    from bert_tf import api
+
+    folder, _ = google_layout
+    rows = [("a gripping, funny film", "pos"), ("dull and far too long", "neg")] * 4
+    classifier = api.fine_tune_classifier(
+        api.model_files(folder), train=rows, labels=["neg", "pos"], output_dir=tmp_path / "out",
+        num_train_epochs=1.0, train_batch_size=8, max_seq_length=16, seed=0,
+        export_dir=str(tmp_path / "exported"))
+    served = tf.saved_model.load(str(tmp_path / "exported")).signatures["serve_text"](
+        text=tf.constant(["a funny film", "too long"]))
+    probabilities = classifier.predict(["a funny film", "too long"])
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, rtol=1e-5,
+                               atol=1e-6)
+    assert [label.decode() for label in served["label"].numpy()] == \
+        classifier.predict_labels(["a funny film", "too long"])

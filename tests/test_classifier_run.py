@@ -262,13 +262,15 @@ def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
 
     from bert_tf.training import loops
     from bert_tf.model.checkpoints import load_checkpoint
-    from bert_tf.tasks.classification import ClassificationTask
+    from bert_tf.tasks.base import Records
+    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
     from bert_tf.model.config import BertConfig
 
     output_dir, _ = evaluated["padded"]
-    task = ClassificationTask(BertConfig.from_dict(TINY), 2,
-                              {"eval": str(output_dir / "eval.tf_record")}, SEQ, {"eval": 48},
-                              task_metric="f1", original_pads_eval=True)
+    task = ClassificationTask(ClassificationConfig(
+        bert_config=BertConfig.from_dict(TINY), max_seq_length=SEQ, labels=["0", "1"],
+        records={"eval": Records((str(output_dir / "eval.tf_record"),), 48)},
+        task_metric="f1", original_pads_eval=True))
     model = task.build_model()
     load_checkpoint(model, workspace["checkpoint"])
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")

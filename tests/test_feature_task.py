@@ -25,16 +25,18 @@ SEQ = 12
 RUN = """
 import sys
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks.features import FeatureExtractionTask, read_examples
+from bert_tf.tasks.features import prepare_task, read_examples
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.training import distribution, runner
 from bert_tf.training.settings import RunSettings
 root, strategy, output = sys.argv[1:4]
 config = BertConfig.from_json_file(root + "/bert_config.json")
-task = FeatureExtractionTask(config, FastTokenizer(root + "/vocab.txt"), [-1, 0], SEQ, 4, output,
-                             examples=read_examples(root + "/input.txt"), progress=False)
 settings = RunSettings(output_dir=None, do_predict=True, init_checkpoint=root + "/ckpt",
                        predict_batch_size=4, distribution_strategy=strategy, num_cpu_devices=2)
+runner.build_strategy(settings)  # before the data's ops: Mirrored splits the CPU first
+task = prepare_task(config, FastTokenizer(root + "/vocab.txt"), SEQ, layer_indexes=[-1, 0],
+                    predict_batch_size=4, output_file=output,
+                    examples=read_examples(root + "/input.txt"), progress=False).task
 runner.run(task, settings)
 """
 
@@ -71,7 +73,7 @@ def test_the_task_streams_the_encoder_outputs_of_every_line_in_order(model_files
     from bert_tf.model.checkpoints import load_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.encoder import BertEncoder
-    from bert_tf.tasks.features import FeatureExtractionTask, feature_json
+    from bert_tf.tasks.features import feature_json, prepare_task
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
@@ -79,8 +81,9 @@ def test_the_task_streams_the_encoder_outputs_of_every_line_in_order(model_files
     config = BertConfig.from_json_file(str(model_files / "bert_config.json"))
     tokenizer = FastTokenizer(str(model_files / "vocab.txt"))
     output = tmp_path / "out" / "features.jsonl"
-    task = FeatureExtractionTask(config, tokenizer, [-1, 0], SEQ, 4, str(output),
-                                 input_file=str(model_files / "input.txt"), progress=False)
+    task = prepare_task(config, tokenizer, SEQ, layer_indexes=[-1, 0], predict_batch_size=4,
+                        output_file=str(output), input_file=str(model_files / "input.txt"),
+                        progress=False).task
     settings = RunSettings(output_dir=None, do_predict=True, predict_batch_size=4,
                            init_checkpoint=str(model_files / "ckpt"))
     messages = []
@@ -93,7 +96,7 @@ def test_the_task_streams_the_encoder_outputs_of_every_line_in_order(model_files
     # The same lines from the encoder called directly, one example at a time.
     encoder = BertEncoder(config)
     load_checkpoint(encoder, str(model_files / "ckpt"))
-    examples, arrays = task._features()
+    examples, arrays = task.lines, task.arrays
     for k, (example, line) in enumerate(zip(examples, lines)):
         inputs = {name: tf.constant(arrays[name][k:k + 1])
                   for name in ("input_ids", "input_mask", "segment_ids")}
@@ -115,9 +118,9 @@ def test_the_task_streams_the_encoder_outputs_of_every_line_in_order(model_files
         for batch in task.dataset_fn("predict", 4)(None)]
     assert [len(batch["position"]) for batch in batches] == [4, 4]
     streamed, at_once = tmp_path / "streamed.jsonl", tmp_path / "at_once.jsonl"
-    task.output_file = str(streamed)
+    task.config.output_file = str(streamed)
     task.write_predictions(iter(batches), None)
-    task.output_file = str(at_once)
+    task.config.output_file = str(at_once)
     task.write_predictions({name: np.concatenate([b[name] for b in batches])
                             for name in batches[0]}, None)
     assert streamed.read_bytes() == at_once.read_bytes()

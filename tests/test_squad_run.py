@@ -267,7 +267,8 @@ def test_training_loss_equals_the_originals(reference, refbert, ref_flags, works
 
     from bert_tf.model.config import BertConfig
     from bert_tf.data.features import squad_feature_spec
-    from bert_tf.tasks.squad import SquadTask
+    from bert_tf.tasks.base import Records
+    from bert_tf.tasks.squad import SquadConfig, SquadTask
 
     rs, spec = reference
     v1 = refbert.v1
@@ -290,8 +291,9 @@ def test_training_loss_equals_the_originals(reference, refbert, ref_flags, works
             sess.run(v1.global_variables_initializer())
             theirs = float(sess.run(spec.last["loss"]))
 
-    task = SquadTask(BertConfig.from_dict(no_dropout), {"train": str(records)},
-                     WINDOWS["max_seq_length"])
+    task = SquadTask(SquadConfig(bert_config=BertConfig.from_dict(no_dropout),
+                                 max_seq_length=WINDOWS["max_seq_length"],
+                                 records={"train": Records((str(records),))}))
     model = task.build_model()
     task.initialize(model, workspace["checkpoint"], log=lambda message: None)
     batch = next(iter(first_batch(tf.io.parse_example)))

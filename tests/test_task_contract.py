@@ -35,22 +35,21 @@ def fake_task_class():
 
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertClassifier
-    from bert_tf.tasks.base import Task
+    from bert_tf.tasks.base import Records, Task, TaskConfig
 
     class FakeTask(Task):
         """The smallest task: first-token classification over in-memory examples."""
 
         name = "fake"
-        train_metric_names = ("loss",)
-        max_seq_length = SEQ
 
         def __init__(self):
             self.data = {"train": make_examples(64, 0), "eval": make_examples(24, 1),
                          "predict": make_examples(16, 2)}
+            super().__init__(TaskConfig(
+                bert_config=BertConfig.from_dict(TINY), max_seq_length=SEQ,
+                records={mode: Records((), len(data["input_ids"]))
+                         for mode, data in self.data.items()}))
             self.seen = {}
-
-        def num_examples(self, mode):
-            return len(self.data[mode]["input_ids"])
 
         def dataset_fn(self, mode, global_batch_size, seed=None):
             def make(context):
@@ -62,7 +61,7 @@ def fake_task_class():
             return make
 
         def build_model(self):
-            return BertClassifier(BertConfig.from_dict(TINY), 2)
+            return BertClassifier(self.config.bert_config, 2)
 
         def normalizers(self, batch):
             return {"examples": tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)}
@@ -93,7 +92,7 @@ def fake_task_class():
                 f.writelines(f"{label}\n" for label in outputs["label"])
             return [path]
 
-        def serving_outputs(self, outputs):
+        def serving_outputs(self, outputs, from_text=False):
             return {"logits": tf.cast(outputs["logits"], tf.float32)}
 
     return FakeTask
@@ -154,14 +153,18 @@ def test_the_registry_builds_every_task_for_a_loaded_model():
     from bert_tf.errors import InputError
 
     config = BertConfig.from_dict(TINY)
-    options = {"labels": ["a", "b", "c"], "max_seq_length": SEQ, "mask_id": 4}
+    options = {"classifier": {"labels": ["a", "b", "c"]}, "ner": {"labels": ["O", "B-X"]},
+               "pretraining": {"mask_id": 4}, "squad": {"max_query_length": 3}}
     for name in registry.NAMES:
-        task = registry.build(name, config, **options)
-        assert task.name == name
-        assert task.max_seq_length in (SEQ, 128) or name == "encoder"
+        task = registry.build(name, config, max_seq_length=SEQ, **options.get(name, {}))
+        assert task.name == name and task.config.max_seq_length == SEQ
+        assert task.config.bert_config is config and task.config.records == {}
         task.build_model()
     with pytest.raises(InputError, match="unknown task 'tagging': one of encoder, "):
         registry.task_class("tagging")
+    # An option the task's config lacks is an error, not ignored.
+    with pytest.raises(InputError, match="task encoder has no option labels: its options are "):
+        registry.build("encoder", config, labels=["a"])
 
 
 RUN_COMMAND_LINES = ["run.run_pretraining", "run.run_classifier", "run.run_ner", "run.run_squad"]

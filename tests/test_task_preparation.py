@@ -50,10 +50,12 @@ def test_classification_records_equal_the_original(mrpc, refbert, uncased_vocab,
     assert prepared.num_warmup_steps == 1
     task = prepared.task
     assert isinstance(task, classification.ClassificationTask)
-    assert task.record_files == {m: str(out / f"{m}.tf_record")
-                                 for m in ("train", "eval", "predict")}
-    assert task.num_records == {"eval": 16, "predict": 12}
-    assert (task.num_labels, task.task_metric, task.label_names) == (2, "f1", ["0", "1"])
+    assert {m: records.paths for m, records in task.config.records.items()} == {
+        m: (str(out / f"{m}.tf_record"),) for m in ("train", "eval", "predict")}
+    assert {m: records.count for m, records in task.config.records.items()} == {
+        "train": None, "eval": 16, "predict": 12}
+    assert (task.config.num_labels, task.config.task_metric, task.config.labels) == (
+        2, "f1", ["0", "1"])
     assert lines == ["*** task mrpc: 2 labels ['0', '1']",
                      f"  train: 21 examples (+0 padding) -> {out / 'train.tf_record'}",
                      f"  eval: 13 examples (+3 padding) -> {out / 'eval.tf_record'}",
@@ -76,7 +78,8 @@ def test_classification_records_equal_the_original(mrpc, refbert, uncased_vocab,
         path = str(tmp_path / f"reference_{mode}.tf_record")
         rc.file_based_convert_examples_to_features(split, reference.get_labels(), SEQ,
                                                    tokenizer, path)
-        assert decoded_records(task.record_files[mode]) == decoded_records(path), mode
+        assert decoded_records(task.config.records[mode].paths[0]) == decoded_records(path), \
+            mode
 
 
 def test_nothing_is_written_when_preparation_fails(uncased_vocab, tmp_path):
@@ -106,7 +109,7 @@ def test_nothing_is_written_when_preparation_fails(uncased_vocab, tmp_path):
                                            train_batch_size=1, num_train_epochs=1.0,
                                            log=lambda line: None)
     assert (prepared.num_train, prepared.num_train_steps) == (2, 2)
-    assert len(decoded_records(prepared.task.record_files["train"])) == 2
+    assert len(decoded_records(prepared.task.config.records["train"].paths[0])) == 2
 
 
 def test_every_processor_takes_the_data_dir_for_its_labels(tmp_path):

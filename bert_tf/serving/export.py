@@ -2,7 +2,7 @@
 
 A SavedModel written here has:
 - `serving_default`: the task's signature on token ids (`input_ids`, `input_mask`,
-  `segment_ids`: int32 [batch, length]; `Task.serving_signatures`);
+  `segment_ids`: int32 [batch, length]; `token_id_signature`);
 - `serve_text` (`text`: string [batch]) and `serve_text_pair` (`text_a`, `text_b`): the same
   outputs from raw strings, tokenized and packed in the graph as the original's
   convert_single_example (`bert_tf.text.graph_tokenization.GraphTokenizer.bert_inputs`: `[CLS] a
@@ -13,7 +13,7 @@ A SavedModel written here has:
   signatures, max_seq_length), by which a later export recognises a folder it may replace
   (`check_export_dir`).
 
-What each signature returns is the task's (`Task.serving_signatures`, `Task.text_signatures`):
+What each signature returns is the task's (`Task.serving_outputs`, `Task.text_signatures`):
 classifier: probabilities, logits and the label name of each row when the labels are known;
 encoder: sequence and pooled outputs; ner: `serve_text` returns `words`, `tags` (the tag of
 each word's first piece) and `num_words`; squad: `serve_text_pair` (question, context) returns
@@ -50,28 +50,43 @@ def check_export_dir(export_dir, keep=None, name="export_dir"):
                           "bert_tf", keep=keep)
 
 
-def save(task, model, export_dir, vocab_file=None, do_lower_case=True, max_seq_length=128,
-         log=print, tokenizer=None):
+def token_id_signature(task, model):
+    """`serving_default`: the task's model on input_ids, input_mask, segment_ids (int32
+    [batch, length]), returning `task.serving_outputs`."""
+    spec = tf.TensorSpec([None, None], tf.int32)
+
+    @tf.function(input_signature=[spec, spec, spec])
+    def serve(input_ids, input_mask, segment_ids):
+        outputs = task.outputs(model, {"input_ids": input_ids, "input_mask": input_mask,
+                                       "segment_ids": segment_ids}, training=False)
+        return task.serving_outputs(outputs)
+
+    return serve
+
+
+def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print,
+         tokenizer=None):
     """Writes the SavedModel (see the module docstring) to export_dir, under a temporary name
-    renamed when complete. Without `vocab_file`, only the token-id signature is saved.
-    `tokenizer`: another tf.Module with GraphTokenizer's methods for the string signatures
-    (bench/bench_serving.py exports the same model with tensorflow-text's tokenizers)."""
+    renamed when complete. Without `vocab_file`, only the token-id signature is saved; the
+    string signatures pack texts to the task's `config.max_seq_length`. `tokenizer`: another
+    tf.Module with GraphTokenizer's methods for the string signatures (bench/bench_serving.py
+    exports the same model with tensorflow-text's tokenizers)."""
     from bert_tf.io_utils import atomic_output
 
-    signatures = dict(task.serving_signatures(model))
+    signatures = {"serving_default": token_id_signature(task, model)}
     module = tf.Module()
     # The variables only: a Keras model attached here would add Keras' own default signature.
     module.model_variables = [v.value for v in model.variables]
     if vocab_file:
         from bert_tf.text.graph_tokenization import GraphTokenizer
         module.tokenizer = tokenizer or GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
-        signatures.update(task.text_signatures(model, module.tokenizer, max_seq_length))
-    config = getattr(model, "config", None)
+        signatures.update(task.text_signatures(model, module.tokenizer))
     check_export_dir(export_dir)
+    max_seq_length = task.config.max_seq_length if vocab_file else None
     assets = {EXPORT_MARKER: {"task": task.name, "signatures": sorted(signatures),
-                              "max_seq_length": max_seq_length if vocab_file else None}}
-    if config is not None:
-        assets["bert_config.json"] = config.to_dict()
+                              "max_seq_length": max_seq_length}}
+    if task.config.bert_config is not None:
+        assets["bert_config.json"] = task.config.bert_config.to_dict()
     with atomic_output(export_dir) as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
         tf.io.gfile.makedirs(os.path.join(tmp, "assets"))

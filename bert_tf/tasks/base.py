@@ -1,10 +1,12 @@
 """The task contract: what a task (pretraining, classification, tagging, SQuAD) tells the driver.
 
-Every run_* command line is flags plus a `Task`; `bert_tf.training.runner.run(task, settings)` does the
-rest once for all of them (strategy, precision, optimizer, checkpoints, train/eval/predict loops,
-summaries, export). This follows TF Model Garden's `official/core/base_task.py`: a task builds
-its inputs and model, defines its losses and metrics, and turns the per-example outputs of eval
-and predict into results; it owns no loop.
+Every run_* command line is flags plus a `Task`; `bert_tf.training.runner.run(task, settings)`
+does the rest once for all of them (strategy, precision, optimizer, checkpoints, train/eval/predict loops,
+summaries, export). This follows TF Model Garden's `official/core/base_task.py`: a task is built
+from a typed config (`TaskConfig`, extended by each task: what the driver reads of it is
+declared there, nothing else), builds its inputs and model, defines its losses and metrics,
+turns the per-example outputs of eval and predict into results and files, and says what its
+SavedModel serves; it owns no loop.
 
 The loops call the methods below inside `strategy.run` (one replica's shard of the batch) or on
 the host. Tensors in a batch are int32 / float32 (int64 features are cast on read).
@@ -30,61 +32,103 @@ go through it.
 """
 import abc
 import contextlib
+import dataclasses
 import os
 import typing
 
+MODES = ("train", "eval", "predict")
 
-class Task(abc.ABC):
-    """Base class of the tasks; subclasses override what their task needs.
+
+@dataclasses.dataclass(frozen=True)
+class Records:
+    """The TFRecord files a mode reads, and how many records eval and predict read (padding
+    examples included; None: not counted, the driver then runs RunSettings.max_eval_steps
+    steps, as pretraining's eval)."""
+    paths: tuple
+    count: typing.Optional[int] = None
+
+
+@dataclasses.dataclass
+class TaskConfig:
+    """What the driver reads of a task, and what every task is built from; each task's config
+    extends it with its own fields (`Task.Config`). The run's other inputs (checkpoints, batch
+    sizes, steps) are `bert_tf.training.settings.RunSettings`.
 
     Attributes:
-      name: short name for logs and summaries.
-      train_metric_names: the keys of `train_metrics` (the first must be "loss").
-      deterministic_input: the training input is in a fixed order even without a seed (file
-        order): a resumed run replays it to its step, as with a seed.
+      bert_config: the encoder's BertConfig (None: a task used for its losses only).
       max_seq_length: the records' length, and what the raw-string signatures pack texts to.
+      records: {"train"|"eval"|"predict": Records}: what `dataset_fn(mode, ...)` reads (empty
+        for a task built for a loaded model: export, the API).
+      shuffle_buffer_size: records in the training shuffle buffer (the original: 100).
+      bucket_by_length: batches not padded to max_seq_length (bert_tf.data.input_pipeline).
+      deterministic_input: training reads the records in file order (repeated), even without
+        a seed: a resumed run replays its input to its step, as with a seed.
+    """
+    bert_config: typing.Any = None
+    max_seq_length: int = 128
+    records: dict = dataclasses.field(default_factory=dict)
+    shuffle_buffer_size: int = 100
+    bucket_by_length: bool = False
+    deterministic_input: bool = False
+
+    def __post_init__(self):
+        unknown = set(self.records) - set(MODES)
+        if unknown:
+            raise ValueError(f"records of unknown modes {sorted(unknown)}: modes are {MODES}")
+
+
+class Task(abc.ABC):
+    """Base class of the tasks, built from its `Config` (a TaskConfig); subclasses override
+    what their task needs.
+
+    Class attributes:
+      name: the task's name (registry, logs, summaries, the export's marker).
+      Config: its config class.
+      train_metric_names: the keys of `train_metrics` (the first must be "loss").
+      sequence_features: the [T] features of its records, cut to the longest example of a
+        batch when `config.bucket_by_length` (None: the task cannot bucket).
       streams_predictions: `write_predictions` gets an iterator over each predict step's
         outputs (dicts of numpy arrays, in the dataset's order) as the model produces them,
         instead of every record's at once: for outputs too large to hold (extract_features).
-      record_files: {"train"|"eval"|"predict": TFRecord path} of a task over one file per
-        mode (None: the task says its files in `record_paths`).
     """
 
     name = "task"
+    Config = TaskConfig
     train_metric_names = ("loss",)
-    deterministic_input = False
-    max_seq_length = 128
+    sequence_features = None
     streams_predictions = False
-    record_files = None
 
-    @classmethod
-    def for_model(cls, bert_config, **options):
-        """This task for a model that is loaded rather than trained here (export, the API; no
-        records): `options` are what its serving needs (labels, max_seq_length, ...).
-        bert_tf.tasks.registry builds tasks by name through it."""
-        raise NotImplementedError(f"{cls.__name__} cannot be built for a loaded model")
+    def __init__(self, config):
+        if not isinstance(config, self.Config):
+            raise TypeError(f"{type(self).__name__} takes a {self.Config.__name__}, got "
+                            f"{type(config).__name__}")
+        self.config = config
 
     # ---- Data.
     def check_inputs(self, settings):
-        """Raises InputError naming the file or flag when the task's inputs cannot work with
-        the run's `settings` (bert_tf.training.settings.RunSettings; runs before any model is
-        built). The default checks nothing."""
+        """Raises InputError naming the file or argument when the task's inputs cannot work
+        with the run's `settings` (bert_tf.training.settings.RunSettings; runs before any model
+        is built). The default checks nothing."""
 
-    def record_paths(self, mode):
-        """The TFRecord files that `dataset_fn(mode, ...)` reads (the driver names the damaged
-        one when reading fails). The default: `self.record_files[mode]` if the task has it."""
-        files = self.record_files or {}
-        return [files[mode]] if mode in files else []
-
-    def num_examples(self, mode):
-        """Number of records (padding examples included) that eval/predict read, or None:
-        the driver then runs `eval_steps` steps (pretraining's max_eval_steps)."""
-        return None
+    def feature_spec(self, mode):
+        """The records' features (for tf.io.parse_single_example) of `mode`."""
+        raise NotImplementedError(f"{self.name} reads no records")
 
     def dataset_fn(self, mode, global_batch_size, seed=None):
-        """A function of the tf.distribute.InputContext returning per-replica batches:
-        train shuffled and repeated, eval/predict in file order, once."""
-        raise NotImplementedError
+        """A function of the tf.distribute.InputContext returning per-replica batches of
+        `config.records[mode]`: train shuffled (every record once per epoch, repeated by the
+        loop's steps), eval/predict in file order, once. The default reads the records with
+        `feature_spec(mode)` (bert_tf.data.input_pipeline)."""
+        from bert_tf.data import input_pipeline
+        config, records = self.config, self.config.records[mode]
+        sequence_features = self.sequence_features if config.bucket_by_length else None
+        return input_pipeline.dataset_fn(
+            records.paths, self.feature_spec(mode), global_batch_size,
+            shuffle=mode == "train" and not config.deterministic_input,
+            # In file order: counted records are read once, others as many steps as the loop
+            # takes (training; pretraining's eval, as the original's).
+            repeat=mode == "train" or records.count is None, seed=seed,
+            shuffle_buffer_size=config.shuffle_buffer_size, sequence_features=sequence_features)
 
     # ---- Model.
     @abc.abstractmethod
@@ -111,30 +155,31 @@ class Task(abc.ABC):
         knows none."""
         return False
 
-    # ---- Train.
     def outputs(self, model, batch, training):
-        """The model's outputs on a batch (a dict of tensors)."""
-        return model(self.model_inputs(batch), training=training)
+        """The model's outputs on a batch of records (training, eval, predict) or of packed
+        inputs (serving): a dict of tensors."""
+        return model({name: batch[name] for name in ("input_ids", "input_mask", "segment_ids")},
+                     training=training)
 
-    def model_inputs(self, batch):
-        return {name: batch[name] for name in ("input_ids", "input_mask", "segment_ids")}
-
+    # ---- Train.
     def normalizers(self, batch):
         """Float32 sums over the batch that scale each shard's loss to its share."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.name} does not train")
 
     def train_metrics(self, batch, outputs, normalizers):
-        raise NotImplementedError
+        """{"loss": ..., ...} (`train_metric_names`), each the shard's share of the global
+        batch's value: sums over the shard divided by `normalizers`."""
+        raise NotImplementedError(f"{self.name} does not train")
 
     # ---- Eval and predict.
     def eval_outputs(self, batch, outputs):
         """Per-example tensors [B, ...] for `eval_results`."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.name} does not evaluate")
 
     def eval_results(self, outputs, global_step, batch_size):
         """The results dict (written to eval_results.txt) from the gathered per-example
         `outputs` (numpy, every eval record in file order); `batch_size` is the eval batch."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.name} does not evaluate")
 
     def write_eval_outputs(self, outputs, output_dir):
         """Writes files from the eval outputs besides eval_results.txt (on the chief only);
@@ -142,44 +187,38 @@ class Task(abc.ABC):
         return []
 
     def predict_outputs(self, batch, outputs):
-        """Per-example tensors [B, ...] for `write_predictions`; None: the task has no predict."""
-        return None
+        """Per-example tensors [B, ...] for `write_predictions`."""
+        raise NotImplementedError(f"{self.name} does not predict")
 
     def write_predictions(self, outputs, output_dir):
         """Writes the prediction files from the gathered `outputs` (or, with
         `streams_predictions`, an iterator over each step's); returns their paths.
         `output_dir` is None in a run without one (bert_tf.training.settings.RunSettings)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{self.name} does not predict")
 
-    # ---- Export (bert_tf.serving.export saves what these return).
-    def serving_signatures(self, model):
-        """{name: tf.function} on token ids to save with the model. The default,
-        `serving_default`, serves the model on input_ids, input_mask, segment_ids (int32
-        [batch, length]) and returns `serving_outputs`."""
-        import tensorflow as tf
+    # ---- Serving (bert_tf.serving.export saves the signatures).
+    def serving_outputs(self, outputs, from_text=False):
+        """What a signature returns from the model's `outputs` on packed inputs: on token ids
+        (`serving_default`), and with `from_text` on raw strings (the default
+        `text_signatures`; a task may add what only text callers need, such as label names).
+        The default: the outputs as they are."""
+        return outputs
 
-        spec = tf.TensorSpec([None, None], tf.int32)
-
-        @tf.function(input_signature=[spec, spec, spec])
-        def serve(input_ids, input_mask, segment_ids):
-            outputs = self.serving_model_outputs(model, {
-                "input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids})
-            return self.serving_outputs(outputs)
-
-        return {"serving_default": serve}
-
-    def text_signatures(self, model, tokenizer, max_seq_length):
+    def text_signatures(self, model, tokenizer):
         """{name: tf.function} on raw strings ([B] tf.string), tokenized and packed in the graph
-        by `tokenizer` (bert_tf.text.graph_tokenization.GraphTokenizer). The default:
-        `serve_text` (text) and `serve_text_pair` (text_a, text_b), packed as the original's
-        convert_single_example, returning `text_serving_outputs`. A task whose answer is not
-        per text (tags per word, a span) overrides them."""
+        by `tokenizer` (bert_tf.text.graph_tokenization.GraphTokenizer) to
+        `config.max_seq_length`. The default: `serve_text` (text) and `serve_text_pair`
+        (text_a, text_b), packed as the original's convert_single_example, returning
+        `serving_outputs(..., from_text=True)`. A task whose answer is not per text (tags per
+        word, a span) overrides them."""
         import tensorflow as tf
 
         text = tf.TensorSpec([None], tf.string)
+        max_seq_length = self.config.max_seq_length
 
         def serve(inputs):
-            return self.text_serving_outputs(self.serving_model_outputs(model, inputs))
+            return self.serving_outputs(self.outputs(model, inputs, training=False),
+                                        from_text=True)
 
         @tf.function(input_signature=[text])
         def serve_text(text):
@@ -190,18 +229,6 @@ class Task(abc.ABC):
             return serve(tokenizer.bert_inputs(text_a, text_b, max_seq_length=max_seq_length))
 
         return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
-
-    def serving_model_outputs(self, model, inputs):
-        """The model's outputs when served (inference) on packed `inputs`."""
-        return self.outputs(model, inputs, training=False)
-
-    def serving_outputs(self, outputs):
-        """What the token-id signature returns from the model's outputs."""
-        return outputs
-
-    def text_serving_outputs(self, outputs):
-        """What the raw-string signatures return; default: the same as `serving_outputs`."""
-        return self.serving_outputs(outputs)
 
 
 def format_results(results):

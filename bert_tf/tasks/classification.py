@@ -22,14 +22,16 @@ writes the records of InputExamples (read so, or the API's) and returns the task
 Predictions (`test_results.tsv`): one line per real example, the class probabilities as
 `str(numpy.float32)` joined by tabs, no header, as the original (regression: the score).
 """
+import dataclasses
 import os
+import typing
 
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.tasks import metrics
 from bert_tf.data.features import classifier_feature_spec
-from bert_tf.tasks.base import PreparedTask, Task, preparing
+from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
 TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
@@ -40,83 +42,64 @@ def softmax_float32(logits):
     return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
 
 
-class ClassificationTask(Task):
-    """run_classifier's task over records written by `bert_tf.tasks.classifier_data`.
-
-    Args:
-      bert_config: the encoder's BertConfig.
-      num_labels: number of classes (1: regression).
-      record_files: {"train"|"eval"|"predict": path of its TFRecord file}.
-      max_seq_length: the records' length.
-      num_records: {"eval"|"predict": records in the file (padding included)}.
+@dataclasses.dataclass
+class ClassificationConfig(TaskConfig):
+    """Attributes (besides TaskConfig's):
+      labels: the label names in output order; None or one label: regression (one output).
       task_metric: "f1", "matthews_corrcoef", "correlation" or None (see TASK_METRICS).
       original_pads_eval: the original's eval batches included padding examples (--use_tpu):
         changes only how "loss" is averaged (see the module docstring).
-      bucket_by_length: batches not padded to max_seq_length (bert_tf.data.input_pipeline).
       dropout_rate: dropout on the pooled output in training (the original: 0.1).
-      label_names: the labels in output order, for the raw-string serving signatures' "label".
     """
+    labels: typing.Optional[list] = None
+    task_metric: typing.Optional[str] = None
+    original_pads_eval: bool = False
+    dropout_rate: float = 0.1
+
+    @property
+    def num_labels(self):
+        return len(self.labels) if self.labels else 1
+
+    @property
+    def regression(self):
+        return self.num_labels == 1
+
+
+class ClassificationTask(Task):
+    """run_classifier's task over records written by `bert_tf.tasks.classifier_data`
+    (`prepare_task`), or for a loaded model (its labels)."""
 
     name = "classifier"
+    Config = ClassificationConfig
     train_metric_names = ("loss", "accuracy")
-
-    def __init__(self, bert_config, num_labels, record_files, max_seq_length, num_records=None,
-                 task_metric=None, original_pads_eval=False, bucket_by_length=False,
-                 dropout_rate=0.1, shuffle_buffer_size=100, label_names=None):
-        self.bert_config = bert_config
-        self.num_labels = num_labels
-        self.label_names = list(label_names) if label_names else None
-        self.regression = num_labels == 1
-        self.record_files = dict(record_files)
-        self.max_seq_length = max_seq_length
-        self.num_records = dict(num_records or {})
-        self.task_metric = task_metric
-        self.original_pads_eval = original_pads_eval
-        self.bucket_by_length = bucket_by_length
-        self.dropout_rate = dropout_rate
-        self.shuffle_buffer_size = shuffle_buffer_size
-
-    @classmethod
-    def for_model(cls, bert_config, labels, max_seq_length=128, **unused_options):
-        """`labels` in output order (one label: regression)."""
-        return cls(bert_config, len(labels), {}, max_seq_length, label_names=labels)
+    sequence_features = ("input_ids", "input_mask", "segment_ids")
 
     # ---- Data.
-    def feature_spec(self):
-        return classifier_feature_spec(self.max_seq_length, self.regression)
-
-    def num_examples(self, mode):
-        return self.num_records[mode]
-
-    def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf.data import input_pipeline
-        sequence_features = (("input_ids", "input_mask", "segment_ids")
-                             if self.bucket_by_length else None)
-        return input_pipeline.dataset_fn(
-            [self.record_files[mode]], self.feature_spec(), global_batch_size,
-            shuffle=mode == "train", repeat=False, seed=seed,
-            shuffle_buffer_size=self.shuffle_buffer_size, sequence_features=sequence_features)
+    def feature_spec(self, mode):
+        return classifier_feature_spec(self.config.max_seq_length, self.config.regression)
 
     # ---- Model.
     def build_model(self):
         from bert_tf.model.models import BertClassifier
-        return BertClassifier(self.bert_config, self.num_labels, self.dropout_rate)
+        config = self.config
+        return BertClassifier(config.bert_config, config.num_labels, config.dropout_rate)
 
     # ---- Train.
     def outputs(self, model, batch, training):
         """The head reads [CLS] only: the model skips the last layer's other positions."""
-        return model(self.model_inputs(batch), training=training, return_encoder_outputs=False)
+        inputs = {name: batch[name] for name in self.sequence_features}
+        return model(inputs, training=training, return_encoder_outputs=False)
 
     def per_example_loss(self, batch, logits):
         logits = tf.cast(logits, tf.float32)
-        if self.regression:
+        if self.config.regression:
             return tf.square(logits[:, 0] - tf.cast(batch["label_ids"], tf.float32))
         log_probs = tf.nn.log_softmax(logits, axis=-1)
-        one_hot = tf.one_hot(tf.cast(batch["label_ids"], tf.int32), self.num_labels)
+        one_hot = tf.one_hot(tf.cast(batch["label_ids"], tf.int32), self.config.num_labels)
         return -tf.reduce_sum(one_hot * log_probs, axis=-1)
 
     def predictions(self, logits):
-        if self.regression:
+        if self.config.regression:
             return tf.cast(logits[:, 0], tf.float32)
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
 
@@ -125,7 +108,7 @@ class ClassificationTask(Task):
 
     def train_metrics(self, batch, outputs, normalizers):
         loss = self.per_example_loss(batch, outputs["logits"])
-        if self.regression:
+        if self.config.regression:
             correct = tf.zeros_like(loss)
         else:
             correct = tf.cast(tf.equal(self.predictions(outputs["logits"]),
@@ -137,14 +120,15 @@ class ClassificationTask(Task):
     def eval_outputs(self, batch, outputs):
         return {"per_example_loss": self.per_example_loss(batch, outputs["logits"]),
                 "prediction": self.predictions(outputs["logits"]),
-                "label": tf.cast(batch["label_ids"], tf.float32 if self.regression else tf.int32),
+                "label": tf.cast(batch["label_ids"],
+                                 tf.float32 if self.config.regression else tf.int32),
                 "is_real_example": tf.cast(batch["is_real_example"], tf.float32)}
 
     def eval_results(self, outputs, global_step, batch_size):
         weights = outputs["is_real_example"].astype(np.float64)
         losses = outputs["per_example_loss"].astype(np.float64)
         real = weights > 0
-        averaged = losses if self.original_pads_eval else losses[real]
+        averaged = losses if self.config.original_pads_eval else losses[real]
         batch_losses = [averaged[i:i + batch_size].mean()
                         for i in range(0, len(averaged), batch_size)]
         results = {
@@ -153,20 +137,20 @@ class ClassificationTask(Task):
             "loss": np.float32(np.mean(batch_losses)) if batch_losses else np.float32(0.0),
         }
         labels, predictions = outputs["label"], outputs["prediction"]
-        if not self.regression:
+        if not self.config.regression:
             results["eval_accuracy"] = np.float32(metrics.accuracy(labels, predictions, weights))
-        if self.task_metric == "f1":
+        if self.config.task_metric == "f1":
             results["eval_f1"] = np.float32(metrics.f1_binary(labels, predictions, weights))
-        elif self.task_metric == "matthews_corrcoef":
+        elif self.config.task_metric == "matthews_corrcoef":
             results["eval_matthews_corrcoef"] = np.float32(
                 metrics.matthews_corrcoef(labels, predictions, weights))
-        elif self.task_metric == "correlation":
+        elif self.config.task_metric == "correlation":
             results["eval_pearson"] = np.float32(metrics.pearson(labels, predictions, weights))
             results["eval_spearman"] = np.float32(metrics.spearman(labels, predictions, weights))
         return results
 
     def predict_outputs(self, batch, outputs):
-        values = (self.predictions(outputs["logits"])[:, None] if self.regression
+        values = (self.predictions(outputs["logits"])[:, None] if self.config.regression
                   else softmax_float32(outputs["logits"]))
         return {"probabilities": values,
                 "is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
@@ -182,19 +166,17 @@ class ClassificationTask(Task):
                 writer.write("\t".join(str(p) for p in probabilities) + "\n")
         return [path]
 
-    # ---- Export.
-    def serving_outputs(self, outputs):
+    # ---- Serving.
+    def serving_outputs(self, outputs, from_text=False):
+        """Probabilities and logits (regression: the score); on raw strings also each row's
+        label name."""
         logits = tf.cast(outputs["logits"], tf.float32)
-        if self.regression:
+        if self.config.regression:
             return {"score": logits[:, 0]}
-        return {"probabilities": softmax_float32(logits), "logits": logits}
-
-    def text_serving_outputs(self, outputs):
-        """The token-id outputs plus, when the labels are known, each row's label name."""
-        served = self.serving_outputs(outputs)
-        if self.label_names and not self.regression:
-            served["label"] = tf.gather(tf.constant(self.label_names),
-                                        tf.argmax(served["logits"], axis=-1))
+        served = {"probabilities": softmax_float32(logits), "logits": logits}
+        if from_text:
+            served["label"] = tf.gather(tf.constant(self.config.labels),
+                                        tf.argmax(logits, axis=-1))
         return served
 
 
@@ -244,7 +226,7 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
       check_model: called with a function building the task's model before any record is
         written (the command lines check --init_checkpoint with it).
       log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: ClassificationTask's other arguments (original_pads_eval,
+      task_options: ClassificationConfig's other fields (original_pads_eval,
         bucket_by_length, ...).
     Records are written atomically; on failure what was created in output_dir is removed.
     """
@@ -254,13 +236,13 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
     log = log or runner.log
     output_dir = os.fspath(output_dir)
     regression = label_list is None
-    num_labels = 1 if regression else len(label_list)
     name = (task_name or "").strip().lower()
     task_options.setdefault("task_metric",
                             TASK_METRICS.get(name, "correlation" if regression else None))
-    task_options.setdefault("label_names", label_list)
+    config = ClassificationConfig(bert_config=bert_config, max_seq_length=max_seq_length,
+                                  labels=label_list, **task_options)
     if check_model:
-        check_model(ClassificationTask(bert_config, num_labels, {}, max_seq_length).build_model)
+        check_model(ClassificationTask(config).build_model)
     log((f"*** task {name}: " if name else "*** ")
         + ("regression" if regression else f"{len(label_list)} labels {label_list}"))
     prepared = {}
@@ -269,7 +251,6 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
             len(examples["train"]), train_batch_size, num_train_epochs, warmup_proportion)
     batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
-    record_files, num_records = {}, {}
     with preparing(output_dir):
         for mode in RECORD_FILES:
             if mode not in examples:
@@ -281,9 +262,5 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
             count = classifier_data.write_classifier_records(split, label_list, max_seq_length,
                                                              tokenizer, path, regression)
             log(f"  {mode}: {num_real} examples (+{count - num_real} padding) -> {path}")
-            record_files[mode] = path
-            if mode != "train":
-                num_records[mode] = count
-    task = ClassificationTask(bert_config, num_labels, record_files, max_seq_length,
-                              num_records, **task_options)
-    return PreparedTask(task, **prepared)
+            config.records[mode] = Records((path,), None if mode == "train" else count)
+    return PreparedTask(ClassificationTask(config), **prepared)

@@ -9,17 +9,10 @@ class EncoderTask(Task):
 
     name = "encoder"
 
-    def __init__(self, bert_config):
-        self.bert_config = bert_config
-
-    @classmethod
-    def for_model(cls, bert_config, **unused_options):
-        return cls(bert_config)
-
     def build_model(self):
         from bert_tf.model.encoder import BertEncoder
-        return BertEncoder(self.bert_config)
+        return BertEncoder(self.config.bert_config)
 
-    def serving_outputs(self, outputs):
+    def serving_outputs(self, outputs, from_text=False):
         return {name: tf.cast(outputs[name], tf.float32)
                 for name in ("sequence_output", "pooled_output")}

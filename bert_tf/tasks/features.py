@@ -4,8 +4,9 @@
 original's `read_examples` (one example per line, `text_a` or `text_a ||| text_b`) and packed as
 its `convert_examples_to_features` (unique id = line number, `[CLS] a [SEP] (b [SEP])`, zero
 padding); its predictions are the JSONL file the original writes, byte for byte in layout and
-rounding (`feature_json`). run/extract_features.py builds it from its flags and calls
-`bert_tf.training.runner.run(task, RunSettings(output_dir=None, do_predict=True, ...))`.
+rounding (`feature_json`). run/extract_features.py builds it with `prepare_task` from its flags
+and calls `bert_tf.training.runner.run(task, RunSettings(output_dir=None, do_predict=True,
+...))`.
 
 The task streams its predictions (`streams_predictions`): the runner hands `write_predictions`
 each batch's outputs as the model produces them, and a writer thread formats the JSON of one
@@ -15,11 +16,13 @@ overlaps the model's work. Batches have one fixed shape (the last one padded wit
 examples): one compiled forward pass, no retracing.
 """
 import collections
+import dataclasses
 import json
 import queue
 import re
 import threading
 
+from bert_tf.tasks.base import Records, TaskConfig
 from bert_tf.tasks.encoder import EncoderTask
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
@@ -121,75 +124,40 @@ def feature_json(feature, layer_indexes, layer_outputs):
 _Example = collections.namedtuple("_Example", ["unique_id", "tokens"])  # what a line needs
 
 
-class FeatureExtractionTask(EncoderTask):
-    """The encoder's hidden states of the requested layers at every token of every example,
-    written as the original's JSONL.
-
-    Args:
-      bert_config: the model's BertConfig.
-      tokenizer: `tokenize` and `convert_tokens_to_ids` (FastTokenizer; FullTokenizer gives
-        the same tokens); `tokenize_batch` is used when it has one.
+@dataclasses.dataclass
+class FeatureExtractionConfig(TaskConfig):
+    """Attributes (besides TaskConfig's; max_seq_length: the length examples are truncated and
+    padded to):
       layer_indexes: encoder layers to output, as given (negative counts from the top).
-      max_seq_length: the length examples are truncated and padded to.
       predict_batch_size: examples per step; the last batch is padded to it.
       output_file: the JSONL file, written atomically (it appears only when complete).
-      input_file: the text file to read (`read_examples`), read when the runner first asks for
-        the data (after the checkpoint is loaded); or
-      examples: the InputExamples themselves (Python callers).
       progress: print progress lines and a summary ("[extract_features] ...") to stderr.
+    """
+    layer_indexes: list = dataclasses.field(default_factory=lambda: [-1, -2, -3, -4])
+    predict_batch_size: int = 8
+    output_file: str = None
+    progress: bool = True
+
+
+class FeatureExtractionTask(EncoderTask):
+    """The encoder's hidden states of the requested layers at every token of every example,
+    written as the original's JSONL (`prepare_task` builds it).
+
+    Args:
+      config: a FeatureExtractionConfig (records: {"predict": Records((), examples padded to
+        a multiple of the batch)}).
+      lines: each example's unique id and tokens, in order.
+      arrays: the model inputs of the examples and of the padding ones after them
+        ([N, max_seq_length] int32 each), and each one's `position` in `lines` (-1: padding).
     """
 
     name = "extract_features"
+    Config = FeatureExtractionConfig
     streams_predictions = True
 
-    def __init__(self, bert_config, tokenizer, layer_indexes, max_seq_length,
-                 predict_batch_size, output_file, input_file=None, examples=None,
-                 progress=True):
-        super().__init__(bert_config)
-        if (input_file is None) == (examples is None):
-            raise ValueError("give exactly one of input_file and examples")
-        self.tokenizer = tokenizer
-        self.layer_indexes = list(layer_indexes)
-        self.max_seq_length = max_seq_length
-        self.predict_batch_size = predict_batch_size
-        self.output_file = output_file
-        self.input_file = input_file
-        self.examples = examples
-        self.progress = progress
-        self._data = None
-
-    @classmethod
-    def for_model(cls, bert_config, **options):
-        raise NotImplementedError("FeatureExtractionTask reads an input file; a loaded model "
-                                  "is served by EncoderTask")
-
-    # ---- Data.
-    def _features(self):
-        """(lines, arrays): each example's unique id and tokens; the model inputs of the
-        examples and of the padding ones after them ([N, max_seq_length] int32 each), and each
-        one's `position` in `lines` (-1: padding)."""
-        if self._data is None:
-            import numpy as np
-
-            examples = (self.examples if self.examples is not None
-                        else read_examples(self.input_file))
-            count = -(-len(examples) // self.predict_batch_size) * self.predict_batch_size
-            arrays = {name: np.zeros((count, self.max_seq_length), np.int32)
-                      for name in ("input_ids", "input_mask", "segment_ids")}
-            arrays["position"] = np.full((count,), -1, np.int32)
-            lines = []
-            for k, feature in enumerate(convert_examples_to_features(
-                    examples, self.max_seq_length, self.tokenizer)):
-                arrays["input_ids"][k] = feature.input_ids
-                arrays["input_mask"][k] = feature.input_mask
-                arrays["segment_ids"][k] = feature.input_type_ids
-                arrays["position"][k] = k
-                lines.append(_Example(feature.unique_id, feature.tokens))
-            self._data = lines, arrays
-        return self._data
-
-    def num_examples(self, mode):
-        return len(self._features()[1]["position"])
+    def __init__(self, config, lines, arrays):
+        super().__init__(config)
+        self.lines, self.arrays = lines, arrays
 
     def dataset_fn(self, mode, global_batch_size, seed=None):
         """The examples in order, once, in global batches of `global_batch_size` (each
@@ -198,7 +166,7 @@ class FeatureExtractionTask(EncoderTask):
             raise ValueError(f"{self.name} only predicts, it has no {mode} data")
         import tensorflow as tf
 
-        _, arrays = self._features()
+        arrays = self.arrays
 
         def make(input_context=None):
             context = input_context or tf.distribute.InputContext()
@@ -240,7 +208,7 @@ class FeatureExtractionTask(EncoderTask):
         import tensorflow as tf
         layers = outputs["encoder_outputs"]
         result = {f"layer_output_{j}": tf.cast(layers[index], tf.float32)
-                  for j, index in enumerate(self.layer_indexes)}
+                  for j, index in enumerate(self.config.layer_indexes)}
         result["position"] = batch["position"]
         return result
 
@@ -251,23 +219,23 @@ class FeatureExtractionTask(EncoderTask):
         from bert_tf.io_utils import atomic_open
         from bert_tf.progress import Progress
 
-        lines, _ = self._features()
+        lines = self.lines
         if isinstance(outputs, dict):
             outputs = [outputs]
         progress = (Progress("extract_features", total=len(lines), unit="examples")
-                    if self.progress else None)
-        with atomic_open(self.output_file, "w") as writer:
+                    if self.config.progress else None)
+        with atomic_open(self.config.output_file, "w") as writer:
             self._write(outputs, lines, writer, progress)
         if progress is not None:
-            progress.summary(output=self.output_file)
-        return [self.output_file]
+            progress.summary(output=self.config.output_file)
+        return [self.config.output_file]
 
     def _write(self, batches, lines, writer, progress):
         """Formats and writes each batch in a writer thread while the caller's loop (the
         model) produces the next."""
         queued = queue.Queue(maxsize=4)
         failure = []
-        names = [f"layer_output_{j}" for j in range(len(self.layer_indexes))]
+        names = [f"layer_output_{j}" for j in range(len(self.config.layer_indexes))]
 
         def write_batches():
             try:
@@ -279,7 +247,7 @@ class FeatureExtractionTask(EncoderTask):
                     for k, index in enumerate(batch["position"]):
                         if index < 0:  # padding
                             continue
-                        writer.write(feature_json(lines[index], self.layer_indexes,
+                        writer.write(feature_json(lines[index], self.config.layer_indexes,
                                                   [batch[name][k] for name in names]))
                         count += 1
                     if progress is not None:
@@ -301,3 +269,45 @@ class FeatureExtractionTask(EncoderTask):
             thread.join()
         if failure:
             raise failure[0]
+
+
+def prepare_task(bert_config, tokenizer, max_seq_length, *, layer_indexes, predict_batch_size,
+                 output_file, input_file=None, examples=None, progress=True):
+    """The FeatureExtractionTask (in a PreparedTask) of a text file's lines (`read_examples`) or
+    of InputExamples: every example packed as the original's convert_examples_to_features, the
+    last batch padded with empty examples (one fixed batch shape, one compiled pass).
+
+    Args:
+      bert_config: the model's BertConfig.
+      tokenizer: `tokenize`, `convert_tokens_to_ids` and `convert_ids_to_tokens`
+        (FastTokenizer; FullTokenizer gives the same tokens); `tokenize_batch` is used when it
+        has one.
+      max_seq_length, layer_indexes, predict_batch_size, output_file, progress: the
+        FeatureExtractionConfig's.
+      input_file, examples: exactly one of them.
+    """
+    import numpy as np
+
+    from bert_tf.tasks.base import PreparedTask
+
+    if (input_file is None) == (examples is None):
+        raise ValueError("give exactly one of input_file and examples")
+    if examples is None:
+        examples = read_examples(input_file)
+    count = -(-len(examples) // predict_batch_size) * predict_batch_size
+    arrays = {name: np.zeros((count, max_seq_length), np.int32)
+              for name in ("input_ids", "input_mask", "segment_ids")}
+    arrays["position"] = np.full((count,), -1, np.int32)
+    lines = []
+    for k, feature in enumerate(convert_examples_to_features(examples, max_seq_length,
+                                                             tokenizer)):
+        arrays["input_ids"][k] = feature.input_ids
+        arrays["input_mask"][k] = feature.input_mask
+        arrays["segment_ids"][k] = feature.input_type_ids
+        arrays["position"][k] = k
+        lines.append(_Example(feature.unique_id, feature.tokens))
+    config = FeatureExtractionConfig(
+        bert_config=bert_config, max_seq_length=max_seq_length, layer_indexes=layer_indexes,
+        predict_batch_size=predict_batch_size, output_file=output_file, progress=progress,
+        records={"predict": Records((), count)})
+    return PreparedTask(FeatureExtractionTask(config, lines, arrays))

@@ -10,18 +10,22 @@ Eval (the original's `metric_fn` through TPUEstimator.evaluate): over all eval b
     next_sentence_accuracy / next_sentence_loss   per example,
     loss   = mean over eval batches of the batch loss above, global_step.
 
-`PretrainingTask` is the `bert_tf.tasks.base.Task` that run_pretraining hands to `bert_tf.training.runner.run`. A batch there may be
-split over replicas and gradient-accumulation micro-batches; the task then returns each shard's
-*share* of the global-batch value (its sums divided by the global-batch normalizers), so that the
-shares add up to exactly what the original computes on the whole batch on one device.
+`PretrainingTask` is the `bert_tf.tasks.base.Task` that run_pretraining hands to
+`bert_tf.training.runner.run`. A batch there may be split over replicas and
+gradient-accumulation micro-batches; the task then returns each shard's *share* of the global-batch value
+(its sums divided by the global-batch normalizers), so that the shares add up to exactly what
+the original computes on the whole batch on one device.
 """
+import dataclasses
+import typing
+
 import numpy as np
 import tensorflow as tf
 
 from bert_tf.model import checkpoints
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.data.features import pretraining_feature_spec
-from bert_tf.tasks.base import Task
+from bert_tf.tasks.base import Records, Task, TaskConfig
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
@@ -120,21 +124,30 @@ def eval_results(outputs, global_step, batch_size):
     }
 
 
+@dataclasses.dataclass
+class PretrainingConfig(TaskConfig):
+    """Attributes (besides TaskConfig's; `records` holds the same files for train and eval):
+      max_predictions_per_seq: the records' masked positions.
+      mask_id: the vocabulary's [MASK] id, which serving needs (export only).
+      top_k: serving returns the top_k most probable tokens at each [MASK].
+    """
+    max_predictions_per_seq: int = 20
+    mask_id: typing.Optional[int] = None
+    top_k: int = 5
+
+
+def pretraining_records(input_files):
+    """The records of a pretraining run: the same files for training and eval (the
+    original's --input_file), not counted (eval runs max_eval_steps steps)."""
+    return {mode: Records(tuple(input_files)) for mode in ("train", "eval")}
+
+
 class PretrainingTask(Task):
     """Masked-LM + next-sentence pretraining on create_pretraining_data's records.
 
     Eval reads the first max_eval_steps * eval_batch_size records in file order (repeating
     the files if they hold fewer), as the original. An output dir that holds a checkpoint of
     the original's run_pretraining is continued from it (`restore_foreign`).
-
-    Args:
-      input_files: the record files, in order.
-      bert_config: the model's BertConfig (None: only the loss methods are used).
-      max_seq_length, max_predictions_per_seq: the records' shapes.
-      shuffle_buffer_size: records in the training shuffle buffer (the original: 100).
-      deterministic_input: train on the records in file order (repeated) instead of shuffled.
-      mask_id: the vocabulary's [MASK] id, which serving needs (export only).
-      top_k: serving returns the top_k most probable tokens at each [MASK].
 
     Served (bert_tf.serving.export), the masked-LM head answers at every `[MASK]` of the input:
     `token_ids` int32 and `probabilities` float32 [B, masks, top_k], `positions` int32 and
@@ -144,47 +157,36 @@ class PretrainingTask(Task):
     """
 
     name = "pretraining"
+    Config = PretrainingConfig
     train_metric_names = ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
                           "next_sentence_accuracy")
 
-    def __init__(self, input_files=(), bert_config=None, max_seq_length=128,
-                 max_predictions_per_seq=20, shuffle_buffer_size=100, deterministic_input=False,
-                 mask_id=None, top_k=5):
-        self.mask_id = mask_id
-        self.top_k = top_k
-        self.input_files = list(input_files)
-        self.bert_config = bert_config
-        self.max_seq_length = max_seq_length
-        self.max_predictions_per_seq = max_predictions_per_seq
-        self.shuffle_buffer_size = shuffle_buffer_size
-        self.deterministic_input = deterministic_input
+    def __init__(self, config=None):
+        super().__init__(config if config is not None else PretrainingConfig())
 
-    @classmethod
-    def for_model(cls, bert_config, max_seq_length=128, mask_id=None, top_k=5,
-                  **unused_options):
-        return cls(bert_config=bert_config, max_seq_length=max_seq_length, mask_id=mask_id,
-                   top_k=top_k)
-
-    def feature_spec(self):
-        return pretraining_feature_spec(self.max_seq_length, self.max_predictions_per_seq)
+    def feature_spec(self, mode):
+        return pretraining_feature_spec(self.config.max_seq_length,
+                                        self.config.max_predictions_per_seq)
 
     def check_inputs(self, settings):
         from bert_tf.data.input_pipeline import check_first_record
+        config = self.config
+        input_files = config.records["train"].paths
         check_first_record(
-            self.input_files[0], self.feature_spec(),
-            hint=f" (do {arg('max_seq_length')}={self.max_seq_length} and "
-                 f"{arg('max_predictions_per_seq')}={self.max_predictions_per_seq} match the "
+            input_files[0], self.feature_spec("train"),
+            hint=f" (do {arg('max_seq_length')}={config.max_seq_length} and "
+                 f"{arg('max_predictions_per_seq')}={config.max_predictions_per_seq} match the "
                  f"data?)")
-        if self.bert_config is not None:
+        if config.bert_config is not None:
             from bert_tf.data.input_pipeline import check_id_ranges
-            config = self.bert_config
-            vocab_size = (config.vocab_size, f"vocab_size {config.vocab_size} in "
-                                             f"{arg('bert_config_file')}")
-            check_id_ranges(self.input_files,
+            bert_config = config.bert_config
+            where = arg("bert_config_file")
+            vocab_size = (bert_config.vocab_size, f"vocab_size {bert_config.vocab_size} in "
+                                                  f"{where}")
+            check_id_ranges(input_files,
                             {"input_ids": vocab_size, "masked_lm_ids": vocab_size,
-                             "segment_ids": (config.type_vocab_size, f"type_vocab_size "
-                                             f"{config.type_vocab_size} in "
-                                             f"{arg('bert_config_file')}")},
+                             "segment_ids": (bert_config.type_vocab_size, f"type_vocab_size "
+                                             f"{bert_config.type_vocab_size} in {where}")},
                             hint=f": were the records made with another {arg('vocab_file')}?")
         latest = tf.train.latest_checkpoint(settings.output_dir)
         if (settings.do_train and settings.optimizer != "adamw" and latest
@@ -195,19 +197,9 @@ class PretrainingTask(Task):
                              f"continue it with {arg('optimizer')}=adamw, or pass it as "
                              f"{arg('init_checkpoint')} with a new {arg('output_dir')}")
 
-    def record_paths(self, mode):
-        return list(self.input_files)
-
-    def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf.data import input_pipeline
-        shuffle = mode == "train" and not self.deterministic_input
-        return input_pipeline.dataset_fn(
-            self.input_files, self.feature_spec(), global_batch_size, shuffle=shuffle, seed=seed,
-            shuffle_buffer_size=self.shuffle_buffer_size)
-
     def build_model(self):
         from bert_tf.model.models import BertPretrainer
-        return BertPretrainer(self.bert_config)
+        return BertPretrainer(self.config.bert_config)
 
     def restore_foreign(self, model, optimizer, path):
         """Continues the original run_pretraining from its checkpoint: weights, Adam moments and
@@ -217,13 +209,14 @@ class PretrainingTask(Task):
         checkpoints.load_original_training_state(model, optimizer, path)
         return True
 
-    def model_inputs(self, batch):
-        return {name: batch[name] for name in MODEL_INPUTS}
-
     def outputs(self, model, batch, training):
         """The heads' outputs only: the model then skips the last layer's work at positions
-        that neither head reads."""
-        return model(self.model_inputs(batch), training=training, return_encoder_outputs=False)
+        that neither head reads. Packed inputs without `masked_lm_positions` (serving) are
+        read at their `[MASK]` tokens (`masked_positions`)."""
+        if "masked_lm_positions" not in batch:
+            return self.serving_model_outputs(model, batch)
+        return model({name: batch[name] for name in MODEL_INPUTS}, training=training,
+                     return_encoder_outputs=False)
 
     def normalizers(self, batch):
         return {"masked_lm_weight": tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)),
@@ -250,12 +243,16 @@ class PretrainingTask(Task):
     def eval_results(self, outputs, global_step, batch_size):
         return eval_results(outputs, global_step, batch_size)
 
-    # ---- Export: the masked-LM head at the inputs' [MASK] tokens.
+    # ---- Serving: the masked-LM head at the inputs' [MASK] tokens.
     def serving_model_outputs(self, model, inputs):
-        if self.mask_id is None:
+        """The model's outputs at the [MASK] tokens of packed inputs (inference), with their
+        `masked_lm_positions` and `masked_lm_mask` (1: a real [MASK]), padded to the batch's
+        most masks."""
+        if self.config.mask_id is None:
             raise InputError("serving the masked LM needs the vocabulary's [MASK] id (mask_id)")
         ids = inputs["input_ids"]
-        where = tf.where(tf.equal(ids, self.mask_id) & tf.not_equal(inputs["input_mask"], 0))
+        where = tf.where(tf.equal(ids, self.config.mask_id)
+                         & tf.not_equal(inputs["input_mask"], 0))
         found = tf.RaggedTensor.from_value_rowids(
             tf.cast(where[:, 1], tf.int32), where[:, 0], nrows=tf.shape(ids, tf.int64)[0])
         positions = found.to_tensor(0)
@@ -265,21 +262,22 @@ class PretrainingTask(Task):
         outputs["masked_lm_mask"] = tf.ones_like(found).to_tensor(0)
         return outputs
 
-    def serving_outputs(self, outputs):
+    def serving_outputs(self, outputs, from_text=False):
         mask = outputs["masked_lm_mask"]
         probabilities = tf.exp(tf.cast(outputs["masked_lm_log_probs"], tf.float32))
-        top = tf.math.top_k(probabilities, min(self.top_k, self.bert_config.vocab_size))
+        top = tf.math.top_k(probabilities, min(self.config.top_k,
+                                               self.config.bert_config.vocab_size))
         real = tf.cast(mask, tf.bool)[:, :, None]
         return {"token_ids": tf.where(real, top.indices, 0),
                 "probabilities": tf.where(real, top.values, 0.0),
                 "positions": outputs["masked_lm_positions"], "mask": mask}
 
-    def text_signatures(self, model, tokenizer, max_seq_length):
+    def text_signatures(self, model, tokenizer):
         """`serve_text` only: the literal "[MASK]" (upper case, as is) in a text is the [MASK]
         token; the parts around it are tokenized as usual (the original's BasicTokenizer would
         split "[MASK]" into "[", "mask", "]"). Adds `tokens`, the top-k token strings ("" in
         padding)."""
-        mask_id = self.mask_id
+        mask_id, max_seq_length = self.config.mask_id, self.config.max_seq_length
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def serve_text(text):
@@ -295,7 +293,7 @@ class PretrainingTask(Task):
                 with_mask, tf.ragged.range(lengths + 1) < tf.expand_dims(keep, 1))
             ids = pieces.with_values(per_part).merge_dims(1, 2)
             inputs = tokenizer.pack(ids, max_seq_length=max_seq_length)
-            served = self.serving_outputs(self.serving_model_outputs(model, inputs))
+            served = self.serving_outputs(self.outputs(model, inputs, training=False))
             real = tf.cast(served["mask"], tf.bool)[:, :, None]
             served["tokens"] = tf.where(real, tokenizer.id_to_token(served["token_ids"]), "")
             return served

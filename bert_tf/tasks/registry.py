@@ -1,9 +1,11 @@
 """The task names that every command line, the Python API and export use, and their classes.
 
-`build(name, bert_config, ...)` makes the task of a model that is loaded rather than trained
-here (export_savedmodel, `bert_tf.api.load_model`): no records, only what serving needs. A new
-task is one more entry (its module and class, which implements `for_model`).
+`build(name, bert_config, **options)` makes the task of a model that is loaded rather than
+trained here (export_savedmodel, `bert_tf.api.load_model`): its config (`Task.Config`) with
+`options` as fields and no records, so only what serving needs. An option the task's config
+does not have is an error, not ignored. A new task is one more entry (its module and class).
 """
+import dataclasses
 import importlib
 
 from bert_tf.errors import InputError
@@ -27,6 +29,13 @@ def task_class(name):
 
 
 def build(name, bert_config, **options):
-    """The task `name` for a given model (`Task.for_model(bert_config, **options)`: labels,
+    """The task `name` for a given model: its `Config(bert_config=..., **options)` (labels,
     max_seq_length and the task's serving options)."""
-    return task_class(name).for_model(bert_config, **options)
+    cls = task_class(name)
+    fields = {field.name for field in dataclasses.fields(cls.Config)} - {"bert_config",
+                                                                         "records"}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise InputError(f"task {name} has no option {', '.join(unknown)}: its options are "
+                         f"{', '.join(sorted(fields))}")
+    return cls(cls.Config(bert_config=bert_config, **options))

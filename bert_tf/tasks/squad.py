@@ -22,6 +22,7 @@ nothing to predict: run_squad stops with one error naming the file (`require_win
 Data: `prepare_task` reads the SQuAD files, writes their records and returns the task over them
 (run_squad calls it).
 """
+import dataclasses
 import os
 import time
 
@@ -29,7 +30,7 @@ import tensorflow as tf
 
 from bert_tf.errors import argument_error
 from bert_tf.data.features import squad_feature_spec
-from bert_tf.tasks.base import PreparedTask, Task, preparing
+from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 
 PADDING_UNIQUE_ID = 0
 
@@ -44,64 +45,50 @@ def has_answers(dataset):
     return False
 
 
-class SquadTask(Task):
-    """Args:
-      bert_config: the encoder's BertConfig.
-      record_files: {"train"|"predict": TFRecord path}.
-      max_seq_length: the records' length.
-      num_records: {"predict": records written (padding included)}.
-      predict_data: (dataset, examples, features): the predict file's parsed "data" list, its
-        SquadExamples and InputFeatures (bert_tf.tasks.squad_data), for post-processing.
+@dataclasses.dataclass
+class SquadConfig(TaskConfig):
+    """Attributes (besides TaskConfig's; max_seq_length defaults to run_squad's 384):
       n_best_size, max_answer_length, do_lower_case, version_2_with_negative,
       null_score_diff_threshold, verbose_logging: the original's post-processing flags.
       max_query_length: the question's pieces kept (run_squad's flag; the records were cut to
         it when written, the `serve_text_pair` signature cuts its questions to it).
+    """
+    max_seq_length: int = 384
+    max_query_length: int = 64
+    n_best_size: int = 20
+    max_answer_length: int = 30
+    do_lower_case: bool = True
+    version_2_with_negative: bool = False
+    null_score_diff_threshold: float = 0.0
+    verbose_logging: bool = False
+
+
+class SquadTask(Task):
+    """run_squad's task over records written by `prepare_task`, or for a loaded model.
+
+    Args:
+      config: a SquadConfig.
+      predict_data: (dataset, examples, features): the predict file's parsed "data" list, its
+        SquadExamples and InputFeatures (bert_tf.tasks.squad_data), for post-processing.
       log: where post-processing reports (its time, verbose_logging lines).
     """
 
     name = "squad"
+    Config = SquadConfig
 
-    def __init__(self, bert_config, record_files, max_seq_length, num_records=None,
-                 predict_data=None, n_best_size=20, max_answer_length=30, do_lower_case=True,
-                 version_2_with_negative=False, null_score_diff_threshold=0.0,
-                 verbose_logging=False, log=print, shuffle_buffer_size=100,
-                 max_query_length=64):
-        self.bert_config = bert_config
-        self.max_query_length = max_query_length
-        self.record_files = dict(record_files)
-        self.max_seq_length = max_seq_length
-        self.num_records = dict(num_records or {})
+    def __init__(self, config, predict_data=None, log=print):
+        super().__init__(config)
         self.predict_data = predict_data
-        self.n_best_size = n_best_size
-        self.max_answer_length = max_answer_length
-        self.do_lower_case = do_lower_case
-        self.version_2_with_negative = version_2_with_negative
-        self.null_score_diff_threshold = null_score_diff_threshold
-        self.verbose_logging = verbose_logging
         self.log = log
-        self.shuffle_buffer_size = shuffle_buffer_size
-
-    @classmethod
-    def for_model(cls, bert_config, max_seq_length=384, max_query_length=64, n_best_size=20,
-                  max_answer_length=30, **unused_options):
-        return cls(bert_config, {}, max_seq_length, n_best_size=n_best_size,
-                   max_answer_length=max_answer_length, max_query_length=max_query_length)
 
     # ---- Data.
-    def num_examples(self, mode):
-        return self.num_records[mode]
-
-    def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf.data import input_pipeline
-        return input_pipeline.dataset_fn(
-            [self.record_files[mode]], squad_feature_spec(self.max_seq_length, mode == "train"),
-            global_batch_size, shuffle=mode == "train", repeat=False, seed=seed,
-            shuffle_buffer_size=self.shuffle_buffer_size)
+    def feature_spec(self, mode):
+        return squad_feature_spec(self.config.max_seq_length, mode == "train")
 
     # ---- Model.
     def build_model(self):
         from bert_tf.model.models import BertSpanLabeler
-        return BertSpanLabeler(self.bert_config)
+        return BertSpanLabeler(self.config.bert_config)
 
     # ---- Train.
     def normalizers(self, batch):
@@ -129,6 +116,7 @@ class SquadTask(Task):
         from bert_tf.tasks import squad_metrics, squad_postprocess
         from bert_tf.tasks.base import format_results, write_results
 
+        config = self.config
         dataset, examples, features = self.predict_data
         if not features:  # nothing ran: no window to take logits from
             raise ValueError("no predict window: check the predict file with "
@@ -140,16 +128,16 @@ class SquadTask(Task):
             squad_postprocess.NULL_ODDS_FILE)]
         predictions, _, null_odds = squad_postprocess.write_predictions(
             examples, features, outputs["unique_ids"][real], outputs["start_logits"][real],
-            outputs["end_logits"][real], self.n_best_size, self.max_answer_length,
-            self.do_lower_case, *paths, version_2_with_negative=self.version_2_with_negative,
-            null_score_diff_threshold=self.null_score_diff_threshold,
-            log=self.log if self.verbose_logging else None)
+            outputs["end_logits"][real], config.n_best_size, config.max_answer_length,
+            config.do_lower_case, *paths, version_2_with_negative=config.version_2_with_negative,
+            null_score_diff_threshold=config.null_score_diff_threshold,
+            log=self.log if config.verbose_logging else None)
         self.log(f"post-processing: {len(examples)} questions, {len(features)} windows in "
                  f"{time.perf_counter() - started:.1f} s")
-        if not self.version_2_with_negative:
+        if not config.version_2_with_negative:
             paths.pop()
         if has_answers(dataset):
-            if self.version_2_with_negative:
+            if config.version_2_with_negative:
                 results = squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
             else:
                 results = squad_metrics.evaluate_v1(dataset, predictions)
@@ -157,12 +145,12 @@ class SquadTask(Task):
             print("***** Eval results *****\n" + format_results(results), end="", flush=True)
         return paths
 
-    # ---- Export.
-    def serving_outputs(self, outputs):
+    # ---- Serving.
+    def serving_outputs(self, outputs, from_text=False):
         return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
                 "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
 
-    def text_signatures(self, model, tokenizer, max_seq_length):
+    def text_signatures(self, model, tokenizer):
         """`serve_text_pair` (text_a: question, text_b: context): one window packed as
         run_squad's first (`[CLS] question [SEP] context [SEP]`, the question cut to
         `max_query_length` pieces, the context to what is left), and its best span as the
@@ -172,16 +160,17 @@ class SquadTask(Task):
         joined with spaces, " ##" and "##" removed): no mapping back to the context's own
         words. No valid span: "empty" with logits 0, as the original. `serve_text` as the
         base's (the logits of a single text)."""
-        signatures = super().text_signatures(model, tokenizer, max_seq_length)
-        max_query_length, n_best_size = self.max_query_length, self.n_best_size
-        max_answer_length = self.max_answer_length
+        signatures = super().text_signatures(model, tokenizer)
+        config = self.config
+        max_seq_length, max_query_length = config.max_seq_length, config.max_query_length
+        n_best_size, max_answer_length = config.n_best_size, config.max_answer_length
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
         def serve_text_pair(text_a, text_b):
             query = tokenizer.tokenize(text_a)[:, :max_query_length]
             inputs = tokenizer.pack(query, tokenizer.tokenize(text_b), max_seq_length,
                                     truncate="second")
-            outputs = self.serving_outputs(self.serving_model_outputs(model, inputs))
+            outputs = self.serving_outputs(self.outputs(model, inputs, training=False))
             start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
             k = min(n_best_size, max_seq_length)
             starts = tf.math.top_k(start_logits, k).indices  # [B, k], best first
@@ -279,7 +268,7 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
       check_model: called with a function building the task's model before any record is
         written (the command lines check --init_checkpoint with it).
       log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: SquadTask's post-processing arguments (n_best_size, max_answer_length,
+      task_options: SquadConfig's post-processing fields (n_best_size, max_answer_length,
         do_lower_case, null_score_diff_threshold).
     Both files are read and checked before any record is written; records are written
     atomically, and on failure what was created in output_dir is removed.
@@ -309,17 +298,20 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
                                                            **windows)
         require_windows(predict_file, examples, features)
         predict_data = (dataset, examples, features)
+    config = SquadConfig(bert_config=bert_config, max_seq_length=max_seq_length,
+                         max_query_length=max_query_length,
+                         version_2_with_negative=version_2_with_negative,
+                         verbose_logging=verbose_logging, **task_options)
     if check_model:
-        check_model(SquadTask(bert_config, {}, max_seq_length).build_model)
+        check_model(SquadTask(config).build_model)
 
-    record_files, num_records = {}, {}
     with preparing(output_dir):
         if train_file:
             path = os.path.join(output_dir, "train.tf_record")
             count = squad_data.write_squad_records(
                 path, squad_data.iter_features(train_examples, is_training=True, **windows),
                 is_training=True)
-            record_files["train"] = path
+            config.records["train"] = Records((path,))
             log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
         if predict_file:
             padding = [padding_record(max_seq_length)] * (
@@ -328,11 +320,7 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
             count = features_lib.write_examples(
                 path, [squad_data.feature_record(f, is_training=False) for f in features]
                 + padding)
-            record_files["predict"], num_records["predict"] = path, count
+            config.records["predict"] = Records((path,), count)
             log(f"  predict: {len(examples)} questions, {len(features)} windows "
                 f"(+{len(padding)} padding) -> {path}")
-    task = SquadTask(bert_config, record_files, max_seq_length, num_records, predict_data,
-                     version_2_with_negative=version_2_with_negative,
-                     verbose_logging=verbose_logging, log=log,
-                     max_query_length=max_query_length, **task_options)
-    return PreparedTask(task, **prepared)
+    return PreparedTask(SquadTask(config, predict_data, log=log), **prepared)

@@ -14,6 +14,7 @@ test_predictions.txt the same way.
 Data: `prepare_task` reads the CoNLL files, writes their records and returns the task over them
 (run_ner calls it).
 """
+import dataclasses
 import os
 
 import numpy as np
@@ -21,65 +22,57 @@ import tensorflow as tf
 
 from bert_tf.tasks import metrics, tagging_data
 from bert_tf.data.features import tagging_feature_spec
-from bert_tf.tasks.base import PreparedTask, Task, preparing
+from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
 
 
-class TaggingTask(Task):
-    """Args:
-      bert_config: the encoder's BertConfig.
-      label_list: the tags, in output order ("O" first).
-      record_files: {"train"|"eval"|"predict": TFRecord path}.
-      max_seq_length: the records' length.
-      features: {"eval"|"predict": the TaggingFeatures written (padding included)}.
-      sentences: {"eval"|"predict": the (words, tags) sentences they came from}.
+@dataclasses.dataclass
+class TaggingConfig(TaskConfig):
+    """Attributes (besides TaskConfig's):
+      labels: the tags, in output order ("O" first).
       scheme: "IOB2" or "IOB1" (how entities are read from the tags).
-      bucket_by_length: batches not padded to max_seq_length (bert_tf.data.input_pipeline).
+      dropout_rate: dropout on the sequence output in training (0.1).
+    """
+    labels: list = dataclasses.field(default_factory=list)
+    scheme: str = "IOB2"
+    dropout_rate: float = 0.1
+
+
+class TaggingTask(Task):
+    """run_ner's task over records written by `prepare_task`, or for a loaded model (its tags).
+
+    Args:
+      config: a TaggingConfig.
+      features: {"eval"|"predict": the TaggingFeatures written (padding included)}, which map
+        the per-piece predictions back to words.
+      sentences: {"eval"|"predict": the (words, tags) sentences they came from}.
     """
 
     name = "ner"
+    Config = TaggingConfig
     train_metric_names = ("loss", "accuracy")
+    sequence_features = SEQUENCE_FEATURES
 
-    def __init__(self, bert_config, label_list, record_files, max_seq_length, features=None,
-                 sentences=None, scheme="IOB2", bucket_by_length=False,
-                 dropout_rate=0.1, shuffle_buffer_size=100):
-        self.bert_config = bert_config
-        self.label_list = list(label_list)
-        self.record_files = dict(record_files)
-        self.max_seq_length = max_seq_length
+    def __init__(self, config, features=None, sentences=None):
+        super().__init__(config)
         self.features = dict(features or {})
         self.sentences = dict(sentences or {})
-        self.scheme = scheme
-        self.bucket_by_length = bucket_by_length
-        self.dropout_rate = dropout_rate
-        self.shuffle_buffer_size = shuffle_buffer_size
-
-    @classmethod
-    def for_model(cls, bert_config, labels, max_seq_length=128, **unused_options):
-        return cls(bert_config, labels, {}, max_seq_length)
 
     # ---- Data.
-    def num_examples(self, mode):
-        return len(self.features[mode])
-
-    def dataset_fn(self, mode, global_batch_size, seed=None):
-        from bert_tf.data import input_pipeline
-        return input_pipeline.dataset_fn(
-            [self.record_files[mode]], tagging_feature_spec(self.max_seq_length),
-            global_batch_size, shuffle=mode == "train", repeat=False, seed=seed,
-            shuffle_buffer_size=self.shuffle_buffer_size,
-            sequence_features=SEQUENCE_FEATURES if self.bucket_by_length else None)
+    def feature_spec(self, mode):
+        return tagging_feature_spec(self.config.max_seq_length)
 
     # ---- Model.
     def build_model(self):
         from bert_tf.model.models import BertTokenClassifier
-        return BertTokenClassifier(self.bert_config, len(self.label_list), self.dropout_rate)
+        config = self.config
+        return BertTokenClassifier(config.bert_config, len(config.labels), config.dropout_rate)
 
     # ---- Train.
     def _nll(self, batch, logits):
         log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
-        one_hot = tf.one_hot(batch["label_ids"], len(self.label_list))
+        one_hot = tf.one_hot(batch["label_ids"], len(self.config.labels))
         return -tf.reduce_sum(one_hot * log_probs, axis=-1)  # [B, T]
 
     def _predictions(self, logits):
@@ -100,7 +93,7 @@ class TaggingTask(Task):
     def _full_length(self, values):
         """Per-piece values padded back to max_seq_length (batches may be cut shorter), so the
         steps' arrays concatenate."""
-        return tf.pad(values, [[0, 0], [0, self.max_seq_length - tf.shape(values)[1]]])
+        return tf.pad(values, [[0, 0], [0, self.config.max_seq_length - tf.shape(values)[1]]])
 
     def eval_outputs(self, batch, outputs):
         mask = tf.cast(batch["label_mask"], tf.float32)
@@ -113,12 +106,12 @@ class TaggingTask(Task):
 
     def _word_tags(self, mode, predictions):
         word_ids = tagging_data.words_predictions(self.features[mode], predictions)
-        return [[self.label_list[i] for i in words] for words in word_ids]
+        return [[self.config.labels[i] for i in words] for words in word_ids]
 
     def eval_results(self, outputs, global_step, batch_size):
         predicted = self._word_tags("eval", outputs["prediction"])
         gold = [tags for _, tags in self.sentences["eval"]]
-        scores = metrics.conll_entity_scores(gold, predicted, scheme=self.scheme)
+        scores = metrics.conll_entity_scores(gold, predicted, scheme=self.config.scheme)
         words = sum(len(tags) for tags in gold)
         correct = sum(g == p for gold_tags, tags in zip(gold, predicted)
                       for g, p in zip(gold_tags, tags))
@@ -146,18 +139,18 @@ class TaggingTask(Task):
                                              self._word_tags("predict", outputs["prediction"]))
         return [path]
 
-    # ---- Export.
-    def serving_outputs(self, outputs):
+    # ---- Serving.
+    def serving_outputs(self, outputs, from_text=False):
         logits = tf.cast(outputs["logits"], tf.float32)
         return {"tag_ids": self._predictions(logits), "logits": logits}
 
-    def text_signatures(self, model, tokenizer, max_seq_length):
+    def text_signatures(self, model, tokenizer):
         """`serve_text` returns one tag per whitespace word, the prediction at the word's first
         piece (run_ner's recipe: each word tokenized alone, a word without pieces is [UNK]):
         `words`, `tags` and `num_words`. Words whose first piece falls beyond
         max_seq_length - 2 pieces are dropped (one window). `serve_text_pair` as the base's."""
-        signatures = super().text_signatures(model, tokenizer, max_seq_length)
-        label_list = self.label_list
+        signatures = super().text_signatures(model, tokenizer)
+        label_list, max_seq_length = self.config.labels, self.config.max_seq_length
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def serve_text(text):
@@ -174,7 +167,7 @@ class TaggingTask(Task):
                      - tf.gather(ids.row_splits, row))  # each word's first piece in its text
             keep = start < max_seq_length - 2
             inputs = tokenizer.pack(ids, max_seq_length=max_seq_length)
-            outputs = self.serving_model_outputs(model, inputs)
+            outputs = self.outputs(model, inputs, training=False)
             tag_ids = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)  # [B, T]
             position = tf.minimum(start + 1, max_seq_length - 1)
             word_tags = tf.gather(tf.constant(label_list),
@@ -231,7 +224,7 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
       check_model: called with a function building the task's model before any record is
         written (the command lines check --init_checkpoint with it).
       log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: TaggingTask's other arguments (scheme, bucket_by_length, ...).
+      task_options: TaggingConfig's other fields (scheme, bucket_by_length, ...).
     Every file is read and checked before any record is written; records are written
     atomically, and on failure what was created in output_dir is removed.
     """
@@ -247,8 +240,10 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
     splits = {mode: read_sentences(data_dir, name, require_tags=mode != "predict")
               for mode, name in files.items() if name}
     label_list = list(label_list or tagging_data.label_list_from(splits["train"]))
+    config = TaggingConfig(bert_config=bert_config, max_seq_length=max_seq_length,
+                           labels=label_list, **task_options)
     if check_model:
-        check_model(TaggingTask(bert_config, label_list, {}, max_seq_length).build_model)
+        check_model(TaggingTask(config).build_model)
     log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
 
     features = {mode: tagging_data.convert_sentences_to_features(  # every split checked
@@ -261,7 +256,6 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
             len(features["train"]), train_batch_size, num_train_epochs, warmup_proportion,
             "windows")
     batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
-    record_files = {}
     with preparing(output_dir):
         for mode, mode_features in features.items():
             num_real = len(mode_features)
@@ -272,8 +266,8 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
             tagging_data.write_tagging_records(mode_features, path)
             log(f"  {mode}: {len(splits[mode])} sentences, {num_real} windows "
                 f"(+{len(mode_features) - num_real} padding) -> {path}")
-            record_files[mode] = path
-    task = TaggingTask(bert_config, label_list, record_files, max_seq_length,
-                       features={m: f for m, f in features.items() if m != "train"},
-                       sentences=splits, **task_options)
+            config.records[mode] = Records((path,), None if mode == "train"
+                                           else len(mode_features))
+    task = TaggingTask(config, features={m: f for m, f in features.items() if m != "train"},
+                       sentences=splits)
     return PreparedTask(task, **prepared)

@@ -44,7 +44,8 @@ def naming_damaged_records(task, mode):
             yield
         except tf.errors.DataLossError as e:
             from bert_tf.data.input_pipeline import find_bad_record
-            error = find_bad_record(task.record_paths(mode))
+            records = task.config.records.get(mode)
+            error = find_bad_record(records.paths if records else [])
             if error is None:
                 raise
             raise error from e
@@ -176,7 +177,7 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
 
 
 def _num_steps(task, mode, batch_size, settings):
-    count = task.num_examples(mode)
+    count = task.config.records[mode].count
     if count is None:
         return settings.max_eval_steps
     if count % batch_size:
@@ -250,8 +251,7 @@ def export(task, model, settings, log=log):
     signature, and with settings.vocab_file the raw-string signatures too."""
     from bert_tf.serving import export as export_lib
     return export_lib.save(task, model, settings.export_dir, settings.vocab_file,
-                           settings.do_lower_case,
-                           task.max_seq_length, log=log)
+                           settings.do_lower_case, log=log)
 
 
 def run(task, settings, log=log):
@@ -338,7 +338,7 @@ def _train(task, strategy, model, optimizer, settings, log):
                                      settings, init_fn=init_fn, log=log,
                                      on_checkpoint=on_checkpoint,
                                      deterministic_input=(settings.seed is not None
-                                                          or task.deterministic_input))
+                                                          or task.config.deterministic_input))
     except loops.NonFiniteLossError as e:
         raise InputError(f"training diverged: {e}") from None
     if settings.save_original_checkpoint and is_chief(strategy):
