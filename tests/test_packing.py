@@ -132,3 +132,21 @@ def test_pack_lists_checks_its_arguments():
         packing.pack_lists([[5]], max_seq_length=8, cls_id=1, sep_id=2, truncate="both")
     empty = packing.pack_lists([], max_seq_length=8, cls_id=1, sep_id=2)
     assert all(value.shape == (0, 8) and value.dtype == np.int32 for value in empty.values())
+
+
+def test_padding_to_the_longest_is_a_prefix_of_the_full_padding(cases):
+    """pad_to_longest (the string signatures' batches): the width is the batch's longest packed
+    row, and every row is the max_seq_length packing cut there (only padding is dropped)."""
+    rows = [(a, b) for max_seq_length, a, b in cases if max_seq_length == 24] + [([5], None)]
+    ragged = [tf.ragged.constant([list(p or []) for p in part], tf.int32,
+                                 row_splits_dtype=tf.int64) for part in zip(*rows)]
+    full = packing.pack(*ragged, max_seq_length=24, cls_id=CLS_ID, sep_id=SEP_ID)
+    cut = packing.pack(*ragged, max_seq_length=24, cls_id=CLS_ID, sep_id=SEP_ID,
+                       pad_to_longest=True)
+    width = int(full["input_mask"].numpy().sum(axis=1).max())
+    assert cut["input_ids"].shape[1] == width
+    for name in packing.INPUT_NAMES:
+        np.testing.assert_array_equal(cut[name].numpy(), full[name].numpy()[:, :width])
+    short = packing.pack(tf.ragged.constant([[5], [6, 7]], tf.int32, row_splits_dtype=tf.int64),
+                         max_seq_length=24, cls_id=CLS_ID, sep_id=SEP_ID, pad_to_longest=True)
+    assert short["input_ids"].numpy().tolist() == [[1, 5, 2, 0], [1, 6, 7, 2]]

@@ -292,7 +292,7 @@ class PretrainingTask(Task):
             per_part = tf.ragged.boolean_mask(
                 with_mask, tf.ragged.range(lengths + 1) < tf.expand_dims(keep, 1))
             ids = pieces.with_values(per_part).merge_dims(1, 2)
-            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length)
+            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length, pad_to_longest=True)
             served = self.serving_outputs(self.outputs(model, inputs, training=False))
             real = tf.cast(served["mask"], tf.bool)[:, :, None]
             served["tokens"] = tf.where(real, tokenizer.id_to_token(served["token_ids"]), "")

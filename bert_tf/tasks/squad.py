@@ -169,10 +169,10 @@ class SquadTask(Task):
         def serve_text_pair(text_a, text_b):
             query = tokenizer.tokenize(text_a)[:, :max_query_length]
             inputs = tokenizer.pack(query, tokenizer.tokenize(text_b), max_seq_length,
-                                    truncate="second")
+                                    truncate="second", pad_to_longest=True)
             outputs = self.serving_outputs(self.outputs(model, inputs, training=False))
             start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
-            k = min(n_best_size, max_seq_length)
+            k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
             starts = tf.math.top_k(start_logits, k).indices  # [B, k], best first
             ends = tf.math.top_k(end_logits, k).indices
             # The context: segment 1 without its closing [SEP].

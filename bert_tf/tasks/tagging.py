@@ -166,10 +166,11 @@ class TaggingTask(Task):
             start = (tf.cumsum(per_word.row_lengths(), exclusive=True)
                      - tf.gather(ids.row_splits, row))  # each word's first piece in its text
             keep = start < max_seq_length - 2
-            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length)
+            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length, pad_to_longest=True)
             outputs = self.outputs(model, inputs, training=False)
             tag_ids = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)  # [B, T]
-            position = tf.minimum(start + 1, max_seq_length - 1)
+            # A word beyond the window (not kept) reads any position: the last one.
+            position = tf.minimum(start + 1, tf.cast(tf.shape(tag_ids)[1] - 1, start.dtype))
             word_tags = tf.gather(tf.constant(label_list),
                                   tf.gather_nd(tag_ids, tf.stack([row, position], axis=1)))
             kept_words = tf.ragged.boolean_mask(words, words.with_flat_values(keep))

@@ -283,20 +283,23 @@ class GraphTokenizer(tf.Module):
                                splits[-1:])
         return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
-    def bert_inputs(self, text_a, text_b=None, max_seq_length=128):
+    def bert_inputs(self, text_a, text_b=None, max_seq_length=128, pad_to_longest=False):
         """The model's inputs for [B] texts (or text pairs), as in the original's
         convert_single_example: `pack` of their pieces, a pair truncated longest first.
 
-        Returns a dict of int32 [B, max_seq_length]: input_ids, input_mask, segment_ids.
+        Returns a dict of int32 [B, max_seq_length] (`pad_to_longest`: [B, the batch's
+        longest]): input_ids, input_mask, segment_ids.
         """
         return self.pack(self.tokenize(text_a),
-                         None if text_b is None else self.tokenize(text_b), max_seq_length)
+                         None if text_b is None else self.tokenize(text_b), max_seq_length,
+                         pad_to_longest=pad_to_longest)
 
-    def pack(self, ids_a, ids_b=None, max_seq_length=128, truncate="longest_first"):
+    def pack(self, ids_a, ids_b=None, max_seq_length=128, truncate="longest_first",
+             pad_to_longest=False):
         """`bert_tf.text.packing.pack` with this vocabulary's [CLS] and [SEP]: [B, (pieces)]
         ids (and a second part) -> `[CLS] a [SEP]` or `[CLS] a [SEP] b [SEP]`, truncated as
         the original (`truncate="longest_first"`: `_truncate_seq_pair`; `"second"`: the second
-        part only, run_squad's windows). Returns a dict of int32 [B, max_seq_length]:
-        input_ids, input_mask, segment_ids."""
+        part only, run_squad's windows). Returns a dict of int32 [B, max_seq_length] (or [B,
+        the batch's longest] with `pad_to_longest`): input_ids, input_mask, segment_ids."""
         return packing.pack(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=self.cls_id,
-                            sep_id=self.sep_id, truncate=truncate)
+                            sep_id=self.sep_id, truncate=truncate, pad_to_longest=pad_to_longest)

@@ -35,18 +35,23 @@ def _gather_part(ids, offsets, take):
     return tf.gather(values, index)
 
 
-def pack(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, truncate="longest_first"):
+def pack(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, truncate="longest_first",
+         pad_to_longest=False):
     """Packs [B, (pieces)] ids (and a second part) as the module docstring says.
 
     Args:
       ids_a, ids_b: int RaggedTensors [B, (pieces)] (int64 row splits); ids_b None: single
         texts.
-      max_seq_length: the packed length (at least 3 with a second part, 2 without); a Python
-        int gives a static shape.
+      max_seq_length: the longest packed sequence (at least 3 with a second part, 2 without),
+        to which texts are truncated; a Python int gives a static shape.
       cls_id, sep_id: the vocabulary's [CLS] and [SEP] ids.
       truncate: "longest_first" or "second" (see the module docstring).
+      pad_to_longest: pad to the batch's longest packed sequence instead of max_seq_length
+        (the same tokens and, the model masking padding, the same outputs, for less work:
+        serving); the width then varies from batch to batch.
     Returns:
-      {"input_ids", "input_mask", "segment_ids"}: int32 [B, max_seq_length].
+      {"input_ids", "input_mask", "segment_ids"}: int32 [B, max_seq_length] (or [B, the
+      longest]).
 
     Dense ops on each output position (which part it takes, and where from): no ragged
     concatenation, so the graph stays small for batch-1 serving.
@@ -69,7 +74,10 @@ def pack(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, truncate="longest
             keep_pair = tf.minimum(len_a, budget)
         keep_a = tf.where(len_b > 0, keep_pair, keep_a)
         keep_b = tf.maximum(tf.minimum(len_b, budget - keep_a), 0)
-    position = tf.range(length, dtype=len_a.dtype)[None, :]  # [1, L]
+    # Tokens per row: [CLS] a [SEP], then b [SEP] when b kept a piece.
+    total = keep_a + 2 + keep_b + tf.cast(keep_b > 0, len_a.dtype)
+    width = tf.maximum(tf.reduce_max(total), 2) if pad_to_longest else length
+    position = tf.range(width, dtype=len_a.dtype)[None, :]  # [1, L]
     end_a, end_b = keep_a[:, None] + 1, keep_a[:, None] + 1 + keep_b[:, None]
     in_a = (position >= 1) & (position <= keep_a[:, None])
     # The second part (pieces, then its [SEP]) exists only when it kept a piece.
@@ -80,8 +88,7 @@ def pack(ids_a, ids_b=None, *, max_seq_length, cls_id, sep_id, truncate="longest
         ids = tf.where(in_b, _gather_part(ids_b, position - end_a - 1, in_b), ids)
     ids = tf.where(seps, tf.cast(sep_id, tf.int32), ids)
     ids = tf.where(tf.equal(position, 0), tf.cast(cls_id, tf.int32), ids)
-    total = end_b + 1 + tf.cast(keep_b[:, None] > 0, len_a.dtype)
-    mask = position < total
+    mask = position < total[:, None]
     segments = (position > end_a) & mask
     return {"input_ids": ids, "input_mask": tf.cast(mask, tf.int32),
             "segment_ids": tf.cast(segments, tf.int32)}
