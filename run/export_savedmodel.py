@@ -34,6 +34,10 @@ flags.DEFINE_integer("max_query_length", 64, "squad: the question's pieces kept 
 flags.DEFINE_integer("max_answer_length", 30, "squad: the longest answer span, in pieces.")
 flags.DEFINE_integer("n_best_size", 20, "squad: the best starts and ends the answer is chosen "
                      "among (run_squad's).")
+flags.DEFINE_enum("quantization", "none", ["none", "int8"],
+                  "int8: the transformer dense layers with int8 weights and int8 matmuls "
+                  "(oneDNN, x86 CPUs; about 2x the float32 throughput, docs/export.md); the "
+                  "embeddings, pooler and head stay float32.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
 
@@ -88,7 +92,8 @@ def main(argv):
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")
-    export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case)
+    export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case,
+                quantization=FLAGS.quantization)
 
 
 def console_main():

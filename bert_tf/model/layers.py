@@ -216,14 +216,38 @@ def _matmul_with_transposed_kernel_gradient(x, kernel):
     return tf.matmul(x, kernel), grad
 
 
+def _quantize_kernel(layer, name, mode):
+    """Replaces `layer`'s float kernel attribute `name` by `kernel_int8` and `kernel_scale`
+    (bert_tf.model.quantization: int8 per output unit, for inference only)."""
+    from bert_tf.model import quantization
+
+    if mode != "int8":
+        raise NotImplementedError(f"{type(layer).__name__} quantizes to int8 only, not {mode}")
+    if layer.kernel_int8 is not None:
+        raise ValueError(f"layer {layer.name} is already quantized")
+    values, scale = quantization.quantize_kernel(getattr(layer, name).numpy())
+    layer._tracker.unlock()
+    delattr(layer, name)
+    layer.kernel_int8 = layer.add_weight(name=f"{name}_int8", shape=values.shape,
+                                         initializer="zeros", dtype="int8", trainable=False)
+    layer.kernel_scale = layer.add_weight(name=f"{name}_scale", shape=scale.shape,
+                                          initializer="ones", dtype="float32", trainable=False)
+    layer._tracker.lock()
+    layer.kernel_int8.assign(values)
+    layer.kernel_scale.assign(scale)
+
+
 class Dense(keras.layers.Layer):
     """y = activation(x @ kernel + bias) on flat [N, in] inputs, the original's `tf.layers.dense`.
 
     Unlike keras.layers.Dense (matmul + add), it uses tf.nn.bias_add: TensorFlow's oneDNN graph
     rewrite then fuses matmul + bias + GELU into one kernel (the BERT-Base intermediate layer,
     [4096, 768] x [768, 3072] + GELU in bfloat16: 142 ms instead of 193 ms with matmul + add).
-    Weights: kernel [in, units], bias.
+    Weights: kernel [in, units], bias; quantized for inference (`quantize("int8")`,
+    bert_tf.model.quantization): kernel_int8 and kernel_scale instead of the kernel.
     """
+
+    kernel_int8 = None  # set by quantize("int8")
 
     def __init__(self, units, input_size, activation=None, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -240,7 +264,18 @@ class Dense(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(self.units,), initializer="zeros")
         self.built = True
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Keras 3's `Layer.quantize` for this layer: "int8" (inference only)."""
+        _quantize_kernel(self, "kernel", mode)
+
     def call(self, x, training=False):
+        if self.kernel_int8 is not None:
+            from bert_tf.model.quantization import quantized_dense
+            y, activated = quantized_dense(x, self.kernel_int8, self.kernel_scale, self.bias,
+                                           self.activation_name)
+            activation = not activated and self.activation_name and get_activation(
+                self.activation_name)
+            return tf.cast(activation(y) if activation else y, self.compute_dtype)
         if training and x.dtype == tf.float32 and _transposes_kernel_for_gradient(
                 self.input_size, self.units) and cpu_kernels_enabled():
             y = _matmul_with_transposed_kernel_gradient(x, tf.convert_to_tensor(self.kernel))
@@ -448,8 +483,11 @@ class BertSelfAttention(keras.layers.Layer):
     Call on (x [B * T, H] flat, attention_bias [B, 1, 1, T], seq_length); returns the context
     [B * T, H] (before the output projection, as the original's `attention_layer`), or [B * P, H]
     for P query rows per sequence given as `query`.
-    Weights: qkv_kernel [H, 3H] = concat(query, key, value kernels), qkv_bias [3H].
+    Weights: qkv_kernel [H, 3H] = concat(query, key, value kernels), qkv_bias [3H]; quantized
+    for inference (`quantize("int8")`): kernel_int8 and kernel_scale instead of qkv_kernel.
     """
+
+    kernel_int8 = None  # set by quantize("int8")
 
     def __init__(self, hidden_size, num_attention_heads, initializer_range=0.02,
                  dropout_rate=0.1, **kwargs):
@@ -472,23 +510,39 @@ class BertSelfAttention(keras.layers.Layer):
                                         initializer="zeros")
         self.built = True
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Keras 3's `Layer.quantize` for the QKV projection: "int8" (inference only)."""
+        _quantize_kernel(self, "qkv_kernel", mode)
+
+    def _project(self, x, columns=None):
+        """x @ qkv_kernel + qkv_bias, or their `columns` (a slice) only (float or int8)."""
+        if self.kernel_int8 is not None:
+            from bert_tf.model.quantization import quantized_dense
+            kernel, scale, bias = self.kernel_int8, self.kernel_scale, self.qkv_bias
+            if columns is not None:
+                kernel, scale, bias = kernel[:, columns], scale[columns], bias[columns]
+            return tf.cast(quantized_dense(x, kernel, scale, bias)[0], self.compute_dtype)
+        kernel, bias = self.qkv_kernel, self.qkv_bias
+        if columns is not None:
+            kernel, bias = kernel[:, columns], bias[columns]
+        return tf.nn.bias_add(tf.matmul(x, kernel), bias)
+
     def call(self, x, attention_bias, seq_length, training=False, query=None):
         """`query`: optional flat [B * P, H] rows (e.g. the hidden states at P chosen positions)
         that attend over the whole sequence `x` instead of every position of `x`."""
         n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
         if query is None:
-            qkv = tf.nn.bias_add(tf.matmul(x, self.qkv_kernel), self.qkv_bias)
+            qkv = self._project(x)
             # [B*T, 3H] -> [3, B, N, T, D]: one transpose for all three. unstack (not qkv[i]) so
             # that the gradient is a cheap stack, not three scatters into zeros (forward +
             # backward of 2 small layers: 1.4x faster in float32, 1.55x in bfloat16).
             qkv = tf.transpose(tf.reshape(qkv, [-1, seq_length, 3, n, d]), [2, 0, 3, 1, 4])
             query, key, value = tf.unstack(qkv, 3)
         else:
-            kernel, bias = self.qkv_kernel, self.qkv_bias
-            kv = tf.nn.bias_add(tf.matmul(x, kernel[:, h:]), bias[h:])
+            kv = self._project(x, slice(h, None))
             kv = tf.transpose(tf.reshape(kv, [-1, seq_length, 2, n, d]), [2, 0, 3, 1, 4])
             key, value = tf.unstack(kv, 2)
-            query = tf.nn.bias_add(tf.matmul(query, kernel[:, :h]), bias[:h])
+            query = self._project(query, slice(None, h))
             query = tf.transpose(tf.reshape(query, [tf.shape(key)[0], -1, n, d]), [0, 2, 1, 3])
         scores = tf.matmul(query, key, transpose_b=True) * tf.cast(1.0 / math.sqrt(d), x.dtype)
         scores = scores + tf.cast(attention_bias, scores.dtype)

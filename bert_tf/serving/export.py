@@ -64,15 +64,39 @@ def token_id_signature(task, model):
     return serve
 
 
+QUANTIZATIONS = ("none", "int8")
+
+
+def quantized_copy(task, model):
+    """A copy of `model` (the task's) with its transformer dense layers in int8
+    (bert_tf.model.quantization); `model` itself is left as it is."""
+    from bert_tf.model import quantization
+
+    copy = task.build_model()
+    copy.set_weights(model.get_weights())
+    return quantization.quantize(copy)
+
+
 def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print,
-         tokenizer=None):
+         tokenizer=None, quantization="none"):
     """Writes the SavedModel (see the module docstring) to export_dir, under a temporary name
     renamed when complete. Without `vocab_file`, only the token-id signature is saved; the
     string signatures pack texts to the task's `config.max_seq_length`. `tokenizer`: another
     tf.Module with GraphTokenizer's methods for the string signatures (bench/bench_serving.py
-    exports the same model with tensorflow-text's tokenizers)."""
+    exports the same model with tensorflow-text's tokenizers). `quantization`: "none", or
+    "int8": the transformer dense layers in int8 (`quantized_copy`; a SavedModel for x86 CPUs,
+    bert_tf.model.quantization)."""
+    from bert_tf.errors import argument_error
     from bert_tf.io_utils import atomic_output
 
+    if quantization not in QUANTIZATIONS:
+        raise argument_error("quantization", f"must be one of {', '.join(QUANTIZATIONS)}, got "
+                                             f"{quantization!r}")
+    if quantization == "int8":
+        try:
+            model = quantized_copy(task, model)
+        except RuntimeError as e:
+            raise argument_error("quantization", str(e)) from None
     signatures = {"serving_default": token_id_signature(task, model)}
     module = tf.Module()
     # The variables only: a Keras model attached here would add Keras' own default signature.
@@ -84,7 +108,7 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     check_export_dir(export_dir)
     max_seq_length = task.config.max_seq_length if vocab_file else None
     assets = {EXPORT_MARKER: {"task": task.name, "signatures": sorted(signatures),
-                              "max_seq_length": max_seq_length}}
+                              "max_seq_length": max_seq_length, "quantization": quantization}}
     if task.config.bert_config is not None:
         assets["bert_config.json"] = task.config.bert_config.to_dict()
     with atomic_output(export_dir) as tmp:
