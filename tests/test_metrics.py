@@ -76,6 +76,26 @@ def test_classification_metrics_match_sklearn(name, labels, predictions, weights
             abs=1e-15)
 
 
+@pytest.mark.parametrize("name, labels, predictions, weights", CLASSIFICATION_CASES,
+                         ids=[case[0] for case in CLASSIFICATION_CASES])
+def test_per_class_scores_and_confusion_matrix_match_sklearn(name, labels, predictions,
+                                                             weights):
+    """Every class listed, one that never occurs (the last) included: its scores are 0."""
+    sklearn_metrics = require_module("sklearn.metrics", "oracle of the per-class metrics")
+    num_classes = int(max(labels.max(), predictions.max())) + 2
+    classes = list(range(num_classes))
+    real_labels, real_predictions = _real(weights, labels, predictions)
+    scores = metrics.per_class_scores(labels, predictions, num_classes, weights)
+    expected = sklearn_metrics.precision_recall_fscore_support(
+        real_labels, real_predictions, labels=classes, zero_division=0)
+    for name_, values in zip(("precision", "recall", "f1", "support"), expected):
+        np.testing.assert_allclose(scores[name_], values, rtol=0, atol=1e-15, err_msg=name_)
+    assert scores["f1"][-1] == 0 and scores["support"][-1] == 0
+    np.testing.assert_array_equal(
+        metrics.confusion_matrix(labels, predictions, num_classes, weights),
+        sklearn_metrics.confusion_matrix(real_labels, real_predictions, labels=classes))
+
+
 def test_matthews_on_string_and_unseen_classes():
     """Classes are whatever values occur (CoLA ids, strings), including predicted-only ones."""
     sklearn_metrics = require_module("sklearn.metrics", "oracle of the GLUE metrics")
@@ -153,6 +173,8 @@ def test_padding_rows_are_ignored_whatever_they_hold():
     (lambda: metrics.accuracy([1, 0], [1, 0], [0, 0]), "no real examples"),
     (lambda: metrics.f1_binary([1, 2], [1, 0]), "labels must be 0 or 1"),
     (lambda: metrics.pearson([1.0], [2.0]), "at least 2"),
+    (lambda: metrics.confusion_matrix([0, 2], [0, 1], 2), r"labels must be class ids in \[0, 2\)"),
+    (lambda: metrics.per_class_scores([0, 1], [0.5, 1], 2), "predictions must be class ids"),
 ])
 def test_invalid_inputs(call, message):
     with pytest.raises(ValueError, match=message):

@@ -10,6 +10,11 @@ eval_matthews_corrcoef (CoLA), eval_pearson and eval_spearman (STS-B). Regressio
 num_labels 1; not in the original) uses the squared error as per-example loss and the logit as
 the prediction.
 
+Per class (not in the original; google-research/bert #800): eval_precision_<label>,
+eval_recall_<label> and eval_f1_<label> for every label (`label_key`: the name with each
+whitespace character as "_"), and eval_confusion_matrix.tsv in output_dir (rows: the gold
+label, columns: the predicted one; `write_eval_outputs`), all over the real examples.
+
 "loss" is the mean of the batch losses over the batches the original would have run: without
 --use_tpu it does not pad eval sets, so its last batch is short and holds real examples only; with
 it, it pads, and padding examples count in their batch's mean. We always pad (fixed-size batches,
@@ -24,6 +29,7 @@ Predictions (`test_results.tsv`): one line per real example, the class probabili
 """
 import dataclasses
 import os
+import re
 import typing
 
 import numpy as np
@@ -42,6 +48,15 @@ def softmax_float32(logits):
     return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
 
 
+def label_key(label):
+    """A label's name in eval_results.txt keys (eval_f1_<key>): whitespace would break the
+    `key = value` lines, so each whitespace character becomes "_"."""
+    return re.sub(r"\s", "_", str(label))
+
+
+CONFUSION_MATRIX_FILE = "eval_confusion_matrix.tsv"
+
+
 @dataclasses.dataclass
 class ClassificationConfig(TaskConfig):
     """Attributes (besides TaskConfig's):
@@ -55,6 +70,16 @@ class ClassificationConfig(TaskConfig):
     task_metric: typing.Optional[str] = None
     original_pads_eval: bool = False
     dropout_rate: float = 0.1
+
+    def __post_init__(self):
+        super().__post_init__()
+        from bert_tf.errors import argument_error
+        keys = {}
+        for label in self.labels or ():
+            other = keys.setdefault(label_key(label), label)
+            if other != label:
+                raise argument_error("label_list", f"labels {other!r} and {label!r} have the same "
+                                                   f"name in eval_results.txt ({label_key(label)})")
 
     @property
     def num_labels(self):
@@ -147,7 +172,26 @@ class ClassificationTask(Task):
         elif self.config.task_metric == "correlation":
             results["eval_pearson"] = np.float32(metrics.pearson(labels, predictions, weights))
             results["eval_spearman"] = np.float32(metrics.spearman(labels, predictions, weights))
+        if not self.config.regression:
+            scores = metrics.per_class_scores(labels, predictions, self.config.num_labels,
+                                              weights)
+            for index, label in enumerate(self.config.labels):
+                for name in ("precision", "recall", "f1"):
+                    results[f"eval_{name}_{label_key(label)}"] = np.float32(scores[name][index])
         return results
+
+    def write_eval_outputs(self, outputs, output_dir):
+        """eval_confusion_matrix.tsv: a header (`gold\\predicted` and the labels), then a row
+        per gold label: its name and how many real examples of it were predicted as each
+        label. Regression: none."""
+        if self.config.regression:
+            return []
+        matrix = metrics.confusion_matrix(outputs["label"], outputs["prediction"],
+                                          self.config.num_labels, outputs["is_real_example"])
+        return [write_table(os.path.join(output_dir, CONFUSION_MATRIX_FILE),
+                            ["gold\\predicted"] + list(self.config.labels),
+                            [[label] + row for label, row in zip(self.config.labels,
+                                                                 matrix.tolist())])]
 
     def predict_outputs(self, batch, outputs):
         values = (self.predictions(outputs["logits"])[:, None] if self.config.regression
@@ -178,6 +222,21 @@ class ClassificationTask(Task):
             served["label"] = tf.gather(tf.constant(self.config.labels),
                                         tf.argmax(logits, axis=-1))
         return served
+
+
+def write_table(path, header, rows):
+    """A tab-separated file (atomically): the header, then the rows; tabs and line breaks in a
+    cell become spaces."""
+    from bert_tf.io_utils import atomic_open
+
+    def line(cells):
+        return "\t".join(re.sub(r"[\t\r\n]", " ", str(cell)) for cell in cells) + "\n"
+
+    with atomic_open(path) as f:
+        f.write(line(header))
+        for row in rows:
+            f.write(line(row))
+    return path
 
 
 # ---- Data: raw examples to records.

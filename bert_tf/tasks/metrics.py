@@ -4,6 +4,8 @@
   `pearson` / `spearman` (STS-B). Each gives what scikit-learn's `accuracy_score`, `f1_score`,
   `matthews_corrcoef` and scipy's `pearsonr`, `spearmanr` give on the same rows; they are here so
   that fine-tuning needs neither package at run time.
+- Per class: `confusion_matrix` and `per_class_scores` (scikit-learn's `confusion_matrix` and
+  `precision_recall_fscore_support` with every class listed).
 - NER: `conll_entity_scores`, the entity-level precision, recall and F1 of conlleval.pl (and of
   seqeval's default, non-strict mode), overall (micro) and per entity type.
 
@@ -142,6 +144,52 @@ def spearman(x, y, weights=None):
     (scipy.stats.spearmanr), STS-B's second metric."""
     x, y = _real_rows(weights, x, y)
     return _pearson_of(average_ranks(x), average_ranks(y))
+
+
+def _ratios(numerators, denominators):
+    """Element-wise numerators / denominators, 0 where a denominator is 0 (as `_ratio`)."""
+    numerators = np.asarray(numerators, np.float64)
+    denominators = np.asarray(denominators, np.float64)
+    return np.divide(numerators, denominators, out=np.zeros_like(numerators),
+                     where=denominators != 0)
+
+
+def _class_ids(name, values, num_classes):
+    if values.size and (not np.issubdtype(values.dtype, np.integer) or values.min() < 0
+                        or values.max() >= num_classes):
+        raise ValueError(f"{name} must be class ids in [0, {num_classes}), got "
+                         f"{np.unique(values)}")
+    return values
+
+
+def confusion_matrix(labels, predictions, num_classes, weights=None):
+    """[num_classes, num_classes] int64 counts of the real examples: row = true class, column
+    = predicted class (scikit-learn's `confusion_matrix(labels=range(num_classes))`)."""
+    labels, predictions = _real_rows(weights, labels, predictions)
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (_class_ids("labels", labels, num_classes),
+                       _class_ids("predictions", predictions, num_classes)), 1)
+    return matrix
+
+
+def scores_from_counts(true_positives, num_predicted, num_true):
+    """{"precision", "recall", "f1"}: float64 arrays from per-class counts, 0 where a
+    denominator is 0 (scikit-learn's zero_division=0)."""
+    true_positives = np.asarray(true_positives, np.float64)
+    precision = _ratios(true_positives, num_predicted)
+    recall = _ratios(true_positives, num_true)
+    return {"precision": precision, "recall": recall,
+            "f1": _ratios(2 * precision * recall, precision + recall)}
+
+
+def per_class_scores(labels, predictions, num_classes, weights=None):
+    """Precision, recall and F1 of each class 0 .. num_classes - 1 over the real examples, and
+    its support (true examples): {"precision", "recall", "f1", "support"}, arrays
+    [num_classes] (scikit-learn's `precision_recall_fscore_support(labels=range(num_classes),
+    zero_division=0)`; a class never predicted has precision 0, never true recall 0)."""
+    matrix = confusion_matrix(labels, predictions, num_classes, weights)
+    return dict(scores_from_counts(np.diag(matrix), matrix.sum(axis=0), matrix.sum(axis=1)),
+                support=matrix.sum(axis=1))
 
 
 # ---------------------------------------------------------------------------------------------
