@@ -9,9 +9,11 @@ in --output_dir), model, loss, optimizer and outputs (eval_results.txt, test_res
 google-research/bert's run_classifier.py, plus: the GLUE tasks it lacks (SST-2, QNLI, QQP, RTE,
 STS-B as regression, WNLI, MNLI mismatched) and the task's GLUE metric (F1, Matthews
 correlation, Pearson/Spearman); a user's own TSV or CSV files with --task_name=tsv and the
-column flags; a Hugging Face model directory as --init_checkpoint (its config, vocabulary and
-casing are used unless flags say otherwise); the strategy, precision and optimizer flags of
-run_pretraining; length bucketing (--bucket_by_length).
+column flags; multi-label tasks on such files (--multi_label: several labels per row, sigmoid
+outputs, --threshold); per-class precision, recall and F1 and a confusion matrix; a Hugging
+Face model directory as --init_checkpoint (its config, vocabulary and casing are used unless
+flags say otherwise); the strategy, precision and optimizer flags of run_pretraining; length
+bucketing (--bucket_by_length).
 
 The number of training steps is int(train examples / train_batch_size * num_train_epochs), with
 warmup_proportion of them warming up, as the original. Eval and predict sets are padded with
@@ -55,7 +57,13 @@ flags.DEFINE_bool("regression", False, "tsv: the label is a real number (one out
 flags.DEFINE_string("train_file", "train.tsv", "tsv: training file name in --data_dir.")
 flags.DEFINE_string("dev_file", "dev.tsv", "tsv: dev (eval) file name in --data_dir.")
 flags.DEFINE_string("test_file", "test.tsv", "tsv: test (predict) file name in --data_dir.")
-
+flags.DEFINE_bool("multi_label", False, "tsv: each row has any number of the labels, joined by "
+                  "--label_separator in the label column (an empty field: none); a sigmoid per "
+                  "label, binary cross-entropy, the labels over --threshold predicted.")
+flags.DEFINE_string("label_separator", ",", "tsv --multi_label: what joins a row's labels.")
+flags.DEFINE_list("threshold", None, "--multi_label: the probability a label must exceed to be "
+                  "predicted: one number for all labels, or one per label in --label_list order, "
+                  "comma-separated; each in (0, 1) (default: 0.5).")
 
 
 def tsv_options():
@@ -63,7 +71,8 @@ def tsv_options():
                 label_column=FLAGS.label_column, label_list=FLAGS.label_list,
                 skip_header=FLAGS.skip_header, regression=FLAGS.regression,
                 delimiter={"tab": "\t", "comma": ","}[FLAGS.delimiter],
-                train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file)
+                train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
+                multi_label=FLAGS.multi_label, label_separator=FLAGS.label_separator)
 
 
 def main(argv):
@@ -82,6 +91,7 @@ def main(argv):
         bert_config, examples, label_list, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir, task_name=FLAGS.task_name,
         original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
+        multi_label=processor.is_multi_label, threshold=FLAGS.threshold,
         **common_flags.preparation_options())
     common_flags.run_prepared(prepared, vocab_file, do_lower_case)
 

@@ -524,6 +524,71 @@ def test_tsv_regression_and_single_text_records(tmp_path, tokenizers):
                                   4.0, True)
 
 
+def test_multi_label_rows_and_records(tmp_path, tokenizers):
+    """Labels joined by the separator, stripped, each once, an empty field none; the inferred
+    list is the sorted union; records hold multi-hot label_ids [num_labels] (padding all 0),
+    read back by classifier_feature_spec's multi-label variant."""
+    import tensorflow as tf
+
+    _, tokenizer = tokenizers
+    write(tmp_path / "train.tsv", ["text\ttags", "a long film\tpos; long", "dull\t",
+                                   "not good\tneg;negation;neg", "fine\t pos ;"])
+    write(tmp_path / "test.tsv", ["text", "nice"])
+    processor = cd.TsvProcessor(text_a_column="text", label_column="tags", skip_header=True,
+                                multi_label=True, label_separator=";")
+    assert processor.is_multi_label and not processor.is_regression
+    examples = processor.get_train_examples(tmp_path)
+    assert [as_tuple(e) for e in examples] == [
+        ("train-1", "a long film", None, ("pos", "long")), ("train-2", "dull", None, ()),
+        ("train-3", "not good", None, ("neg", "negation")), ("train-4", "fine", None, ("pos",))]
+    labels = processor.get_labels()
+    assert labels == ["long", "neg", "negation", "pos"]
+    assert [as_tuple(e) for e in processor.get_test_examples(tmp_path)] == [
+        ("test-1", "nice", None, ())]
+    padded, _ = cd.pad_examples(examples, 3)
+    path = tmp_path / "train.tf_record"
+    assert cd.write_classifier_records(padded, labels, 8, tokenizer, path,
+                                       multi_label=True) == 6
+    decoded = decoded_records(path)
+    assert [r["label_ids"] for r in decoded] == [("int64_list", ids) for ids in (
+        [1, 0, 0, 1], [0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1], [0] * 4, [0] * 4)]
+    assert [r["is_real_example"][1] for r in decoded] == [[1]] * 4 + [[0]] * 2
+    single = cd.convert_single_example(0, cd.InputExample("x", "a long film", None, "1"),
+                                       ["0", "1"], 8, tokenizer)  # the same inputs
+    assert decoded[0]["input_ids"] == ("int64_list", single.input_ids)
+    spec = features.classifier_feature_spec(8, multi_label_size=4)
+    parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(path))]
+    assert parsed[2]["label_ids"].numpy().tolist() == [0, 1, 1, 0]
+
+
+def test_bad_multi_label_input(tmp_path, tokenizers):
+    _, tokenizer = tokenizers
+    path = write(tmp_path / "dev.tsv", ["good\tpos", "odd\tpos,weird"])
+    processor = cd.TsvProcessor(text_a_column=0, label_column=1, multi_label=True,
+                                label_list="pos,neg")
+    raises_input_error([f"{path}:2: label 'weird' is not one of the labels ['pos', 'neg']"],
+                       processor.get_dev_examples, tmp_path)
+    write(tmp_path / "train.tsv", ["good\t", "bad\t"])
+    raises_input_error([f"{tmp_path / 'train.tsv'}: has no label in any row", "label_list"],
+                       cd.TsvProcessor(text_a_column=0, label_column=1,
+                                       multi_label=True).get_labels, tmp_path)
+    raises_input_error(["label_list: label 'a,b' holds the label_separator ','"],
+                       cd.TsvProcessor, text_a_column=0, multi_label=True,
+                       label_list=["a,b", "c"])
+    raises_input_error(["label_separator: must be a visible"], cd.TsvProcessor,
+                       text_a_column=0, multi_label=True, label_separator=" ")
+    raises_input_error(["multi_label: cannot be a regression task"], cd.TsvProcessor,
+                       text_a_column=0, multi_label=True, regression=True)
+    raises_input_error(["multi_label: is for task_name=tsv"], cd.get_processor, "sst-2",
+                       multi_label=True)
+    raises_input_error(["'dev-0'", "label 'x' is not one of the labels"],
+                       cd.convert_single_example, 0, cd.InputExample("dev-0", "a", None, ("x",)),
+                       ["pos"], 8, tokenizer, multi_label=True)
+    raises_input_error(["'dev-0'", "a multi-label example's label is a list"],
+                       cd.convert_single_example, 0, cd.InputExample("dev-0", "a", None, "pos"),
+                       ["pos"], 8, tokenizer, multi_label=True)
+
+
 # ------------------------------------------------------------------------------------------
 # Bad input: InputError naming the file and line (or the flag)
 # ------------------------------------------------------------------------------------------

@@ -15,6 +15,20 @@ eval_recall_<label> and eval_f1_<label> for every label (`label_key`: the name w
 whitespace character as "_"), and eval_confusion_matrix.tsv in output_dir (rows: the gold
 label, columns: the predicted one; `write_eval_outputs`), all over the real examples.
 
+Multi-label (`multi_label`; not in the original; google-research/bert #371): an example has
+any number of the labels (`label_ids` multi-hot [num_labels]); the same model, with a sigmoid
+per label instead of the softmax:
+    per_example_loss = mean over the labels of sigmoid_cross_entropy(label, logit)
+(the mean, not the sum, keeps the loss's scale independent of the number of labels; the batch
+loss is still the sum over the examples divided by the global batch's examples, so replicas
+and gradient accumulation compute the same step); a label is predicted when its probability
+is over its threshold (`threshold`: one for all or one per label; 0.5); "accuracy" in training
+and eval_subset_accuracy count the examples whose every label is right. eval_results.txt:
+eval_loss, loss and global_step as above, eval_micro_precision, eval_micro_recall,
+eval_micro_f1, eval_macro_f1 (the mean of the labels' F1), eval_subset_accuracy and per label
+eval_precision_<label>, eval_recall_<label>, eval_f1_<label>; eval_confusion_matrix.tsv holds a
+row per label: its true and false positives, false and true negatives.
+
 "loss" is the mean of the batch losses over the batches the original would have run: without
 --use_tpu it does not pad eval sets, so its last batch is short and holds real examples only; with
 it, it pads, and padding examples count in their batch's mean. We always pad (fixed-size batches,
@@ -25,7 +39,8 @@ Data: `read_splits` reads a processor's files (bert_tf.tasks.classifier_data), `
 writes the records of InputExamples (read so, or the API's) and returns the task over them.
 
 Predictions (`test_results.tsv`): one line per real example, the class probabilities as
-`str(numpy.float32)` joined by tabs, no header, as the original (regression: the score).
+`str(numpy.float32)` joined by tabs, no header, as the original (regression: the score;
+multi-label: each label's sigmoid probability).
 """
 import dataclasses
 import os
@@ -65,15 +80,28 @@ class ClassificationConfig(TaskConfig):
       original_pads_eval: the original's eval batches included padding examples (--use_tpu):
         changes only how "loss" is averaged (see the module docstring).
       dropout_rate: dropout on the pooled output in training (the original: 0.1).
+      multi_label: each example has any number of the labels (sigmoid outputs; see the module
+        docstring).
+      threshold: multi-label: the probability a label must exceed to be predicted, one number
+        for all labels or one per label, each in (0, 1) (None: 0.5).
     """
     labels: typing.Optional[list] = None
     task_metric: typing.Optional[str] = None
     original_pads_eval: bool = False
     dropout_rate: float = 0.1
+    multi_label: bool = False
+    threshold: typing.Any = None
 
     def __post_init__(self):
         super().__post_init__()
-        from bert_tf.errors import argument_error
+        from bert_tf.errors import arg, argument_error
+        if self.multi_label and not self.labels:
+            raise argument_error("multi_label", f"needs the labels ({arg('label_list')})")
+        if self.threshold is not None and not self.multi_label:
+            raise argument_error("threshold", f"is for multi-label tasks "
+                                              f"({arg('multi_label')})")
+        if self.multi_label:
+            self.thresholds  # checked now, before any work
         keys = {}
         for label in self.labels or ():
             other = keys.setdefault(label_key(label), label)
@@ -87,7 +115,31 @@ class ClassificationConfig(TaskConfig):
 
     @property
     def regression(self):
-        return self.num_labels == 1
+        return self.num_labels == 1 and not self.multi_label
+
+    @property
+    def thresholds(self):
+        """Multi-label: each label's threshold, a tuple of num_labels floats in (0, 1)."""
+        from bert_tf.errors import argument_error
+        given = 0.5 if self.threshold is None else self.threshold
+        values = list(given) if isinstance(given, (list, tuple)) else [given]
+        thresholds = []
+        for value in values:
+            try:
+                threshold = float(value)
+            except (TypeError, ValueError):
+                raise argument_error("threshold", f"must be numbers, got {value!r}") from None
+            if not 0 < threshold < 1:
+                raise argument_error("threshold", f"must be in the open interval (0, 1), got "
+                                                  f"{value}")
+            thresholds.append(threshold)
+        if len(thresholds) == 1:
+            thresholds *= self.num_labels
+        if len(thresholds) != self.num_labels:
+            raise argument_error("threshold", f"gives {len(thresholds)} thresholds for "
+                                              f"{self.num_labels} labels {list(self.labels)}: "
+                                              f"give one for all, or one per label")
+        return tuple(thresholds)
 
 
 class ClassificationTask(Task):
@@ -101,7 +153,9 @@ class ClassificationTask(Task):
 
     # ---- Data.
     def feature_spec(self, mode):
-        return classifier_feature_spec(self.config.max_seq_length, self.config.regression)
+        config = self.config
+        return classifier_feature_spec(config.max_seq_length, config.regression,
+                                       config.num_labels if config.multi_label else None)
 
     # ---- Model.
     def build_model(self):
@@ -119,13 +173,27 @@ class ClassificationTask(Task):
         logits = tf.cast(logits, tf.float32)
         if self.config.regression:
             return tf.square(logits[:, 0] - tf.cast(batch["label_ids"], tf.float32))
+        if self.config.multi_label:
+            return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+                tf.cast(batch["label_ids"], tf.float32), logits), axis=-1)
         log_probs = tf.nn.log_softmax(logits, axis=-1)
         one_hot = tf.one_hot(tf.cast(batch["label_ids"], tf.int32), self.config.num_labels)
         return -tf.reduce_sum(one_hot * log_probs, axis=-1)
 
+    def probabilities(self, logits):
+        """float32 class probabilities: the softmax, or each label's sigmoid (multi-label)."""
+        if self.config.multi_label:
+            return tf.sigmoid(tf.cast(logits, tf.float32))
+        return softmax_float32(logits)
+
     def predictions(self, logits):
+        """The predicted class [B] (regression: the score; multi-label: int32 [B, num_labels],
+        1 where a label's probability is over its threshold)."""
         if self.config.regression:
             return tf.cast(logits[:, 0], tf.float32)
+        if self.config.multi_label:
+            over = self.probabilities(logits) > tf.constant(self.config.thresholds, tf.float32)
+            return tf.cast(over, tf.int32)
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
 
     def normalizers(self, batch):
@@ -138,6 +206,8 @@ class ClassificationTask(Task):
         else:
             correct = tf.cast(tf.equal(self.predictions(outputs["logits"]),
                                        tf.cast(batch["label_ids"], tf.int32)), tf.float32)
+            if self.config.multi_label:  # every label right
+                correct = tf.reduce_min(correct, axis=-1)
         return {"loss": tf.reduce_sum(loss) / normalizers["examples"],
                 "accuracy": tf.reduce_sum(correct) / normalizers["examples"]}
 
@@ -162,6 +232,13 @@ class ClassificationTask(Task):
             "loss": np.float32(np.mean(batch_losses)) if batch_losses else np.float32(0.0),
         }
         labels, predictions = outputs["label"], outputs["prediction"]
+        if self.config.multi_label:
+            scores = metrics.multi_label_scores(labels, predictions, weights)
+            for name in ("micro_precision", "micro_recall", "micro_f1", "macro_f1",
+                         "subset_accuracy"):
+                results[f"eval_{name}"] = np.float32(scores[name])
+            results.update(self._per_label_results(scores))
+            return results
         if not self.config.regression:
             results["eval_accuracy"] = np.float32(metrics.accuracy(labels, predictions, weights))
         if self.config.task_metric == "f1":
@@ -173,29 +250,40 @@ class ClassificationTask(Task):
             results["eval_pearson"] = np.float32(metrics.pearson(labels, predictions, weights))
             results["eval_spearman"] = np.float32(metrics.spearman(labels, predictions, weights))
         if not self.config.regression:
-            scores = metrics.per_class_scores(labels, predictions, self.config.num_labels,
-                                              weights)
-            for index, label in enumerate(self.config.labels):
-                for name in ("precision", "recall", "f1"):
-                    results[f"eval_{name}_{label_key(label)}"] = np.float32(scores[name][index])
+            results.update(self._per_label_results(metrics.per_class_scores(
+                labels, predictions, self.config.num_labels, weights)))
         return results
+
+    def _per_label_results(self, scores):
+        """eval_precision_<label>, eval_recall_<label>, eval_f1_<label> of each label."""
+        return {f"eval_{name}_{label_key(label)}": np.float32(scores[name][index])
+                for index, label in enumerate(self.config.labels)
+                for name in ("precision", "recall", "f1")}
 
     def write_eval_outputs(self, outputs, output_dir):
         """eval_confusion_matrix.tsv: a header (`gold\\predicted` and the labels), then a row
         per gold label: its name and how many real examples of it were predicted as each
-        label. Regression: none."""
+        label. Multi-label: a row per label with its counts of true and false positives, false
+        and true negatives. Regression: none."""
         if self.config.regression:
             return []
+        path = os.path.join(output_dir, CONFUSION_MATRIX_FILE)
+        if self.config.multi_label:
+            counts = metrics.multi_label_counts(outputs["label"], outputs["prediction"],
+                                                outputs["is_real_example"])
+            names = ("true_positives", "false_positives", "false_negatives", "true_negatives")
+            return [write_table(path, ("label",) + names,
+                                [[label] + [counts[name][index] for name in names]
+                                 for index, label in enumerate(self.config.labels)])]
         matrix = metrics.confusion_matrix(outputs["label"], outputs["prediction"],
                                           self.config.num_labels, outputs["is_real_example"])
-        return [write_table(os.path.join(output_dir, CONFUSION_MATRIX_FILE),
-                            ["gold\\predicted"] + list(self.config.labels),
+        return [write_table(path, ["gold\\predicted"] + list(self.config.labels),
                             [[label] + row for label, row in zip(self.config.labels,
                                                                  matrix.tolist())])]
 
     def predict_outputs(self, batch, outputs):
         values = (self.predictions(outputs["logits"])[:, None] if self.config.regression
-                  else softmax_float32(outputs["logits"]))
+                  else self.probabilities(outputs["logits"]))
         return {"probabilities": values,
                 "is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
 
@@ -213,12 +301,20 @@ class ClassificationTask(Task):
     # ---- Serving.
     def serving_outputs(self, outputs, from_text=False):
         """Probabilities and logits (regression: the score); on raw strings also each row's
-        label name."""
+        label name. Multi-label: each label's probability; on raw strings `labels`, the names
+        of the labels over their threshold in label order, padded with "" to [B, num_labels]
+        (a signature returns dense tensors), and `label_count`, how many there are."""
         logits = tf.cast(outputs["logits"], tf.float32)
         if self.config.regression:
             return {"score": logits[:, 0]}
-        served = {"probabilities": softmax_float32(logits), "logits": logits}
-        if from_text:
+        probabilities = self.probabilities(logits)
+        served = {"probabilities": probabilities, "logits": logits}
+        if from_text and self.config.multi_label:
+            names = tf.broadcast_to(tf.constant(self.config.labels), tf.shape(probabilities))
+            over = tf.ragged.boolean_mask(names, tf.cast(self.predictions(logits), tf.bool))
+            served["labels"] = over.to_tensor("", shape=[None, self.config.num_labels])
+            served["label_count"] = tf.cast(over.row_lengths(), tf.int32)
+        elif from_text:
             served["label"] = tf.gather(tf.constant(self.config.labels),
                                         tf.argmax(logits, axis=-1))
         return served
@@ -277,7 +373,8 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         split is written to output_dir/<split>.tf_record as the original's
         file_based_convert_examples_to_features, eval and predict padded with the original's
         padding examples to a multiple of eval_batch_size / predict_batch_size (if given).
-      label_list: the labels in output order; None for regression (one output).
+      label_list: the labels in output order; None for regression (one output). A
+        multi-label task (task option multi_label=True) has examples whose labels are lists.
       tokenizer: FullTokenizer or FastTokenizer (the same records).
       task_name: the processor's name: the GLUE metric (TASK_METRICS) and the log line.
       train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
@@ -286,7 +383,7 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         written (the command lines check --init_checkpoint with it).
       log: where the data's lines go (default: bert_tf.training.runner.log).
       task_options: ClassificationConfig's other fields (original_pads_eval,
-        bucket_by_length, ...).
+        bucket_by_length, multi_label, threshold, ...).
     Records are written atomically; on failure what was created in output_dir is removed.
     """
     from bert_tf.tasks import classifier_data
@@ -303,7 +400,10 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
     if check_model:
         check_model(ClassificationTask(config).build_model)
     log((f"*** task {name}: " if name else "*** ")
-        + ("regression" if regression else f"{len(label_list)} labels {label_list}"))
+        + ("regression" if regression else
+           f"{len(label_list)} labels {label_list}"
+           + (f", multi-label (thresholds {list(config.thresholds)})" if config.multi_label
+              else "")))
     prepared = {}
     if "train" in examples:
         prepared["num_train"] = len(examples["train"])
@@ -319,7 +419,8 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
                 split, num_real = classifier_data.pad_examples(split, batch_sizes[mode])
             path = os.path.join(output_dir, RECORD_FILES[mode])
             count = classifier_data.write_classifier_records(split, label_list, max_seq_length,
-                                                             tokenizer, path, regression)
+                                                             tokenizer, path, regression,
+                                                             multi_label=config.multi_label)
             log(f"  {mode}: {num_real} examples (+{count - num_real} padding) -> {path}")
             config.records[mode] = Records((path,), None if mode == "train" else count)
     return PreparedTask(ClassificationTask(config), **prepared)

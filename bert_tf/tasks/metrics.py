@@ -6,6 +6,10 @@
   that fine-tuning needs neither package at run time.
 - Per class: `confusion_matrix` and `per_class_scores` (scikit-learn's `confusion_matrix` and
   `precision_recall_fscore_support` with every class listed).
+- Multi-label (multi-hot [examples, labels] arrays): `multi_label_counts`
+  (`multilabel_confusion_matrix`), `multi_label_scores` (per-label
+  `precision_recall_fscore_support`, `f1_score(average="micro"/"macro")`, `accuracy_score`:
+  the subset accuracy).
 - NER: `conll_entity_scores`, the entity-level precision, recall and F1 of conlleval.pl (and of
   seqeval's default, non-strict mode), overall (micro) and per entity type.
 
@@ -190,6 +194,46 @@ def per_class_scores(labels, predictions, num_classes, weights=None):
     matrix = confusion_matrix(labels, predictions, num_classes, weights)
     return dict(scores_from_counts(np.diag(matrix), matrix.sum(axis=0), matrix.sum(axis=1)),
                 support=matrix.sum(axis=1))
+
+
+def multi_label_counts(labels, predictions, weights=None):
+    """Per label, over the real examples of multi-hot [N, num_labels] `labels` and
+    `predictions`: {"true_positives", "false_positives", "false_negatives",
+    "true_negatives"}, int64 arrays [num_labels] (scikit-learn's
+    `multilabel_confusion_matrix`)."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    if labels.ndim != 2 or labels.shape != predictions.shape:
+        raise ValueError(f"expected multi-hot arrays of one shape [examples, labels], got "
+                         f"shapes {labels.shape} and {predictions.shape}")
+    for name, values in (("labels", labels), ("predictions", predictions)):
+        if not np.all((values == 0) | (values == 1)):
+            raise ValueError(f"{name} must be multi-hot (0 or 1), got {np.unique(values)}")
+    (real,) = _real_rows(weights, np.arange(len(labels)))
+    true, predicted = labels[real] == 1, predictions[real] == 1
+    return {"true_positives": np.sum(true & predicted, axis=0),
+            "false_positives": np.sum(~true & predicted, axis=0),
+            "false_negatives": np.sum(true & ~predicted, axis=0),
+            "true_negatives": np.sum(~true & ~predicted, axis=0)}
+
+
+def multi_label_scores(labels, predictions, weights=None):
+    """Multi-label scores of the real examples of multi-hot [N, num_labels] arrays:
+    "precision", "recall", "f1", "support" per label (arrays [num_labels]); "micro_precision",
+    "micro_recall", "micro_f1" (every label's counts summed); "macro_f1" (the mean of the
+    labels' F1, a label never true nor predicted counting 0, as scikit-learn with
+    zero_division=0); "subset_accuracy" (the fraction of examples whose every label is
+    right)."""
+    counts = multi_label_counts(labels, predictions, weights)
+    true_positives = counts["true_positives"]
+    num_predicted = true_positives + counts["false_positives"]
+    num_true = true_positives + counts["false_negatives"]
+    per_label = scores_from_counts(true_positives, num_predicted, num_true)
+    micro = scores_from_counts(true_positives.sum(), num_predicted.sum(), num_true.sum())
+    (real,) = _real_rows(weights, np.arange(len(labels)))
+    exact = np.all(np.asarray(labels)[real] == np.asarray(predictions)[real], axis=1)
+    return dict(per_label, support=num_true,
+                **{f"micro_{name}": float(value) for name, value in micro.items()},
+                macro_f1=float(np.mean(per_label["f1"])), subset_accuracy=float(np.mean(exact)))
 
 
 # ---------------------------------------------------------------------------------------------
