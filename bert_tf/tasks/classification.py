@@ -29,6 +29,19 @@ eval_micro_f1, eval_macro_f1 (the mean of the labels' F1), eval_subset_accuracy 
 eval_precision_<label>, eval_recall_<label>, eval_f1_<label>; eval_confusion_matrix.tsv holds a
 row per label: its true and false positives, false and true negatives.
 
+Long texts (`doc_stride`; not in the original; google-research/bert #27, #66, #107): an
+example whose texts do not fit max_seq_length is not truncated but split into windows
+(`classifier_data.iter_features`: overlapping windows of a single text, or of a pair's second
+text beside the first); training sees every window as an example with the example's labels;
+eval and predict combine the windows' logits into the example's (`combine_windows`:
+`window_pooling` "mean", the default, or "max") before the softmax (sigmoid), the loss and the
+metrics, so results and test_results.tsv have one row per example. Mean by default because
+every window was trained to predict the example's label on its own: averaging their logits
+weighs each window's evidence alike and one odd window cannot decide alone; max suits labels
+that one passage is enough to show (a topic mentioned once, a multi-label tag). An example
+that fits is one window, the original's record (plus its example_id), and gives today's
+numbers.
+
 "loss" is the mean of the batch losses over the batches the original would have run: without
 --use_tpu it does not pad eval sets, so its last batch is short and holds real examples only; with
 it, it pads, and padding examples count in their batch's mean. We always pad (fixed-size batches,
@@ -70,6 +83,26 @@ def label_key(label):
 
 
 CONFUSION_MATRIX_FILE = "eval_confusion_matrix.tsv"
+WINDOW_POOLINGS = ("mean", "max")
+
+
+def combine_windows(values, example_ids, pooling="mean"):
+    """Per example, the mean or max over its windows of `values` ([W, ...], windows in record
+    order, an example's consecutive): returns (the combined values [E, ...] in float32, the
+    index of each example's first window). Sums in float64: one window gives its values
+    exactly."""
+    example_ids = np.asarray(example_ids)
+    starts = np.flatnonzero(np.r_[True, example_ids[1:] != example_ids[:-1]])
+    if len(np.unique(example_ids[starts])) != len(starts):
+        raise ValueError("an example's windows are not consecutive")
+    values = np.asarray(values, np.float64)
+    if pooling == "max":
+        combined = np.maximum.reduceat(values, starts, axis=0)
+    else:
+        counts = np.diff(np.r_[starts, len(example_ids)])
+        combined = (np.add.reduceat(values, starts, axis=0)
+                    / counts.reshape((-1,) + (1,) * (values.ndim - 1)))
+    return combined.astype(np.float32), starts
 
 
 @dataclasses.dataclass
@@ -84,6 +117,10 @@ class ClassificationConfig(TaskConfig):
         docstring).
       threshold: multi-label: the probability a label must exceed to be predicted, one number
         for all labels or one per label, each in (0, 1) (None: 0.5).
+      doc_stride: the records hold windows of long texts, doc_stride pieces apart, with an
+        `example_id` each (None: one record per example, the original's truncation).
+      window_pooling: with doc_stride, how the windows' logits combine: "mean" (None: the
+        default) or "max".
     """
     labels: typing.Optional[list] = None
     task_metric: typing.Optional[str] = None
@@ -91,10 +128,20 @@ class ClassificationConfig(TaskConfig):
     dropout_rate: float = 0.1
     multi_label: bool = False
     threshold: typing.Any = None
+    doc_stride: typing.Optional[int] = None
+    window_pooling: typing.Optional[str] = None
 
     def __post_init__(self):
         super().__post_init__()
         from bert_tf.errors import arg, argument_error
+        from bert_tf.tasks.classifier_data import check_doc_stride
+        check_doc_stride(self.doc_stride, self.max_seq_length)
+        if self.window_pooling is not None and not self.windowed:
+            raise argument_error("window_pooling", f"is for texts in windows "
+                                                   f"({arg('doc_stride')})")
+        if self.window_pooling not in (None,) + WINDOW_POOLINGS:
+            raise argument_error("window_pooling", f"must be one of {', '.join(WINDOW_POOLINGS)}"
+                                                   f", got {self.window_pooling!r}")
         if self.multi_label and not self.labels:
             raise argument_error("multi_label", f"needs the labels ({arg('label_list')})")
         if self.threshold is not None and not self.multi_label:
@@ -116,6 +163,10 @@ class ClassificationConfig(TaskConfig):
     @property
     def regression(self):
         return self.num_labels == 1 and not self.multi_label
+
+    @property
+    def windowed(self):
+        return self.doc_stride is not None
 
     @property
     def thresholds(self):
@@ -154,8 +205,11 @@ class ClassificationTask(Task):
     # ---- Data.
     def feature_spec(self, mode):
         config = self.config
-        return classifier_feature_spec(config.max_seq_length, config.regression,
+        spec = classifier_feature_spec(config.max_seq_length, config.regression,
                                        config.num_labels if config.multi_label else None)
+        if config.windowed:
+            spec["example_id"] = tf.io.FixedLenFeature([], tf.int64)
+        return spec
 
     # ---- Model.
     def build_model(self):
@@ -213,13 +267,38 @@ class ClassificationTask(Task):
 
     # ---- Eval and predict.
     def eval_outputs(self, batch, outputs):
-        return {"per_example_loss": self.per_example_loss(batch, outputs["logits"]),
-                "prediction": self.predictions(outputs["logits"]),
-                "label": tf.cast(batch["label_ids"],
-                                 tf.float32 if self.config.regression else tf.int32),
-                "is_real_example": tf.cast(batch["is_real_example"], tf.float32)}
+        per_example = {"per_example_loss": self.per_example_loss(batch, outputs["logits"]),
+                       "prediction": self.predictions(outputs["logits"]),
+                       "label": tf.cast(batch["label_ids"],
+                                        tf.float32 if self.config.regression else tf.int32),
+                       "is_real_example": tf.cast(batch["is_real_example"], tf.float32)}
+        if self.config.windowed:  # combined per example on the host (`per_example`)
+            per_example.update(logits=tf.cast(outputs["logits"], tf.float32),
+                               example_id=batch["example_id"])
+        return per_example
+
+    def per_example(self, outputs):
+        """Eval or predict outputs of windows -> of examples: the logits combined
+        (`combine_windows`), then the loss, prediction and probabilities of the combined
+        logits, by the ops of one window's; each example's label and is_real_example from its
+        first window. Outputs without windows are returned as they are."""
+        if not self.config.windowed:
+            return outputs
+        logits, first = combine_windows(outputs["logits"], outputs["example_id"],
+                                        self.config.window_pooling or "mean")
+        combined = {name: value[first] for name, value in outputs.items()
+                    if name not in ("logits", "example_id")}
+        logits = tf.constant(logits)
+        if "label" in combined:
+            combined["per_example_loss"] = self.per_example_loss(
+                {"label_ids": combined["label"]}, logits).numpy()
+            combined["prediction"] = self.predictions(logits).numpy()
+        else:
+            combined["probabilities"] = self._predicted_values(logits).numpy()
+        return combined
 
     def eval_results(self, outputs, global_step, batch_size):
+        outputs = self.per_example(outputs)
         weights = outputs["is_real_example"].astype(np.float64)
         losses = outputs["per_example_loss"].astype(np.float64)
         real = weights > 0
@@ -267,6 +346,7 @@ class ClassificationTask(Task):
         and true negatives. Regression: none."""
         if self.config.regression:
             return []
+        outputs = self.per_example(outputs)
         path = os.path.join(output_dir, CONFUSION_MATRIX_FILE)
         if self.config.multi_label:
             counts = metrics.multi_label_counts(outputs["label"], outputs["prediction"],
@@ -281,16 +361,26 @@ class ClassificationTask(Task):
                             [[label] + row for label, row in zip(self.config.labels,
                                                                  matrix.tolist())])]
 
+    def _predicted_values(self, logits):
+        """test_results.tsv's values: the probabilities ([B, 1] scores for regression)."""
+        if self.config.regression:
+            return self.predictions(logits)[:, None]
+        return self.probabilities(logits)
+
     def predict_outputs(self, batch, outputs):
-        values = (self.predictions(outputs["logits"])[:, None] if self.config.regression
-                  else self.probabilities(outputs["logits"]))
-        return {"probabilities": values,
-                "is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
+        per_example = {"is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
+        if self.config.windowed:  # combined per example on the host (`per_example`)
+            per_example.update(logits=tf.cast(outputs["logits"], tf.float32),
+                               example_id=batch["example_id"])
+        else:
+            per_example["probabilities"] = self._predicted_values(outputs["logits"])
+        return per_example
 
     def write_predictions(self, outputs, output_dir):
         """test_results.tsv as the original: a line of tab-separated probabilities per real
         example (the padding examples sit at the end and are left out)."""
         from bert_tf.io_utils import atomic_open
+        outputs = self.per_example(outputs)
         path = os.path.join(output_dir, "test_results.tsv")
         rows = outputs["probabilities"][outputs["is_real_example"] > 0]
         with atomic_open(path) as writer:
@@ -373,6 +463,8 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         split is written to output_dir/<split>.tf_record as the original's
         file_based_convert_examples_to_features, eval and predict padded with the original's
         padding examples to a multiple of eval_batch_size / predict_batch_size (if given).
+        With the task option doc_stride, the records are windows (counted before any is
+        written: num_train counts training windows), padded to the batch sizes.
       label_list: the labels in output order; None for regression (one output). A
         multi-label task (task option multi_label=True) has examples whose labels are lists.
       tokenizer: FullTokenizer or FastTokenizer (the same records).
@@ -383,7 +475,7 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         written (the command lines check --init_checkpoint with it).
       log: where the data's lines go (default: bert_tf.training.runner.log).
       task_options: ClassificationConfig's other fields (original_pads_eval,
-        bucket_by_length, multi_label, threshold, ...).
+        bucket_by_length, multi_label, threshold, doc_stride, window_pooling, ...).
     Records are written atomically; on failure what was created in output_dir is removed.
     """
     from bert_tf.tasks import classifier_data
@@ -404,23 +496,41 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
            f"{len(label_list)} labels {label_list}"
            + (f", multi-label (thresholds {list(config.thresholds)})" if config.multi_label
               else "")))
+    conversion = dict(regression=regression, multi_label=config.multi_label)
+    windows = {}
+    if config.windowed:  # every split's windows, before any is written: they count the steps
+        windows = {mode: classifier_data.convert_examples_to_features(
+            examples[mode], label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
+            **conversion) for mode in RECORD_FILES if mode in examples}
     prepared = {}
     if "train" in examples:
-        prepared["num_train"] = len(examples["train"])
+        prepared["num_train"] = len(windows.get("train", examples["train"]))
         prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
-            len(examples["train"]), train_batch_size, num_train_epochs, warmup_proportion)
+            prepared["num_train"], train_batch_size, num_train_epochs, warmup_proportion,
+            "windows" if config.windowed else "examples")
     batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
     with preparing(output_dir):
         for mode in RECORD_FILES:
             if mode not in examples:
                 continue
-            split, num_real = examples[mode], len(examples[mode])
-            if batch_sizes.get(mode):
-                split, num_real = classifier_data.pad_examples(split, batch_sizes[mode])
             path = os.path.join(output_dir, RECORD_FILES[mode])
-            count = classifier_data.write_classifier_records(split, label_list, max_seq_length,
-                                                             tokenizer, path, regression,
-                                                             multi_label=config.multi_label)
-            log(f"  {mode}: {num_real} examples (+{count - num_real} padding) -> {path}")
+            batch_size = batch_sizes.get(mode)
+            if config.windowed:
+                features, num_real = windows[mode], len(windows[mode])
+                if batch_size:
+                    features = features + classifier_data.convert_examples_to_features(
+                        [classifier_data.PaddingInputExample()] * (-num_real % batch_size),
+                        label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
+                        **conversion)
+                count = classifier_data.write_features(features, path)
+                what = f"{len(examples[mode])} examples in {num_real} windows"
+            else:
+                split, num_real = examples[mode], len(examples[mode])
+                if batch_size:
+                    split, num_real = classifier_data.pad_examples(split, batch_size)
+                count = classifier_data.write_classifier_records(
+                    split, label_list, max_seq_length, tokenizer, path, **conversion)
+                what = f"{num_real} examples"
+            log(f"  {mode}: {what} (+{count - num_real} padding) -> {path}")
             config.records[mode] = Records((path,), None if mode == "train" else count)
     return PreparedTask(ClassificationTask(config), **prepared)

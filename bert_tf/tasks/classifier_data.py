@@ -17,6 +17,8 @@ What it adds:
 - multi-label tasks (TsvProcessor's `multi_label`): the label column holds any number of labels
   joined by a separator (",": `pos,long`; an empty field: none), and `label_ids` is multi-hot
   [num_labels] (1 for each of the row's labels);
+- texts longer than a record in windows (`doc_stride`), instead of truncated: see
+  `iter_features`;
 - strict reading: a missing file, a row with too few columns, an unknown label or a
   non-numeric regression score raises an InputError naming the file and 1-based line, where
   the original fails later with an IndexError or KeyError traceback;
@@ -98,16 +100,21 @@ class InputFeatures:
     segment_ids: list
     label_id: Union[int, float, list]
     is_real_example: bool = True
+    example_id: Optional[int] = None  # windows (doc_stride): the example's index, padding -1
 
     def to_record(self):
         """The original's record features for `bert_tf.data.features.write_examples`.
 
         A float `label_id` (regression) is written as a FloatList, as `classifier_feature_spec(
-        regression=True)` reads it; anything else as Int64List.
+        regression=True)` reads it; anything else as Int64List. A window also holds its
+        `example_id` (not the original's: records without windows do not).
         """
-        return {"input_ids": self.input_ids, "input_mask": self.input_mask,
-                "segment_ids": self.segment_ids, "label_ids": self.label_id,
-                "is_real_example": int(self.is_real_example)}
+        record = {"input_ids": self.input_ids, "input_mask": self.input_mask,
+                  "segment_ids": self.segment_ids, "label_ids": self.label_id,
+                  "is_real_example": int(self.is_real_example)}
+        if self.example_id is not None:
+            record["example_id"] = self.example_id
+        return record
 
 
 def _check_max_seq_length(max_seq_length):
@@ -172,17 +179,22 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
 
 
 def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer, regression,
-                   log, multi_label=False):
+                   log, multi_label=False, doc_stride=None):
     """`convert_single_example` of consecutive examples, the first at `first_index`: their
-    texts tokenized in one call (`packing.tokenize_all`) and packed in one."""
+    texts tokenized in one call (`packing.text_ids`) and packed in one; with `doc_stride`, the
+    windows of each (`_long_text_windows`), each feature holding its example's index."""
     _check_max_seq_length(max_seq_length)
     label_map = None if regression else {label: i for i, label in enumerate(label_list)}
     real = [i for i, example in enumerate(examples)
             if not isinstance(example, PaddingInputExample)]
     label_ids = {i: _label_id(examples[i], label_map, regression, multi_label) for i in real}
-    packed = packing.pack_texts(tokenizer, [examples[i].text_a for i in real],
-                                [examples[i].text_b for i in real],
-                                max_seq_length=max_seq_length)
+    ids_a, ids_b = packing.text_ids(tokenizer, [examples[i].text_a for i in real],
+                                    [examples[i].text_b for i in real])
+    cls_id, sep_id = packing.special_ids(tokenizer)
+    packed = packing.pack_lists(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=cls_id,
+                                sep_id=sep_id)
+    windows = {} if doc_stride is None else _long_text_windows(
+        packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id, sep_id)
     row_of = {i: row for row, i in enumerate(real)}
     zeros = [0] * max_seq_length
     result = []
@@ -191,9 +203,15 @@ def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer,
             result.append(InputFeatures(input_ids=zeros, input_mask=zeros, segment_ids=zeros,
                                         label_id=(0.0 if regression else
                                                   [0] * len(label_list) if multi_label else 0),
-                                        is_real_example=False))
+                                        is_real_example=False,
+                                        example_id=None if doc_stride is None else -1))
             continue
-        inputs = {name: packed[name][row_of[i]].tolist() for name in packing.INPUT_NAMES}
+        row = row_of[i]
+        inputs = {name: packed[name][row].tolist() for name in packing.INPUT_NAMES}
+        if doc_stride is not None:
+            result.extend(InputFeatures(**window, label_id=label_ids[i], is_real_example=True,
+                                        example_id=first_index + i)
+                          for window in windows.get(row, [inputs]))
         if log is not None and first_index + i < 5:
             log("*** Example ***")
             log(f"guid: {example.guid}")
@@ -202,28 +220,91 @@ def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer,
             for name in packing.INPUT_NAMES:
                 log(f"{name}: " + " ".join(map(str, inputs[name])))
             log(f"label: {example.label} (id = {label_ids[i]})")
-        result.append(InputFeatures(**inputs, label_id=label_ids[i], is_real_example=True))
+            if doc_stride is not None:
+                log(f"windows: {len(windows.get(row, [inputs]))}")
+        if doc_stride is None:
+            result.append(InputFeatures(**inputs, label_id=label_ids[i], is_real_example=True))
     return result
 
 
+def check_doc_stride(doc_stride, max_seq_length):
+    """A stride that moves each window on by at least a piece, and less than a single text's
+    window (max_seq_length - 2 pieces), so that windows overlap."""
+    if doc_stride is not None and not 1 <= doc_stride < max_seq_length - 2:
+        raise argument_error("doc_stride", f"must be at least 1 and less than the window, "
+                                           f"max_seq_length - 2 = {max_seq_length - 2} pieces, "
+                                           f"got {doc_stride}")
+
+
+def _long_text_windows(packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id, sep_id):
+    """{row: the model inputs of its windows} of the rows whose packing (`packed`, the
+    original's truncation) left pieces out; the others are their packed row alone.
+
+    A single text: windows of max_seq_length - 2 pieces. A pair: the first text keeps what the
+    original's truncation keeps of it (read off its packed row: its segment-0 pieces), and the
+    second is split into windows of the room left, max_seq_length - 3 - that. Windows start
+    `doc_stride` pieces apart, as run_squad's over a context (`squad_data.doc_spans`: by the
+    window's length instead when that is shorter, so no piece is skipped); the first window is
+    the truncated packing itself. Each is packed by `packing.pack_lists`, a pair with
+    truncate="second": `[CLS] a [SEP] window [SEP]`."""
+    from bert_tf.tasks.squad_data import doc_spans
+
+    parts_a, parts_b, owners = [], [], []
+    for row, pieces_a in enumerate(ids_a):
+        pieces_b = ids_b[row] if ids_b is not None else None
+        if pieces_b:  # a pair (a second text without pieces packs as a single text)
+            first = (packed["segment_ids"][row] == 0) & (packed["input_mask"][row] == 1)
+            kept_a = int(first.sum()) - 2
+            room = max_seq_length - 3 - kept_a
+            if len(pieces_b) <= room or room < 1:
+                continue
+            for span in doc_spans(len(pieces_b), room, doc_stride):
+                parts_a.append(pieces_a[:kept_a])
+                parts_b.append(pieces_b[span.start:span.start + span.length])
+                owners.append(row)
+        elif len(pieces_a) > max_seq_length - 2:
+            for span in doc_spans(len(pieces_a), max_seq_length - 2, doc_stride):
+                parts_a.append(pieces_a[span.start:span.start + span.length])
+                parts_b.append(None)
+                owners.append(row)
+    windows = {}
+    if not owners:
+        return windows
+    inputs = packing.pack_lists(parts_a, parts_b, max_seq_length=max_seq_length, cls_id=cls_id,
+                                sep_id=sep_id, truncate="second")
+    for index, row in enumerate(owners):
+        windows.setdefault(row, []).append(
+            {name: inputs[name][index].tolist() for name in packing.INPUT_NAMES})
+    return windows
+
+
 def iter_features(examples, label_list, max_seq_length, tokenizer, regression=False, log=None,
-                  multi_label=False):
+                  multi_label=False, doc_stride=None):
     """Yields `convert_single_example` of each example, in order, converting a few thousand
     examples at a time (one tokenizer call for their texts with FastTokenizer's
     `tokenize_batch`, which is where its speed comes from: measured 2.4x FullTokenizer's on
-    QNLI's long texts, the same on SST-2's short ones; and one packing call)."""
+    QNLI's long texts, the same on SST-2's short ones; and one packing call).
+
+    With `doc_stride` (not the original's), an example whose texts do not fit is not
+    truncated but split into windows (`_long_text_windows`: a single text's pieces, or a
+    pair's second text), consecutive features that each hold the example's index in
+    `examples` (`example_id`; a padding example's -1); an example that fits is one feature,
+    the original's, with its example_id.
+    """
+    check_doc_stride(doc_stride, max_seq_length)
     examples = list(examples)
     for start in range(0, len(examples), _BATCH_TOKENIZE_CHUNK):
         yield from _convert_chunk(start, examples[start:start + _BATCH_TOKENIZE_CHUNK],
                                   label_list, max_seq_length, tokenizer, regression, log,
-                                  multi_label)
+                                  multi_label, doc_stride)
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                 regression=False, log=None, multi_label=False):
-    """The original's `convert_examples_to_features`: a list of `InputFeatures`."""
+                                 regression=False, log=None, multi_label=False, doc_stride=None):
+    """The original's `convert_examples_to_features`: a list of `InputFeatures` (windows with
+    `doc_stride`: see `iter_features`)."""
     return list(iter_features(examples, label_list, max_seq_length, tokenizer, regression, log,
-                              multi_label))
+                              multi_label, doc_stride))
 
 
 def write_classifier_records(examples, label_list, max_seq_length, tokenizer, output_file,
@@ -240,6 +321,12 @@ def write_classifier_records(examples, label_list, max_seq_length, tokenizer, ou
                iter_features(examples, label_list, max_seq_length, tokenizer, regression, log,
                              multi_label))
     return features.write_examples(output_file, records)
+
+
+def write_features(input_features, output_file):
+    """Writes InputFeatures (e.g. `iter_features`' windows) as `write_classifier_records`
+    writes its examples' (atomically). Returns the number of records written."""
+    return features.write_examples(output_file, (f.to_record() for f in input_features))
 
 
 def pad_examples(examples, batch_size):
