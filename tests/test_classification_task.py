@@ -178,8 +178,13 @@ def test_multi_label_training_share_and_serving():
                                  "one per label"),
     (dict(multi_label=False, threshold=0.4), "threshold: is for multi-label tasks (multi_label)"),
     (dict(labels=None), "multi_label: needs the labels (label_list)"),
+    (dict(window_pooling="max"), "window_pooling: is for texts in windows (doc_stride)"),
+    (dict(doc_stride=4, window_pooling="min"), "window_pooling: must be one of mean, max, got "
+                                               "'min'"),
+    (dict(doc_stride=126), "doc_stride: must be at least 1 and less than the window, "
+                           "max_seq_length - 2 = 126 pieces, got 126"),
 ])
-def test_bad_multi_label_options(options, message):
+def test_bad_multi_label_and_window_options(options, message):
     config = dict(labels=TAGS, multi_label=True)
     config.update(options)
     with pytest.raises(InputError) as raised:
