@@ -166,19 +166,22 @@ def test_long_texts_give_the_one_window_answer(sentences, tokenizer, tmp_path, m
 
 
 @pytest.mark.slow
-def test_run_classifier_doc_stride_equals_the_plain_run_where_texts_fit(sentences, tmp_path,
+def test_run_classifier_doc_stride_equals_the_plain_run_where_texts_fit(sentences, tokenizer,
+                                                                         tmp_path,
                                                                          uncased_vocab):
-    """Eval and predict of a classifier checkpoint on short sentences and long documents:
-    with --doc_stride, test_results.tsv has a line per example, equal to the plain run's where
-    the text fits; the log counts the windows."""
+    """Eval and predict of a classifier checkpoint on short sentences and long documents
+    through the command line with --doc_stride: test_results.tsv has a line per example,
+    equal to the plain task's (in process, the same checkpoint) where the text fits; the log
+    counts the windows; eval_results.txt has the plain run's keys."""
     import json
 
-    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.checkpoints import load_checkpoint, write_tf1_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertClassifier
 
+    bert_config = BertConfig.from_dict(TINY)
     (tmp_path / "bert_config.json").write_text(json.dumps(TINY))
-    checkpoint = write_tf1_checkpoint(BertClassifier(BertConfig.from_dict(TINY), 2),
+    checkpoint = write_tf1_checkpoint(BertClassifier(bert_config, 2),
                                       tmp_path / "model" / "model.ckpt")
     data = tmp_path / "data"
     data.mkdir()
@@ -186,20 +189,24 @@ def test_run_classifier_doc_stride_equals_the_plain_run_where_texts_fit(sentence
                              for i in range(20, 40, 5)]
     for name in ("dev.tsv", "test.tsv"):
         (data / name).write_text("".join(f"{text}\t{label}\n" for text, label in rows))
-    lines, logs = {}, {}
-    for name, extra in (("plain", {}), ("windowed", {"doc_stride": 16})):
-        status, logs[name] = run_command_line("run.run_classifier", dict(
-            task_name="tsv", data_dir=data, text_a_column=0, label_column=1, label_list="0,1",
-            vocab_file=uncased_vocab, bert_config_file=tmp_path / "bert_config.json",
-            init_checkpoint=checkpoint, output_dir=tmp_path / name, max_seq_length=48,
-            do_eval=True, do_predict=True, **extra))
-        assert status == 0, logs[name][-3000:]
-        lines[name] = (tmp_path / name / "test_results.tsv").read_text().splitlines()
-    assert "eval: 24 examples in " in logs["windowed"] and " windows (+" in logs["windowed"]
-    assert len(lines["windowed"]) == len(lines["plain"]) == 24
-    assert lines["windowed"][:20] == lines["plain"][:20]  # the sentences fit in one window
-    assert lines["windowed"][20:] != lines["plain"][20:]
+    status, log = run_command_line("run.run_classifier", dict(
+        task_name="tsv", data_dir=data, text_a_column=0, label_column=1, label_list="0,1",
+        vocab_file=uncased_vocab, bert_config_file=tmp_path / "bert_config.json",
+        init_checkpoint=checkpoint, output_dir=tmp_path / "windowed", max_seq_length=48,
+        do_eval=True, do_predict=True, doc_stride=16))
+    assert status == 0, log[-3000:]
+    assert "eval: 24 examples in " in log and " windows (+" in log
+    lines = (tmp_path / "windowed" / "test_results.tsv").read_text().splitlines()
+
+    examples = [InputExample(f"dev-{i}", text, None, label)
+                for i, (text, label) in enumerate(rows)]
+    plain = prepare(examples, ["0", "1"], tokenizer, 48, tmp_path / "plain", bert_config)
+    model = plain.build_model()
+    load_checkpoint(model, checkpoint)
+    plain_results, plain_lines = run_task(plain, model, tmp_path / "plain")
+    assert len(lines) == len(plain_lines) == 24
+    assert lines[:20] == plain_lines[:20]  # the sentences fit in one window
+    assert lines[20:] != plain_lines[20:]
     keys = [line.split(" = ")[0] for line in (tmp_path / "windowed" / "eval_results.txt")
             .read_text().splitlines()]
-    assert keys == [line.split(" = ")[0] for line in (tmp_path / "plain" / "eval_results.txt")
-                    .read_text().splitlines()]
+    assert keys == sorted(plain_results)
