@@ -158,19 +158,28 @@ def encode(tokenizer, texts, text_pairs=None, max_seq_length=128):
 
 @dataclasses.dataclass
 class Classifier:
-    """A sentence (pair) classifier with its tokenizer: `predict` takes raw strings."""
+    """A sentence (pair) classifier with its tokenizer: `predict` takes raw strings.
+    `multi_label`: a sigmoid per label, the labels over `threshold` (one for all or one per
+    label; None: 0.5) predicted."""
     model: object
     tokenizer: object
     labels: list
     max_seq_length: int = 128
+    multi_label: bool = False
+    threshold: object = None
+
+    def _task(self):
+        return registry.build("classifier", self.model.config, labels=list(self.labels),
+                              max_seq_length=self.max_seq_length, multi_label=self.multi_label,
+                              threshold=self.threshold)
 
     def predict(self, texts, text_pairs=None, batch_size=32):
-        """Class probabilities [N, num_labels] (regression: scores [N, 1]): what the
-        classifier's SavedModel serves (`ClassificationTask.serving_outputs`)."""
+        """Class probabilities [N, num_labels] (regression: scores [N, 1]; multi-label: each
+        label's): what the classifier's SavedModel serves
+        (`ClassificationTask.serving_outputs`)."""
         import tensorflow as tf
 
-        task = registry.build("classifier", self.model.config, labels=list(self.labels),
-                              max_seq_length=self.max_seq_length)
+        task = self._task()
         inputs = encode(self.tokenizer, texts, text_pairs, self.max_seq_length)
         rows = []
         for start in range(0, len(texts), batch_size):
@@ -181,13 +190,18 @@ class Classifier:
         return np.concatenate(rows) if rows else np.zeros([0, max(len(self.labels), 1)])
 
     def predict_labels(self, texts, text_pairs=None, batch_size=32):
-        """The most probable label of each text (pair)."""
+        """The most probable label of each text (pair); multi-label: the list of the labels
+        over their threshold."""
         probabilities = self.predict(texts, text_pairs, batch_size)
+        if self.multi_label:
+            over = probabilities > np.float32(self._task().config.thresholds)
+            return [[label for label, chosen in zip(self.labels, row) if chosen] for row in over]
         return [self.labels[i] for i in probabilities.argmax(axis=1)]
 
 
 def _examples(rows, split):
-    """InputExamples from (text, label) or (text_a, text_b, label) tuples."""
+    """InputExamples from (text, label) or (text_a, text_b, label) tuples (a multi-label
+    row's label: a list of labels)."""
     from bert_tf.tasks.classifier_data import InputExample
     examples = []
     for i, row in enumerate(rows):
@@ -195,6 +209,8 @@ def _examples(rows, split):
             raise InputError(f"{split} row {i}: expected (text, label) or (text_a, text_b, "
                              f"label), got {row!r}")
         text_a, text_b, label = row if len(row) == 3 else (row[0], None, row[1])
+        if isinstance(label, list):
+            label = tuple(label)
         examples.append(InputExample(f"{split}-{i}", text_a, text_b, label))
     return examples
 
@@ -202,12 +218,14 @@ def _examples(rows, split):
 def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_length=128,
                          num_train_epochs=3.0, train_batch_size=32, eval_batch_size=8,
                          learning_rate=5e-5, warmup_proportion=0.1, bucket_by_length=True,
-                         seed=None, **settings):
+                         seed=None, multi_label=False, threshold=None, **settings):
     """run_classifier from Python: fine-tunes `files`' model on `train` ((text, label) or
     (text_a, text_b, label) tuples; `labels` in output order), evaluates on `dev` if given
-    (eval_results.txt in output_dir), and returns the trained Classifier. Other RunSettings
-    (bert_tf.training.settings) by keyword, e.g. mixed_precision="bfloat16", or export_dir
-    (the classifier's SavedModel, with run_classifier's signatures and label names)."""
+    (eval_results.txt in output_dir), and returns the trained Classifier. `multi_label`: each
+    row's label is a list of labels (run_classifier --multi_label, --threshold). Other
+    RunSettings (bert_tf.training.settings) by keyword, e.g. mixed_precision="bfloat16", or
+    export_dir (the classifier's SavedModel, with run_classifier's signatures and label
+    names)."""
     from bert_tf.tasks import classification
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
@@ -237,23 +255,24 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
         files.config, examples, labels, tokenizer, max_seq_length, output_dir,
         eval_batch_size=eval_batch_size, train_batch_size=train_batch_size,
         num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
-        log=lambda message: None, bucket_by_length=bucket_by_length)
+        log=lambda message: None, bucket_by_length=bucket_by_length, multi_label=multi_label,
+        threshold=threshold)
     runner.run(prepared.task, dataclasses.replace(
         run_settings, num_train_steps=prepared.num_train_steps,
         num_warmup_steps=prepared.num_warmup_steps))
     trained = dataclasses.replace(files, checkpoint=os.fspath(output_dir))
     return Classifier(load_model(trained, "classifier", len(labels)), tokenizer, list(labels),
-                      max_seq_length)
+                      max_seq_length, multi_label, threshold)
 
 
-def load_classifier(files, labels, max_seq_length=128):
+def load_classifier(files, labels, max_seq_length=128, multi_label=False, threshold=None):
     """A Classifier from a checkpoint that holds the head (e.g. a fine_tune_classifier or
     run_classifier output_dir, with files of the model it started from for the config and
     vocabulary: pass ModelFiles with `checkpoint` replaced)."""
     if not isinstance(files, ModelFiles):
         files = model_files(files)
     return Classifier(load_model(files, "classifier", len(labels)), load_tokenizer(files),
-                      list(labels), max_seq_length)
+                      list(labels), max_seq_length, multi_label, threshold)
 
 
 __all__ = ["ModelFiles", "model_files", "resolve_model_files", "load_config", "load_tokenizer",

@@ -29,6 +29,11 @@ flags.DEFINE_enum("task", "encoder", list(registry.NAMES),
 flags.DEFINE_integer("top_k", 5, "pretraining: the most probable tokens returned at each [MASK].")
 flags.DEFINE_list("label_list", None, "classifier, ner: the labels in output order (the "
                   "classifier's probabilities and label names; one label: regression).")
+flags.DEFINE_bool("multi_label", False, "classifier: a multi-label model (run_classifier "
+                  "--multi_label): a sigmoid per label; serve_text returns the labels over "
+                  "--threshold.")
+flags.DEFINE_list("threshold", None, "classifier --multi_label: one threshold for all labels or "
+                  "one per label, each in (0, 1) (default: 0.5).")
 flags.DEFINE_integer("max_seq_length", 128, "Length the string signatures pack texts to.")
 flags.DEFINE_integer("max_query_length", 64, "squad: the question's pieces kept (run_squad's).")
 flags.DEFINE_integer("max_answer_length", 30, "squad: the longest answer span, in pieces.")
@@ -51,6 +56,11 @@ def build_task(config, vocab_file=None):
         if not FLAGS.label_list:
             raise flag_error("label_list", f"required for --task={FLAGS.task}")
         options["labels"] = FLAGS.label_list
+    if FLAGS.task == "classifier":
+        options.update(multi_label=FLAGS.multi_label, threshold=FLAGS.threshold)
+    elif FLAGS.multi_label or FLAGS.threshold:
+        raise flag_error("multi_label" if FLAGS.multi_label else "threshold",
+                         "is for --task=classifier")
     if FLAGS.task == "squad":
         if not FLAGS.max_query_length <= FLAGS.max_seq_length - 4:
             raise flag_error("max_query_length", f"must be in [0, max_seq_length - 4 = "

@@ -9,17 +9,21 @@ in --output_dir), model, loss, optimizer and outputs (eval_results.txt, test_res
 google-research/bert's run_classifier.py, plus: the GLUE tasks it lacks (SST-2, QNLI, QQP, RTE,
 STS-B as regression, WNLI, MNLI mismatched) and the task's GLUE metric (F1, Matthews
 correlation, Pearson/Spearman); a user's own TSV or CSV files with --task_name=tsv and the
-column flags; a Hugging Face model directory as --init_checkpoint (its config, vocabulary and
-casing are used unless flags say otherwise); the strategy, precision and optimizer flags of
-run_pretraining; length bucketing (--bucket_by_length).
+column flags; multi-label tasks on such files (--multi_label: several labels per row, sigmoid
+outputs, --threshold); long texts in windows (--doc_stride, --window_pooling); per-class
+precision, recall and F1 and a confusion matrix; a Hugging Face model directory as
+--init_checkpoint (its config, vocabulary and casing are used unless flags say otherwise); the
+strategy, precision and optimizer flags of run_pretraining; length bucketing
+(--bucket_by_length).
 
 The number of training steps is int(train examples / train_batch_size * num_train_epochs), with
-warmup_proportion of them warming up, as the original. Eval and predict sets are padded with
-the original's padding examples to a multiple of the batch size (the original does so on TPU
-only), so every example is evaluated once; the reported numbers are the original's (see
-bert_tf.tasks.classification). This file is the flags; the task, and how the files become its
-records, are `bert_tf.tasks.classification` (`read_splits`, `prepare_task`: the API's too), the
-data `bert_tf.tasks.classifier_data`, the driver `bert_tf.training.runner.run`.
+warmup_proportion of them warming up, as the original (with --doc_stride: training windows).
+Eval and predict sets are padded with the original's padding examples to a multiple of the
+batch size (the original does so on TPU only), so every example is evaluated once; the
+reported numbers are the original's (see bert_tf.tasks.classification). This file is the
+flags; the task, and how the files become its records, are `bert_tf.tasks.classification`
+(`read_splits`, `prepare_task`: the API's too), the data `bert_tf.tasks.classifier_data`, the
+driver `bert_tf.training.runner.run`.
 """
 from absl import flags
 
@@ -39,8 +43,17 @@ flags.DEFINE_string("task_name", None, "The name of the task to train (cola, mnl
                     "column flags).")
 flags.DEFINE_integer("max_seq_length", 128,
                      "The maximum total input sequence length after WordPiece tokenization. "
-                     "Sequences longer than this will be truncated, and sequences shorter than "
-                     "this will be padded.")
+                     "Sequences longer than this will be truncated (or, with --doc_stride, split "
+                     "into windows), and sequences shorter than this will be padded.")
+flags.DEFINE_integer("doc_stride", None,
+                     "Texts longer than --max_seq_length are split into overlapping windows "
+                     "starting this many WordPiece tokens apart (a pair: its second text, beside "
+                     "the first), instead of truncated; eval and predict combine each example's "
+                     "windows (--window_pooling). Less than max_seq_length - 2. Default: off, "
+                     "the original's truncation.")
+flags.DEFINE_enum("window_pooling", None, ["mean", "max"],
+                  "--doc_stride: how an example's windows' logits combine: mean (default) or "
+                  "max.")
 # ---- --task_name=tsv: the user's own files.
 flags.DEFINE_string("text_a_column", None, "tsv: column of the first text (0-based index, or a "
                     "header name with --skip_header).")
@@ -55,7 +68,13 @@ flags.DEFINE_bool("regression", False, "tsv: the label is a real number (one out
 flags.DEFINE_string("train_file", "train.tsv", "tsv: training file name in --data_dir.")
 flags.DEFINE_string("dev_file", "dev.tsv", "tsv: dev (eval) file name in --data_dir.")
 flags.DEFINE_string("test_file", "test.tsv", "tsv: test (predict) file name in --data_dir.")
-
+flags.DEFINE_bool("multi_label", False, "tsv: each row has any number of the labels, joined by "
+                  "--label_separator in the label column (an empty field: none); a sigmoid per "
+                  "label, binary cross-entropy, the labels over --threshold predicted.")
+flags.DEFINE_string("label_separator", ",", "tsv --multi_label: what joins a row's labels.")
+flags.DEFINE_list("threshold", None, "--multi_label: the probability a label must exceed to be "
+                  "predicted: one number for all labels, or one per label in --label_list order, "
+                  "comma-separated; each in (0, 1) (default: 0.5).")
 
 
 def tsv_options():
@@ -63,7 +82,8 @@ def tsv_options():
                 label_column=FLAGS.label_column, label_list=FLAGS.label_list,
                 skip_header=FLAGS.skip_header, regression=FLAGS.regression,
                 delimiter={"tab": "\t", "comma": ","}[FLAGS.delimiter],
-                train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file)
+                train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file,
+                multi_label=FLAGS.multi_label, label_separator=FLAGS.label_separator)
 
 
 def main(argv):
@@ -82,6 +102,8 @@ def main(argv):
         bert_config, examples, label_list, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir, task_name=FLAGS.task_name,
         original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
+        multi_label=processor.is_multi_label, threshold=FLAGS.threshold,
+        doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling,
         **common_flags.preparation_options())
     common_flags.run_prepared(prepared, vocab_file, do_lower_case)
 

@@ -108,3 +108,34 @@ def test_fine_tune_classifier_exports_the_label_names(google_layout, tmp_path):
                                atol=1e-6)
     assert [label.decode() for label in served["label"].numpy()] == \
         classifier.predict_labels(["a funny film", "too long"])
+
+
+def test_fine_tune_a_multi_label_classifier(google_layout, tmp_path):
+    """multi_label through the API: rows with lists of labels; the Classifier's labels over the
+    threshold are the SavedModel's, and its probabilities are the served ones (sigmoids: rows
+    do not sum to 1)."""
+    import tensorflow as tf
+
+    from bert_tf import api
+
+    folder, _ = google_layout
+    rows = [("a gripping, funny film", ["pos", "funny"]), ("dull and far too long", ["neg"]),
+            ("funny but dull", ["funny", "neg"]), ("fine", [])] * 2
+    texts = ["a funny film", "too long", "fine"]
+    classifier = api.fine_tune_classifier(
+        api.model_files(folder), train=rows, labels=["neg", "pos", "funny"],
+        output_dir=tmp_path / "out", num_train_epochs=1.0, train_batch_size=8,
+        max_seq_length=16, seed=0, multi_label=True, threshold=[0.5, 0.5, 0.45],
+        export_dir=str(tmp_path / "exported"))
+    served = tf.saved_model.load(str(tmp_path / "exported")).signatures["serve_text"](
+        text=tf.constant(texts))
+    probabilities = classifier.predict(texts)
+    np.testing.assert_allclose(served["probabilities"].numpy(), probabilities, rtol=1e-5,
+                               atol=1e-6)
+    assert not np.allclose(probabilities.sum(axis=1), 1.0)
+    over = probabilities > np.float32([0.5, 0.5, 0.45])
+    expected = [[label for label, chosen in zip(["neg", "pos", "funny"], row) if chosen]
+                for row in over]
+    assert classifier.predict_labels(texts) == expected
+    assert [[name.decode() for name in row if name] for row in served["labels"].numpy()] == (
+        expected)

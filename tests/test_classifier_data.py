@@ -421,6 +421,125 @@ def test_fast_tokenizer_path_gives_the_same_features(task_examples, tokenizers, 
             assert got == expected, (task, split)
 
 
+def _original_doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+    """The original run_squad's window loop (convert_examples_to_features), verbatim but for
+    the spans as (start, length) pairs."""
+    doc_spans = []
+    start_offset = 0
+    while start_offset < num_tokens:
+        length = num_tokens - start_offset
+        if length > max_tokens_for_doc:
+            length = max_tokens_for_doc
+        doc_spans.append((start_offset, length))
+        if start_offset + length == num_tokens:
+            break
+        start_offset += min(length, doc_stride)
+    return doc_spans
+
+
+@pytest.mark.parametrize("max_seq_length, doc_stride", [(24, 8), (64, 61)])
+def test_windows_against_the_original_truncation_and_spans(rc, tokenizers, task_examples,
+                                                           max_seq_length, doc_stride):
+    """Every example of every GLUE task (sampled), converted with doc_stride (61: longer
+    than a pair's room, where windows then start a whole window apart):
+    - an example the original's truncation leaves whole is one feature, the original's;
+    - otherwise its windows are [CLS] a [SEP] (window [SEP]) with, for a pair, a as the
+      original's _truncate_seq_pair keeps it and the windows over b's pieces, for a single
+      text the windows over its pieces, the spans those of run_squad's loop over the room
+      left (max_seq_length - 3 - len(a), or - 2); the first window is the original's feature;
+    - every feature holds its example's index, windows consecutive.
+    The reference's FullTokenizer gives the pieces."""
+    reference_tokenizer, tokenizer = tokenizers
+    windowed_examples = 0
+    for task, splits in task_examples.items():
+        processor = cd.get_processor(task)
+        labels, regression = processor.get_labels(), processor.is_regression
+        for split, examples in splits:
+            got = cd.convert_examples_to_features(examples, labels, max_seq_length, tokenizer,
+                                                  regression=regression, doc_stride=doc_stride)
+            by_example = {}
+            for feature in got:
+                by_example.setdefault(feature.example_id, []).append(feature)
+            assert [f.example_id for f in got] == sorted(f.example_id for f in got)
+            assert sorted(by_example) == list(range(len(examples)))
+            for index, example in enumerate(examples):
+                windows = by_example[index]
+                reference = rc.InputExample(example.guid, example.text_a, example.text_b,
+                                            labels[0] if labels else "x")
+                expected_first = rc.convert_single_example(
+                    index + 5, reference, labels or ["x"], max_seq_length, reference_tokenizer)
+                assert feature_tuple(windows[0])[:3] == feature_tuple(expected_first)[:3]
+                assert all(w.label_id == windows[0].label_id for w in windows)
+                tokens_a = reference_tokenizer.tokenize(example.text_a)
+                tokens_b = reference_tokenizer.tokenize(example.text_b) if example.text_b else []
+                if tokens_b:
+                    kept_a, kept_b = list(tokens_a), list(tokens_b)
+                    rc._truncate_seq_pair(kept_a, kept_b, max_seq_length - 3)
+                    room, pieces = max_seq_length - 3 - len(kept_a), tokens_b
+                    whole = len(kept_b) == len(tokens_b) or room < 1
+                else:
+                    kept_a, room, pieces = None, max_seq_length - 2, tokens_a
+                    whole = len(tokens_a) <= room
+                if whole:
+                    assert len(windows) == 1, (task, split, index)
+                    continue
+                windowed_examples += 1
+                spans = _original_doc_spans(len(pieces), room, doc_stride)
+                assert len(windows) == len(spans), (task, split, index)
+                for window, (start, length) in zip(windows, spans):
+                    tokens = reference_tokenizer.convert_ids_to_tokens(
+                        window.input_ids[:sum(window.input_mask)])
+                    part = pieces[start:start + length]
+                    if kept_a is None:
+                        assert tokens == ["[CLS]"] + part + ["[SEP]"]
+                        assert window.segment_ids == [0] * max_seq_length
+                    else:
+                        assert tokens == ["[CLS]"] + kept_a + ["[SEP]"] + part + ["[SEP]"]
+                        assert window.segment_ids[:len(tokens)] == (
+                            [0] * (len(kept_a) + 2) + [1] * (length + 1))
+    # Windows in most examples at 24, in the long ones (QNLI sentences, ...) at 64.
+    assert windowed_examples > {24: 1000, 64: 10}[max_seq_length]
+
+
+def test_window_records_of_texts_that_fit_are_the_originals_with_their_index(rc, glue,
+                                                                              tokenizers,
+                                                                              tmp_path):
+    """MRPC rows at 128 (all but a few fit): the records of one-window examples decode to
+    the original's record plus example_id; padding examples get -1."""
+    import tensorflow as tf
+
+    reference_tokenizer, tokenizer = tokenizers
+    examples, _ = cd.pad_examples(cd.MrpcProcessor().get_dev_examples(glue / "MRPC")[:150], 8)
+    tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.WARN)
+    rc.file_based_convert_examples_to_features([to_reference(rc, e) for e in examples],
+                                               ["0", "1"], 128, reference_tokenizer,
+                                               str(tmp_path / "reference.tf_record"))
+    windows = cd.convert_examples_to_features(examples, ["0", "1"], 128, tokenizer,
+                                              doc_stride=64)
+    assert cd.write_features(windows, tmp_path / "ours.tf_record") == len(windows)
+    ours, expected = (decoded_records(tmp_path / name)
+                      for name in ("ours.tf_record", "reference.tf_record"))
+    per_example = {}
+    for record in ours:
+        per_example.setdefault(record.pop("example_id")[1][0], []).append(record)
+    assert sorted(per_example) == [-1] + list(range(150))
+    assert len(per_example[-1]) == 2 and per_example[-1] == expected[150:]
+    single = [i for i in range(150) if len(per_example[i]) == 1]
+    assert len(single) >= 140
+    assert [per_example[i][0] for i in single] == [expected[i] for i in single]
+    assert all(per_example[i][0] == expected[i] for i in range(150))  # first windows too
+
+
+def test_bad_doc_stride(tokenizers):
+    _, tokenizer = tokenizers
+    examples = [cd.InputExample("x", "a b c", None, "0")]
+    for stride in (0, 14, 30):
+        raises_input_error(["doc_stride: must be at least 1 and less than the window, "
+                            f"max_seq_length - 2 = 14 pieces, got {stride}"],
+                           cd.convert_examples_to_features, examples, ["0"], 16, tokenizer,
+                           doc_stride=stride)
+
+
 # ------------------------------------------------------------------------------------------
 # Records
 # ------------------------------------------------------------------------------------------
@@ -522,6 +641,71 @@ def test_tsv_regression_and_single_text_records(tmp_path, tokenizers):
     got = cd.convert_single_example(0, examples[1], None, 6, tokenizer, regression=True)
     assert feature_tuple(got) == ([101, 1037, 3899, 102, 0, 0], [1, 1, 1, 1, 0, 0], [0] * 6,
                                   4.0, True)
+
+
+def test_multi_label_rows_and_records(tmp_path, tokenizers):
+    """Labels joined by the separator, stripped, each once, an empty field none; the inferred
+    list is the sorted union; records hold multi-hot label_ids [num_labels] (padding all 0),
+    read back by classifier_feature_spec's multi-label variant."""
+    import tensorflow as tf
+
+    _, tokenizer = tokenizers
+    write(tmp_path / "train.tsv", ["text\ttags", "a long film\tpos; long", "dull\t",
+                                   "not good\tneg;negation;neg", "fine\t pos ;"])
+    write(tmp_path / "test.tsv", ["text", "nice"])
+    processor = cd.TsvProcessor(text_a_column="text", label_column="tags", skip_header=True,
+                                multi_label=True, label_separator=";")
+    assert processor.is_multi_label and not processor.is_regression
+    examples = processor.get_train_examples(tmp_path)
+    assert [as_tuple(e) for e in examples] == [
+        ("train-1", "a long film", None, ("pos", "long")), ("train-2", "dull", None, ()),
+        ("train-3", "not good", None, ("neg", "negation")), ("train-4", "fine", None, ("pos",))]
+    labels = processor.get_labels()
+    assert labels == ["long", "neg", "negation", "pos"]
+    assert [as_tuple(e) for e in processor.get_test_examples(tmp_path)] == [
+        ("test-1", "nice", None, ())]
+    padded, _ = cd.pad_examples(examples, 3)
+    path = tmp_path / "train.tf_record"
+    assert cd.write_classifier_records(padded, labels, 8, tokenizer, path,
+                                       multi_label=True) == 6
+    decoded = decoded_records(path)
+    assert [r["label_ids"] for r in decoded] == [("int64_list", ids) for ids in (
+        [1, 0, 0, 1], [0, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1], [0] * 4, [0] * 4)]
+    assert [r["is_real_example"][1] for r in decoded] == [[1]] * 4 + [[0]] * 2
+    single = cd.convert_single_example(0, cd.InputExample("x", "a long film", None, "1"),
+                                       ["0", "1"], 8, tokenizer)  # the same inputs
+    assert decoded[0]["input_ids"] == ("int64_list", single.input_ids)
+    spec = features.classifier_feature_spec(8, multi_label_size=4)
+    parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(path))]
+    assert parsed[2]["label_ids"].numpy().tolist() == [0, 1, 1, 0]
+
+
+def test_bad_multi_label_input(tmp_path, tokenizers):
+    _, tokenizer = tokenizers
+    path = write(tmp_path / "dev.tsv", ["good\tpos", "odd\tpos,weird"])
+    processor = cd.TsvProcessor(text_a_column=0, label_column=1, multi_label=True,
+                                label_list="pos,neg")
+    raises_input_error([f"{path}:2: label 'weird' is not one of the labels ['pos', 'neg']"],
+                       processor.get_dev_examples, tmp_path)
+    write(tmp_path / "train.tsv", ["good\t", "bad\t"])
+    raises_input_error([f"{tmp_path / 'train.tsv'}: has no label in any row", "label_list"],
+                       cd.TsvProcessor(text_a_column=0, label_column=1,
+                                       multi_label=True).get_labels, tmp_path)
+    raises_input_error(["label_list: label 'a,b' holds the label_separator ','"],
+                       cd.TsvProcessor, text_a_column=0, multi_label=True,
+                       label_list=["a,b", "c"])
+    raises_input_error(["label_separator: must be a visible"], cd.TsvProcessor,
+                       text_a_column=0, multi_label=True, label_separator=" ")
+    raises_input_error(["multi_label: cannot be a regression task"], cd.TsvProcessor,
+                       text_a_column=0, multi_label=True, regression=True)
+    raises_input_error(["multi_label: is for task_name=tsv"], cd.get_processor, "sst-2",
+                       multi_label=True)
+    raises_input_error(["'dev-0'", "label 'x' is not one of the labels"],
+                       cd.convert_single_example, 0, cd.InputExample("dev-0", "a", None, ("x",)),
+                       ["pos"], 8, tokenizer, multi_label=True)
+    raises_input_error(["'dev-0'", "a multi-label example's label is a list"],
+                       cd.convert_single_example, 0, cd.InputExample("dev-0", "a", None, "pos"),
+                       ["pos"], 8, tokenizer, multi_label=True)
 
 
 # ------------------------------------------------------------------------------------------

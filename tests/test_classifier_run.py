@@ -5,8 +5,9 @@ file_based_convert_examples_to_features write the records, its model_fn (create_
 metric_fn, driven without Estimator as TPUEstimator would) evaluates and predicts from a TF1
 checkpoint in the original naming with a classifier head (output_weights / output_bias).
 - eval_results.txt and test_results.tsv of ours equal the original's for that checkpoint, on
-  real MRPC rows; with --use_tpu the original pads its eval batches, which changes "loss": ours
-  follows;
+  real MRPC rows (the per-class scores and eval_confusion_matrix.tsv, which the original
+  lacks, equal scikit-learn's on the original's predictions); with --use_tpu the original pads
+  its eval batches, which changes "loss": ours follows;
 - --bucket_by_length gives the same numbers within float tolerance;
 - a checkpoint we train and save with --save_original_checkpoint loads into the original's
   model_fn and predicts what ours predicts;
@@ -198,18 +199,31 @@ def test_eval_and_predict_equal_the_original(workspace, reference, refbert, eval
     ours = read_results(output_dir / "eval_results.txt")
     expected = reference_outputs(reference, refbert, workspace, workspace["checkpoint"], "dev",
                                  "eval")
-    assert sorted(ours) == sorted(list(expected) + ["eval_f1"])
+    per_class = [f"eval_{name}_{label}" for name in ("precision", "recall", "f1")
+                 for label in ("0", "1")]
+    assert sorted(ours) == sorted(list(expected) + ["eval_f1"] + per_class)
     for key, value in expected.items():
         np.testing.assert_allclose(ours[key], value, rtol=1e-5, err_msg=key)
-    # F1 of the original's own predictions, by scikit-learn.
+    # F1, per-class scores and the confusion matrix of the original's own predictions, by
+    # scikit-learn.
     sklearn_metrics = pytest.importorskip("sklearn.metrics")
     dev_probabilities = reference_outputs(reference, refbert, workspace, workspace["checkpoint"],
                                           "dev", "infer")
     rc, _ = reference
     labels = [int(e.label) for e in rc.MrpcProcessor().get_dev_examples(str(workspace["data"]))]
-    np.testing.assert_allclose(
-        ours["eval_f1"], sklearn_metrics.f1_score(labels, dev_probabilities.argmax(-1)),
-        rtol=1e-6)
+    predicted = dev_probabilities.argmax(-1)  # (all 0 for this checkpoint: class 1 scores 0)
+    np.testing.assert_allclose(ours["eval_f1"], sklearn_metrics.f1_score(labels, predicted),
+                               rtol=1e-6)
+    scores = sklearn_metrics.precision_recall_fscore_support(labels, predicted, labels=[0, 1],
+                                                             zero_division=0)
+    for name, values in zip(("precision", "recall", "f1"), scores):
+        for label in (0, 1):
+            np.testing.assert_allclose(ours[f"eval_{name}_{label}"], values[label], rtol=1e-6)
+    with open(output_dir / "eval_confusion_matrix.tsv") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f]
+    assert rows[0] == ["gold\\predicted", "0", "1"] and [r[0] for r in rows[1:]] == ["0", "1"]
+    np.testing.assert_array_equal([[int(v) for v in r[1:]] for r in rows[1:]],
+                                  sklearn_metrics.confusion_matrix(labels, predicted))
     probabilities = read_probabilities(output_dir / "test_results.tsv")
     expected_probabilities = reference_outputs(reference, refbert, workspace,
                                                workspace["checkpoint"], "test", "infer")

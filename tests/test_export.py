@@ -81,6 +81,28 @@ def test_string_and_id_signatures_equal_the_keras_model(exported, uncased_vocab)
         rtol=1e-5, atol=1e-6)
 
 
+def test_a_multi_label_classifier_exports_its_labels_over_the_thresholds(exported, tmp_path):
+    """--multi_label --threshold: the same checkpoint served with a sigmoid per label; the
+    string signatures return the names over each label's threshold."""
+    import tensorflow as tf
+
+    from bert_tf import api
+    flags = dict(exported["flags"], vocab_file=exported["root"] / "vocab.moved",
+                 export_dir=tmp_path / "multi", multi_label=True, threshold="0.5,0.48,0.52")
+    export(flags)
+    text_a = [a for a, _ in exported["pairs"]]
+    inputs = api.encode(api.load_tokenizer(str(exported["root"] / "vocab.moved")), text_a,
+                        None, 64)
+    expected = tf.sigmoid(exported["model"](inputs, training=False)["logits"]).numpy()
+    served = tf.saved_model.load(str(tmp_path / "multi")).signatures["serve_text"](
+        text=tf.constant(text_a))
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, rtol=1e-5, atol=1e-6)
+    over = served["probabilities"].numpy() > np.float32([0.5, 0.48, 0.52])
+    assert 0 < over.sum() < over.size
+    assert [[name.decode() for name in row if name] for row in served["labels"].numpy()] == [
+        [label for label, chosen in zip("abc", row) if chosen] for row in over]
+
+
 def test_assets_hold_the_vocabulary_and_config(exported):
     export_dir = exported["root"] / "exported"
     assets = sorted(os.listdir(export_dir / "assets"))

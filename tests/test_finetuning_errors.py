@@ -25,6 +25,10 @@ def files(tmp_path_factory, uncased_vocab):
     unknown.mkdir()
     (unknown / "train.tsv").write_text("a good movie\tpos\nbad\tneg\n")
     (unknown / "dev.tsv").write_text("fine\tpos\nmeh\tneutral\n")
+    multi = root / "multi_label"
+    multi.mkdir()
+    (multi / "train.tsv").write_text("a good long movie\tpos,long\nbad\tneg\nso-so\t\n")
+    (multi / "dev.tsv").write_text("fine\tpos\nmeh\tneg,boring\n")
     empty = root / "empty"
     empty.mkdir()
     (empty / "train.tsv").write_text("")
@@ -117,6 +121,26 @@ CASES = [
      "dev.tsv:2: "),
     ("empty training file", lambda f: classifier(f, do_train=True, data_dir=f["root"] / "empty"),
      "train"),
+    ("multi-label row with a label not in the list",
+     lambda f: classifier(f, do_train=True, do_eval=True, multi_label=True,
+                          data_dir=f["root"] / "multi_label"),
+     "error: {root}/multi_label/dev.tsv:2: label 'boring' is not one of the labels ['long', "
+     "'neg', 'pos']"),
+    ("threshold outside (0, 1)",
+     lambda f: classifier(f, do_train=True, multi_label=True, threshold="0.5,1.2,0.5",
+                          data_dir=f["root"] / "multi_label"),
+     "error: --threshold: must be in the open interval (0, 1), got 1.2"),
+    ("wrong number of thresholds",
+     lambda f: classifier(f, do_train=True, multi_label=True, threshold="0.3,0.6",
+                          data_dir=f["root"] / "multi_label"),
+     "error: --threshold: gives 2 thresholds for 3 labels ['long', 'neg', 'pos']: give one "
+     "for all, or one per label"),
+    ("doc_stride as long as the window",
+     lambda f: classifier(f, do_train=True, doc_stride=30),
+     "error: --doc_stride: must be at least 1 and less than the window, max_seq_length - 2 = "
+     "30 pieces, got 30"),
+    ("doc_stride of 0", lambda f: classifier(f, do_train=True, doc_stride=0),
+     "error: flag --doc_stride=0: must be a positive integer"),
     ("max_seq_length beyond the positions", lambda f: classifier(f, do_train=True,
                                                                   max_seq_length=65),
      "error: --max_seq_length: must be in [3, 64] (max_position_embeddings), got 65"),

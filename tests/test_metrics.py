@@ -76,6 +76,75 @@ def test_classification_metrics_match_sklearn(name, labels, predictions, weights
             abs=1e-15)
 
 
+@pytest.mark.parametrize("name, labels, predictions, weights", CLASSIFICATION_CASES,
+                         ids=[case[0] for case in CLASSIFICATION_CASES])
+def test_per_class_scores_and_confusion_matrix_match_sklearn(name, labels, predictions,
+                                                             weights):
+    """Every class listed, one that never occurs (the last) included: its scores are 0."""
+    sklearn_metrics = require_module("sklearn.metrics", "oracle of the per-class metrics")
+    num_classes = int(max(labels.max(), predictions.max())) + 2
+    classes = list(range(num_classes))
+    real_labels, real_predictions = _real(weights, labels, predictions)
+    scores = metrics.per_class_scores(labels, predictions, num_classes, weights)
+    expected = sklearn_metrics.precision_recall_fscore_support(
+        real_labels, real_predictions, labels=classes, zero_division=0)
+    for name_, values in zip(("precision", "recall", "f1", "support"), expected):
+        np.testing.assert_allclose(scores[name_], values, rtol=0, atol=1e-15, err_msg=name_)
+    assert scores["f1"][-1] == 0 and scores["support"][-1] == 0
+    np.testing.assert_array_equal(
+        metrics.confusion_matrix(labels, predictions, num_classes, weights),
+        sklearn_metrics.confusion_matrix(real_labels, real_predictions, labels=classes))
+
+
+def _multi_label_cases():
+    """(name, labels, predictions, weights): multi-hot [N, L] with labels of different
+    frequencies (one never true nor predicted in the last case) and predictions that flip
+    about 20% of the entries."""
+    rng = np.random.default_rng(11)
+    cases = []
+    for size, num_labels in ((9, 2), (300, 5), (1000, 7)):
+        labels = (rng.random((size, num_labels)) < np.linspace(0.1, 0.6, num_labels)).astype(int)
+        predictions = np.where(rng.random((size, num_labels)) < 0.2, 1 - labels, labels)
+        cases.append((f"n={size} labels={num_labels}", labels, predictions,
+                      _random_weights(rng, size)))
+    labels = (rng.random((50, 4)) < 0.4).astype(int)
+    labels[:, 2] = 0
+    predictions = labels.copy()
+    predictions[:, 0] = 1 - predictions[:, 0]
+    cases.append(("label never true nor predicted", labels, predictions, None))
+    return cases
+
+
+MULTI_LABEL_CASES = _multi_label_cases()
+
+
+@pytest.mark.parametrize("name, labels, predictions, weights", MULTI_LABEL_CASES,
+                         ids=[case[0] for case in MULTI_LABEL_CASES])
+def test_multi_label_scores_match_sklearn(name, labels, predictions, weights):
+    sklearn_metrics = require_module("sklearn.metrics", "oracle of the multi-label metrics")
+    real_labels, real_predictions = _real(weights, labels, predictions)
+    scores = metrics.multi_label_scores(labels, predictions, weights)
+    expected = sklearn_metrics.precision_recall_fscore_support(
+        real_labels, real_predictions, average=None, zero_division=0)
+    for name_, values in zip(("precision", "recall", "f1", "support"), expected):
+        np.testing.assert_allclose(scores[name_], values, rtol=0, atol=1e-15, err_msg=name_)
+    for average in ("micro", "macro"):
+        assert scores[f"{average}_f1"] == pytest.approx(sklearn_metrics.f1_score(
+            real_labels, real_predictions, average=average, zero_division=0), abs=1e-15)
+    assert scores["micro_precision"] == pytest.approx(sklearn_metrics.precision_score(
+        real_labels, real_predictions, average="micro", zero_division=0), abs=1e-15)
+    assert scores["micro_recall"] == pytest.approx(sklearn_metrics.recall_score(
+        real_labels, real_predictions, average="micro", zero_division=0), abs=1e-15)
+    assert scores["subset_accuracy"] == pytest.approx(
+        sklearn_metrics.accuracy_score(real_labels, real_predictions), abs=1e-15)
+    counts = metrics.multi_label_counts(labels, predictions, weights)
+    matrices = sklearn_metrics.multilabel_confusion_matrix(real_labels, real_predictions)
+    np.testing.assert_array_equal(counts["true_negatives"], matrices[:, 0, 0])
+    np.testing.assert_array_equal(counts["false_positives"], matrices[:, 0, 1])
+    np.testing.assert_array_equal(counts["false_negatives"], matrices[:, 1, 0])
+    np.testing.assert_array_equal(counts["true_positives"], matrices[:, 1, 1])
+
+
 def test_matthews_on_string_and_unseen_classes():
     """Classes are whatever values occur (CoLA ids, strings), including predicted-only ones."""
     sklearn_metrics = require_module("sklearn.metrics", "oracle of the GLUE metrics")
@@ -153,6 +222,12 @@ def test_padding_rows_are_ignored_whatever_they_hold():
     (lambda: metrics.accuracy([1, 0], [1, 0], [0, 0]), "no real examples"),
     (lambda: metrics.f1_binary([1, 2], [1, 0]), "labels must be 0 or 1"),
     (lambda: metrics.pearson([1.0], [2.0]), "at least 2"),
+    (lambda: metrics.confusion_matrix([0, 2], [0, 1], 2), r"labels must be class ids in \[0, 2\)"),
+    (lambda: metrics.per_class_scores([0, 1], [0.5, 1], 2), "predictions must be class ids"),
+    (lambda: metrics.multi_label_scores([[1, 0]], [[1, 0, 0]]), "one shape"),
+    (lambda: metrics.multi_label_scores([[1, 2]], [[1, 0]]), "labels must be multi-hot"),
+    (lambda: metrics.multi_label_counts([[1, 0], [0, 1]], [[1, 0], [0, 1]], [1, 2]),
+     "must be 0 .* or 1"),
 ])
 def test_invalid_inputs(call, message):
     with pytest.raises(ValueError, match=message):

@@ -359,3 +359,91 @@ def test_conll_predictions_without_gold(tmp_path):
     assert path.read_text(encoding="utf-8") == "EU B-ORG\nrejects O\n\n"
     with pytest.raises(ValueError, match="sentence 0: 2 words but 1 predicted"):
         tagging_data.write_conll_predictions(path, [(["EU", "rejects"], ["O", "O"])], [["O"]])
+
+
+# ---------------------------------------------------------------------------------------------
+# Windows give the one-window tags (issue 25 item 2)
+# ---------------------------------------------------------------------------------------------
+
+
+def local_model_tags(input_ids, num_labels):
+    """A deterministic tagger whose tag at a position depends on the pieces at that position
+    and its two neighbours only (zeros beyond the row): a stand-in for a model's dependence on
+    context, exact where a window gives a word's first piece the same neighbours as the whole
+    sentence."""
+    ids = np.asarray(input_ids, np.int64)
+    left = np.pad(ids, ((0, 0), (1, 0)))[:, :-1]
+    right = np.pad(ids, ((0, 0), (0, 1)))[:, 1:]
+    return (left * 31 + ids * 17 + right * 7) % num_labels
+
+
+def predicted_tags(task, output_dir):
+    """TaggingTask's eval_predictions.txt for the local model's predictions on its eval
+    records (padding included): the predicted tag of every word, per sentence."""
+    features = task.features["eval"]
+    predictions = local_model_tags([f.input_ids for f in features], len(CONLL_LABELS))
+    (path,) = task.write_eval_outputs({"prediction": predictions}, str(output_dir))
+    blocks = open(path, encoding="utf-8").read().split("\n\n")[:-1]
+    return [[line.split(" ")[2] for line in block.split("\n")] for block in blocks]
+
+
+@pytest.mark.parametrize("max_seq_length, doc_stride", [(16, None), (16, 3), (24, 8)])
+def test_windows_give_the_one_window_tags_where_they_give_the_context(
+        valid_path, tmp_path, uncased_vocab, max_seq_length, doc_stride):
+    """run_ner's path (tagging.prepare_task, TaggingTask.write_eval_outputs) on the first 286
+    sentences of valid.txt (300 blocks, -DOCSTART- ones included), at 512 (every sentence in
+    one window) and at a length that windows most of them. Oracle: the one-window tags.
+    Where the window that scores a word gives its first piece the same neighbours as the
+    whole sentence does (not the window's [CLS] or [SEP] in place of a piece), the tags must
+    be equal; with these strides that is every word (and every word of a sentence that fits
+    in one window)."""
+    from bert_tf.tasks import tagging
+    from bert_tf.text.fast_tokenization import FastTokenizer
+
+    lines = valid_path.read_text(encoding="utf-8").split("\n")
+    blocks = "\n".join(lines).split("\n\n")
+    (tmp_path / "valid.txt").write_text("\n\n".join(blocks[:301]) + "\n", encoding="utf-8")
+    tokenizer = FastTokenizer(str(uncased_vocab), do_lower_case=True)
+
+    def prepared(length, stride, name):
+        return tagging.prepare_task(None, tokenizer, length, tmp_path / name,
+                                    data_dir=tmp_path, dev_file="valid.txt",
+                                    label_list=CONLL_LABELS, doc_stride=stride,
+                                    eval_batch_size=8, log=lambda line: None).task
+
+    whole_task = prepared(512, None, "whole")
+    assert all(f.num_words == len(f.word_indices) for f in whole_task.features["eval"]
+               if f.is_real_example)  # one window per sentence
+    whole = predicted_tags(whole_task, tmp_path / "whole")
+    task = prepared(max_seq_length, doc_stride, "windows")
+    windowed = predicted_tags(task, tmp_path / "windows")
+    assert len(windowed) == len(whole) == 286
+
+    # Where each word is scored: its window's pieces and its first piece's position there.
+    features = [f for f in task.features["eval"] if f.is_real_example]
+    windows_of = collections.Counter(f.sentence_index for f in features)
+    enough, compared, fitting = 0, 0, 0
+    for feature in features:
+        length = sum(feature.input_mask)
+        positions = [i for i, m in enumerate(feature.label_mask) if m]
+        sentence = whole_task.features["eval"][feature.sentence_index]
+        whole_length = sum(sentence.input_mask)
+        whole_positions = [i for i, m in enumerate(sentence.label_mask) if m]
+        for word, position in zip(feature.word_indices, positions):
+            compared += 1
+            at = whole_positions[word]
+            same_context = all(
+                feature.input_ids[position + d] == sentence.input_ids[at + d]
+                for d in (-1, 1) if 0 <= at + d < whole_length and 0 <= position + d < length)
+            if windows_of[feature.sentence_index] == 1:
+                fitting += 1
+                assert same_context
+            if same_context:
+                enough += 1
+                assert windowed[feature.sentence_index][word] == \
+                    whole[feature.sentence_index][word], (feature.sentence_index, word)
+    assert compared == sum(len(tags) for tags in whole)
+    # The max-context rule scores every word where it has its neighbours (scoring each word
+    # in the first window that holds it leaves some at a window's edge: this fails then).
+    assert enough == compared and fitting > 1000
+    assert max(windows_of.values()) >= 4

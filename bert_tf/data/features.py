@@ -39,15 +39,19 @@ def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
                 next_sentence_labels=_fixed(1, tf.int64))
 
 
-def classifier_feature_spec(max_seq_length, regression=False):
+def classifier_feature_spec(max_seq_length, regression=False, multi_label_size=None):
     """run_classifier's records: inputs, `label_ids` [] and `is_real_example` [].
 
     Regression (STS-B, which the original does not have) stores a float label under the same
-    name.
+    name; a multi-label task (`multi_label_size`: its number of labels) a multi-hot
+    `label_ids` [multi_label_size].
     """
     import tensorflow as tf
-    return dict(_input_spec(max_seq_length),
-                label_ids=tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64),
+    if multi_label_size is not None:
+        label_ids = _fixed(multi_label_size, tf.int64)
+    else:
+        label_ids = tf.io.FixedLenFeature([], tf.float32 if regression else tf.int64)
+    return dict(_input_spec(max_seq_length), label_ids=label_ids,
                 is_real_example=tf.io.FixedLenFeature([], tf.int64))
 
 

@@ -10,6 +10,38 @@ eval_matthews_corrcoef (CoLA), eval_pearson and eval_spearman (STS-B). Regressio
 num_labels 1; not in the original) uses the squared error as per-example loss and the logit as
 the prediction.
 
+Per class (not in the original; google-research/bert #800): eval_precision_<label>,
+eval_recall_<label> and eval_f1_<label> for every label (`label_key`: the name with each
+whitespace character as "_"), and eval_confusion_matrix.tsv in output_dir (rows: the gold
+label, columns: the predicted one; `write_eval_outputs`), all over the real examples.
+
+Multi-label (`multi_label`; not in the original; google-research/bert #371): an example has
+any number of the labels (`label_ids` multi-hot [num_labels]); the same model, with a sigmoid
+per label instead of the softmax:
+    per_example_loss = mean over the labels of sigmoid_cross_entropy(label, logit)
+(the mean, not the sum, keeps the loss's scale independent of the number of labels; the batch
+loss is still the sum over the examples divided by the global batch's examples, so replicas
+and gradient accumulation compute the same step); a label is predicted when its probability
+is over its threshold (`threshold`: one for all or one per label; 0.5); "accuracy" in training
+and eval_subset_accuracy count the examples whose every label is right. eval_results.txt:
+eval_loss, loss and global_step as above, eval_micro_precision, eval_micro_recall,
+eval_micro_f1, eval_macro_f1 (the mean of the labels' F1), eval_subset_accuracy and per label
+eval_precision_<label>, eval_recall_<label>, eval_f1_<label>; eval_confusion_matrix.tsv holds a
+row per label: its true and false positives, false and true negatives.
+
+Long texts (`doc_stride`; not in the original; google-research/bert #27, #66, #107): an
+example whose texts do not fit max_seq_length is not truncated but split into windows
+(`classifier_data.iter_features`: overlapping windows of a single text, or of a pair's second
+text beside the first); training sees every window as an example with the example's labels;
+eval and predict combine the windows' logits into the example's (`combine_windows`:
+`window_pooling` "mean", the default, or "max") before the softmax (sigmoid), the loss and the
+metrics, so results and test_results.tsv have one row per example. Mean by default because
+every window was trained to predict the example's label on its own: averaging their logits
+weighs each window's evidence alike and one odd window cannot decide alone; max suits labels
+that one passage is enough to show (a topic mentioned once, a multi-label tag). An example
+that fits is one window, the original's record (plus its example_id), and gives today's
+numbers.
+
 "loss" is the mean of the batch losses over the batches the original would have run: without
 --use_tpu it does not pad eval sets, so its last batch is short and holds real examples only; with
 it, it pads, and padding examples count in their batch's mean. We always pad (fixed-size batches,
@@ -20,10 +52,12 @@ Data: `read_splits` reads a processor's files (bert_tf.tasks.classifier_data), `
 writes the records of InputExamples (read so, or the API's) and returns the task over them.
 
 Predictions (`test_results.tsv`): one line per real example, the class probabilities as
-`str(numpy.float32)` joined by tabs, no header, as the original (regression: the score).
+`str(numpy.float32)` joined by tabs, no header, as the original (regression: the score;
+multi-label: each label's sigmoid probability).
 """
 import dataclasses
 import os
+import re
 import typing
 
 import numpy as np
@@ -42,6 +76,35 @@ def softmax_float32(logits):
     return tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1)
 
 
+def label_key(label):
+    """A label's name in eval_results.txt keys (eval_f1_<key>): whitespace would break the
+    `key = value` lines, so each whitespace character becomes "_"."""
+    return re.sub(r"\s", "_", str(label))
+
+
+CONFUSION_MATRIX_FILE = "eval_confusion_matrix.tsv"
+WINDOW_POOLINGS = ("mean", "max")
+
+
+def combine_windows(values, example_ids, pooling="mean"):
+    """Per example, the mean or max over its windows of `values` ([W, ...], windows in record
+    order, an example's consecutive): returns (the combined values [E, ...] in float32, the
+    index of each example's first window). Sums in float64: one window gives its values
+    exactly."""
+    example_ids = np.asarray(example_ids)
+    starts = np.flatnonzero(np.r_[True, example_ids[1:] != example_ids[:-1]])
+    if len(np.unique(example_ids[starts])) != len(starts):
+        raise ValueError("an example's windows are not consecutive")
+    values = np.asarray(values, np.float64)
+    if pooling == "max":
+        combined = np.maximum.reduceat(values, starts, axis=0)
+    else:
+        counts = np.diff(np.r_[starts, len(example_ids)])
+        combined = (np.add.reduceat(values, starts, axis=0)
+                    / counts.reshape((-1,) + (1,) * (values.ndim - 1)))
+    return combined.astype(np.float32), starts
+
+
 @dataclasses.dataclass
 class ClassificationConfig(TaskConfig):
     """Attributes (besides TaskConfig's):
@@ -50,11 +113,48 @@ class ClassificationConfig(TaskConfig):
       original_pads_eval: the original's eval batches included padding examples (--use_tpu):
         changes only how "loss" is averaged (see the module docstring).
       dropout_rate: dropout on the pooled output in training (the original: 0.1).
+      multi_label: each example has any number of the labels (sigmoid outputs; see the module
+        docstring).
+      threshold: multi-label: the probability a label must exceed to be predicted, one number
+        for all labels or one per label, each in (0, 1) (None: 0.5).
+      doc_stride: the records hold windows of long texts, doc_stride pieces apart, with an
+        `example_id` each (None: one record per example, the original's truncation).
+      window_pooling: with doc_stride, how the windows' logits combine: "mean" (None: the
+        default) or "max".
     """
     labels: typing.Optional[list] = None
     task_metric: typing.Optional[str] = None
     original_pads_eval: bool = False
     dropout_rate: float = 0.1
+    multi_label: bool = False
+    threshold: typing.Any = None
+    doc_stride: typing.Optional[int] = None
+    window_pooling: typing.Optional[str] = None
+
+    def __post_init__(self):
+        super().__post_init__()
+        from bert_tf.errors import arg, argument_error
+        from bert_tf.tasks.classifier_data import check_doc_stride
+        check_doc_stride(self.doc_stride, self.max_seq_length)
+        if self.window_pooling is not None and not self.windowed:
+            raise argument_error("window_pooling", f"is for texts in windows "
+                                                   f"({arg('doc_stride')})")
+        if self.window_pooling not in (None,) + WINDOW_POOLINGS:
+            raise argument_error("window_pooling", f"must be one of {', '.join(WINDOW_POOLINGS)}"
+                                                   f", got {self.window_pooling!r}")
+        if self.multi_label and not self.labels:
+            raise argument_error("multi_label", f"needs the labels ({arg('label_list')})")
+        if self.threshold is not None and not self.multi_label:
+            raise argument_error("threshold", f"is for multi-label tasks "
+                                              f"({arg('multi_label')})")
+        if self.multi_label:
+            self.thresholds  # checked now, before any work
+        keys = {}
+        for label in self.labels or ():
+            other = keys.setdefault(label_key(label), label)
+            if other != label:
+                raise argument_error("label_list", f"labels {other!r} and {label!r} have the same "
+                                                   f"name in eval_results.txt ({label_key(label)})")
 
     @property
     def num_labels(self):
@@ -62,7 +162,35 @@ class ClassificationConfig(TaskConfig):
 
     @property
     def regression(self):
-        return self.num_labels == 1
+        return self.num_labels == 1 and not self.multi_label
+
+    @property
+    def windowed(self):
+        return self.doc_stride is not None
+
+    @property
+    def thresholds(self):
+        """Multi-label: each label's threshold, a tuple of num_labels floats in (0, 1)."""
+        from bert_tf.errors import argument_error
+        given = 0.5 if self.threshold is None else self.threshold
+        values = list(given) if isinstance(given, (list, tuple)) else [given]
+        thresholds = []
+        for value in values:
+            try:
+                threshold = float(value)
+            except (TypeError, ValueError):
+                raise argument_error("threshold", f"must be numbers, got {value!r}") from None
+            if not 0 < threshold < 1:
+                raise argument_error("threshold", f"must be in the open interval (0, 1), got "
+                                                  f"{value}")
+            thresholds.append(threshold)
+        if len(thresholds) == 1:
+            thresholds *= self.num_labels
+        if len(thresholds) != self.num_labels:
+            raise argument_error("threshold", f"gives {len(thresholds)} thresholds for "
+                                              f"{self.num_labels} labels {list(self.labels)}: "
+                                              f"give one for all, or one per label")
+        return tuple(thresholds)
 
 
 class ClassificationTask(Task):
@@ -76,7 +204,12 @@ class ClassificationTask(Task):
 
     # ---- Data.
     def feature_spec(self, mode):
-        return classifier_feature_spec(self.config.max_seq_length, self.config.regression)
+        config = self.config
+        spec = classifier_feature_spec(config.max_seq_length, config.regression,
+                                       config.num_labels if config.multi_label else None)
+        if config.windowed:
+            spec["example_id"] = tf.io.FixedLenFeature([], tf.int64)
+        return spec
 
     # ---- Model.
     def build_model(self):
@@ -94,13 +227,27 @@ class ClassificationTask(Task):
         logits = tf.cast(logits, tf.float32)
         if self.config.regression:
             return tf.square(logits[:, 0] - tf.cast(batch["label_ids"], tf.float32))
+        if self.config.multi_label:
+            return tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+                tf.cast(batch["label_ids"], tf.float32), logits), axis=-1)
         log_probs = tf.nn.log_softmax(logits, axis=-1)
         one_hot = tf.one_hot(tf.cast(batch["label_ids"], tf.int32), self.config.num_labels)
         return -tf.reduce_sum(one_hot * log_probs, axis=-1)
 
+    def probabilities(self, logits):
+        """float32 class probabilities: the softmax, or each label's sigmoid (multi-label)."""
+        if self.config.multi_label:
+            return tf.sigmoid(tf.cast(logits, tf.float32))
+        return softmax_float32(logits)
+
     def predictions(self, logits):
+        """The predicted class [B] (regression: the score; multi-label: int32 [B, num_labels],
+        1 where a label's probability is over its threshold)."""
         if self.config.regression:
             return tf.cast(logits[:, 0], tf.float32)
+        if self.config.multi_label:
+            over = self.probabilities(logits) > tf.constant(self.config.thresholds, tf.float32)
+            return tf.cast(over, tf.int32)
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
 
     def normalizers(self, batch):
@@ -113,18 +260,45 @@ class ClassificationTask(Task):
         else:
             correct = tf.cast(tf.equal(self.predictions(outputs["logits"]),
                                        tf.cast(batch["label_ids"], tf.int32)), tf.float32)
+            if self.config.multi_label:  # every label right
+                correct = tf.reduce_min(correct, axis=-1)
         return {"loss": tf.reduce_sum(loss) / normalizers["examples"],
                 "accuracy": tf.reduce_sum(correct) / normalizers["examples"]}
 
     # ---- Eval and predict.
     def eval_outputs(self, batch, outputs):
-        return {"per_example_loss": self.per_example_loss(batch, outputs["logits"]),
-                "prediction": self.predictions(outputs["logits"]),
-                "label": tf.cast(batch["label_ids"],
-                                 tf.float32 if self.config.regression else tf.int32),
-                "is_real_example": tf.cast(batch["is_real_example"], tf.float32)}
+        per_example = {"per_example_loss": self.per_example_loss(batch, outputs["logits"]),
+                       "prediction": self.predictions(outputs["logits"]),
+                       "label": tf.cast(batch["label_ids"],
+                                        tf.float32 if self.config.regression else tf.int32),
+                       "is_real_example": tf.cast(batch["is_real_example"], tf.float32)}
+        if self.config.windowed:  # combined per example on the host (`per_example`)
+            per_example.update(logits=tf.cast(outputs["logits"], tf.float32),
+                               example_id=batch["example_id"])
+        return per_example
+
+    def per_example(self, outputs):
+        """Eval or predict outputs of windows -> of examples: the logits combined
+        (`combine_windows`), then the loss, prediction and probabilities of the combined
+        logits, by the ops of one window's; each example's label and is_real_example from its
+        first window. Outputs without windows are returned as they are."""
+        if not self.config.windowed:
+            return outputs
+        logits, first = combine_windows(outputs["logits"], outputs["example_id"],
+                                        self.config.window_pooling or "mean")
+        combined = {name: value[first] for name, value in outputs.items()
+                    if name not in ("logits", "example_id")}
+        logits = tf.constant(logits)
+        if "label" in combined:
+            combined["per_example_loss"] = self.per_example_loss(
+                {"label_ids": combined["label"]}, logits).numpy()
+            combined["prediction"] = self.predictions(logits).numpy()
+        else:
+            combined["probabilities"] = self._predicted_values(logits).numpy()
+        return combined
 
     def eval_results(self, outputs, global_step, batch_size):
+        outputs = self.per_example(outputs)
         weights = outputs["is_real_example"].astype(np.float64)
         losses = outputs["per_example_loss"].astype(np.float64)
         real = weights > 0
@@ -137,6 +311,13 @@ class ClassificationTask(Task):
             "loss": np.float32(np.mean(batch_losses)) if batch_losses else np.float32(0.0),
         }
         labels, predictions = outputs["label"], outputs["prediction"]
+        if self.config.multi_label:
+            scores = metrics.multi_label_scores(labels, predictions, weights)
+            for name in ("micro_precision", "micro_recall", "micro_f1", "macro_f1",
+                         "subset_accuracy"):
+                results[f"eval_{name}"] = np.float32(scores[name])
+            results.update(self._per_label_results(scores))
+            return results
         if not self.config.regression:
             results["eval_accuracy"] = np.float32(metrics.accuracy(labels, predictions, weights))
         if self.config.task_metric == "f1":
@@ -147,18 +328,59 @@ class ClassificationTask(Task):
         elif self.config.task_metric == "correlation":
             results["eval_pearson"] = np.float32(metrics.pearson(labels, predictions, weights))
             results["eval_spearman"] = np.float32(metrics.spearman(labels, predictions, weights))
+        if not self.config.regression:
+            results.update(self._per_label_results(metrics.per_class_scores(
+                labels, predictions, self.config.num_labels, weights)))
         return results
 
+    def _per_label_results(self, scores):
+        """eval_precision_<label>, eval_recall_<label>, eval_f1_<label> of each label."""
+        return {f"eval_{name}_{label_key(label)}": np.float32(scores[name][index])
+                for index, label in enumerate(self.config.labels)
+                for name in ("precision", "recall", "f1")}
+
+    def write_eval_outputs(self, outputs, output_dir):
+        """eval_confusion_matrix.tsv: a header (`gold\\predicted` and the labels), then a row
+        per gold label: its name and how many real examples of it were predicted as each
+        label. Multi-label: a row per label with its counts of true and false positives, false
+        and true negatives. Regression: none."""
+        if self.config.regression:
+            return []
+        outputs = self.per_example(outputs)
+        path = os.path.join(output_dir, CONFUSION_MATRIX_FILE)
+        if self.config.multi_label:
+            counts = metrics.multi_label_counts(outputs["label"], outputs["prediction"],
+                                                outputs["is_real_example"])
+            names = ("true_positives", "false_positives", "false_negatives", "true_negatives")
+            return [write_table(path, ("label",) + names,
+                                [[label] + [counts[name][index] for name in names]
+                                 for index, label in enumerate(self.config.labels)])]
+        matrix = metrics.confusion_matrix(outputs["label"], outputs["prediction"],
+                                          self.config.num_labels, outputs["is_real_example"])
+        return [write_table(path, ["gold\\predicted"] + list(self.config.labels),
+                            [[label] + row for label, row in zip(self.config.labels,
+                                                                 matrix.tolist())])]
+
+    def _predicted_values(self, logits):
+        """test_results.tsv's values: the probabilities ([B, 1] scores for regression)."""
+        if self.config.regression:
+            return self.predictions(logits)[:, None]
+        return self.probabilities(logits)
+
     def predict_outputs(self, batch, outputs):
-        values = (self.predictions(outputs["logits"])[:, None] if self.config.regression
-                  else softmax_float32(outputs["logits"]))
-        return {"probabilities": values,
-                "is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
+        per_example = {"is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
+        if self.config.windowed:  # combined per example on the host (`per_example`)
+            per_example.update(logits=tf.cast(outputs["logits"], tf.float32),
+                               example_id=batch["example_id"])
+        else:
+            per_example["probabilities"] = self._predicted_values(outputs["logits"])
+        return per_example
 
     def write_predictions(self, outputs, output_dir):
         """test_results.tsv as the original: a line of tab-separated probabilities per real
         example (the padding examples sit at the end and are left out)."""
         from bert_tf.io_utils import atomic_open
+        outputs = self.per_example(outputs)
         path = os.path.join(output_dir, "test_results.tsv")
         rows = outputs["probabilities"][outputs["is_real_example"] > 0]
         with atomic_open(path) as writer:
@@ -169,15 +391,38 @@ class ClassificationTask(Task):
     # ---- Serving.
     def serving_outputs(self, outputs, from_text=False):
         """Probabilities and logits (regression: the score); on raw strings also each row's
-        label name."""
+        label name. Multi-label: each label's probability; on raw strings `labels`, the names
+        of the labels over their threshold in label order, padded with "" to [B, num_labels]
+        (a signature returns dense tensors), and `label_count`, how many there are."""
         logits = tf.cast(outputs["logits"], tf.float32)
         if self.config.regression:
             return {"score": logits[:, 0]}
-        served = {"probabilities": softmax_float32(logits), "logits": logits}
-        if from_text:
+        probabilities = self.probabilities(logits)
+        served = {"probabilities": probabilities, "logits": logits}
+        if from_text and self.config.multi_label:
+            names = tf.broadcast_to(tf.constant(self.config.labels), tf.shape(probabilities))
+            over = tf.ragged.boolean_mask(names, tf.cast(self.predictions(logits), tf.bool))
+            served["labels"] = over.to_tensor("", shape=[None, self.config.num_labels])
+            served["label_count"] = tf.cast(over.row_lengths(), tf.int32)
+        elif from_text:
             served["label"] = tf.gather(tf.constant(self.config.labels),
                                         tf.argmax(logits, axis=-1))
         return served
+
+
+def write_table(path, header, rows):
+    """A tab-separated file (atomically): the header, then the rows; tabs and line breaks in a
+    cell become spaces."""
+    from bert_tf.io_utils import atomic_open
+
+    def line(cells):
+        return "\t".join(re.sub(r"[\t\r\n]", " ", str(cell)) for cell in cells) + "\n"
+
+    with atomic_open(path) as f:
+        f.write(line(header))
+        for row in rows:
+            f.write(line(row))
+    return path
 
 
 # ---- Data: raw examples to records.
@@ -218,7 +463,10 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         split is written to output_dir/<split>.tf_record as the original's
         file_based_convert_examples_to_features, eval and predict padded with the original's
         padding examples to a multiple of eval_batch_size / predict_batch_size (if given).
-      label_list: the labels in output order; None for regression (one output).
+        With the task option doc_stride, the records are windows (counted before any is
+        written: num_train counts training windows), padded to the batch sizes.
+      label_list: the labels in output order; None for regression (one output). A
+        multi-label task (task option multi_label=True) has examples whose labels are lists.
       tokenizer: FullTokenizer or FastTokenizer (the same records).
       task_name: the processor's name: the GLUE metric (TASK_METRICS) and the log line.
       train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
@@ -227,7 +475,7 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         written (the command lines check --init_checkpoint with it).
       log: where the data's lines go (default: bert_tf.training.runner.log).
       task_options: ClassificationConfig's other fields (original_pads_eval,
-        bucket_by_length, ...).
+        bucket_by_length, multi_label, threshold, doc_stride, window_pooling, ...).
     Records are written atomically; on failure what was created in output_dir is removed.
     """
     from bert_tf.tasks import classifier_data
@@ -244,23 +492,45 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
     if check_model:
         check_model(ClassificationTask(config).build_model)
     log((f"*** task {name}: " if name else "*** ")
-        + ("regression" if regression else f"{len(label_list)} labels {label_list}"))
+        + ("regression" if regression else
+           f"{len(label_list)} labels {label_list}"
+           + (f", multi-label (thresholds {list(config.thresholds)})" if config.multi_label
+              else "")))
+    conversion = dict(regression=regression, multi_label=config.multi_label)
+    windows = {}
+    if config.windowed:  # every split's windows, before any is written: they count the steps
+        windows = {mode: classifier_data.convert_examples_to_features(
+            examples[mode], label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
+            **conversion) for mode in RECORD_FILES if mode in examples}
     prepared = {}
     if "train" in examples:
-        prepared["num_train"] = len(examples["train"])
+        prepared["num_train"] = len(windows.get("train", examples["train"]))
         prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
-            len(examples["train"]), train_batch_size, num_train_epochs, warmup_proportion)
+            prepared["num_train"], train_batch_size, num_train_epochs, warmup_proportion,
+            "windows" if config.windowed else "examples")
     batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
     with preparing(output_dir):
         for mode in RECORD_FILES:
             if mode not in examples:
                 continue
-            split, num_real = examples[mode], len(examples[mode])
-            if batch_sizes.get(mode):
-                split, num_real = classifier_data.pad_examples(split, batch_sizes[mode])
             path = os.path.join(output_dir, RECORD_FILES[mode])
-            count = classifier_data.write_classifier_records(split, label_list, max_seq_length,
-                                                             tokenizer, path, regression)
-            log(f"  {mode}: {num_real} examples (+{count - num_real} padding) -> {path}")
+            batch_size = batch_sizes.get(mode)
+            if config.windowed:
+                features, num_real = windows[mode], len(windows[mode])
+                if batch_size:
+                    features = features + classifier_data.convert_examples_to_features(
+                        [classifier_data.PaddingInputExample()] * (-num_real % batch_size),
+                        label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
+                        **conversion)
+                count = classifier_data.write_features(features, path)
+                what = f"{len(examples[mode])} examples in {num_real} windows"
+            else:
+                split, num_real = examples[mode], len(examples[mode])
+                if batch_size:
+                    split, num_real = classifier_data.pad_examples(split, batch_size)
+                count = classifier_data.write_classifier_records(
+                    split, label_list, max_seq_length, tokenizer, path, **conversion)
+                what = f"{num_real} examples"
+            log(f"  {mode}: {what} (+{count - num_real} padding) -> {path}")
             config.records[mode] = Records((path,), None if mode == "train" else count)
     return PreparedTask(ClassificationTask(config), **prepared)

@@ -14,6 +14,11 @@ What it adds:
   mismatched) in the layout the standard GLUE download script writes, and `TsvProcessor`, a
   task described by options (columns by index or header name, TSV or quoted CSV, labels given
   or inferred from the training file) so a user's data set needs no code;
+- multi-label tasks (TsvProcessor's `multi_label`): the label column holds any number of labels
+  joined by a separator (",": `pos,long`; an empty field: none), and `label_ids` is multi-hot
+  [num_labels] (1 for each of the row's labels);
+- texts longer than a record in windows (`doc_stride`), instead of truncated: see
+  `iter_features`;
 - strict reading: a missing file, a row with too few columns, an unknown label or a
   non-numeric regression score raises an InputError naming the file and 1-based line, where
   the original fails later with an IndexError or KeyError traceback;
@@ -63,7 +68,8 @@ class InputExample:
       text_a: the untokenized text of the first sequence (the only one for single-text tasks).
       text_b: the untokenized text of the second sequence of a pair task, else None.
       label: the label (a string from the task's label list), a float score for regression
-        tasks; for test examples a placeholder (the first label, or 0.0).
+        tasks, a tuple of labels (none, one or more) for multi-label tasks; for test examples a
+        placeholder (the first label, 0.0, or no label).
     """
     guid: str
     text_a: str
@@ -86,23 +92,29 @@ class PaddingInputExample:
 class InputFeatures:
     """One example's model inputs (each list max_seq_length long) and its label.
 
-    `label_id` is the label's index in the label list, or the float score for regression.
+    `label_id` is the label's index in the label list, the float score for regression, or
+    the multi-hot list [num_labels] of a multi-label example.
     """
     input_ids: list
     input_mask: list
     segment_ids: list
-    label_id: Union[int, float]
+    label_id: Union[int, float, list]
     is_real_example: bool = True
+    example_id: Optional[int] = None  # windows (doc_stride): the example's index, padding -1
 
     def to_record(self):
         """The original's record features for `bert_tf.data.features.write_examples`.
 
         A float `label_id` (regression) is written as a FloatList, as `classifier_feature_spec(
-        regression=True)` reads it; anything else as Int64List.
+        regression=True)` reads it; anything else as Int64List. A window also holds its
+        `example_id` (not the original's: records without windows do not).
         """
-        return {"input_ids": self.input_ids, "input_mask": self.input_mask,
-                "segment_ids": self.segment_ids, "label_ids": self.label_id,
-                "is_real_example": int(self.is_real_example)}
+        record = {"input_ids": self.input_ids, "input_mask": self.input_mask,
+                  "segment_ids": self.segment_ids, "label_ids": self.label_id,
+                  "is_real_example": int(self.is_real_example)}
+        if self.example_id is not None:
+            record["example_id"] = self.example_id
+        return record
 
 
 def _check_max_seq_length(max_seq_length):
@@ -112,8 +124,21 @@ def _check_max_seq_length(max_seq_length):
         raise argument_error("max_seq_length", f"must be at least 3, got {max_seq_length}")
 
 
-def _label_id(example, label_map, regression):
-    """The label's index in the label list, or the float score of a regression example."""
+def _label_id(example, label_map, regression, multi_label=False):
+    """The label's index in the label list, the float score of a regression example, or the
+    multi-hot list of a multi-label example's labels."""
+    if multi_label:
+        if isinstance(example.label, str) or not isinstance(example.label, (list, tuple, set)):
+            raise InputError(f"example {example.guid!r}: a multi-label example's label is a "
+                             f"list of labels, got {example.label!r}")
+        unknown = [label for label in example.label if label not in label_map]
+        if unknown:
+            raise InputError(f"example {example.guid!r}: label {unknown[0]!r} is not one of "
+                             f"the labels {list(label_map)}")
+        ids = [0] * len(label_map)
+        for label in example.label:
+            ids[label_map[label]] = 1
+        return ids
     if regression:
         try:
             return float(example.label)
@@ -128,7 +153,7 @@ def _label_id(example, label_map, regression):
 
 
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer,
-                           regression=False, log=None):
+                           regression=False, log=None, multi_label=False):
     """Converts one `InputExample` (or `PaddingInputExample`) into `InputFeatures`.
 
     The original's function: the texts packed by `bert_tf.text.packing` (a pair is truncated
@@ -146,33 +171,47 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
         `convert_ids_to_tokens`).
       regression: the label is a float score (STS-B), written as is.
       log: optional callable taking one line of text (e.g. `logging.info`).
+      multi_label: the label is a list of labels, written multi-hot ([num_labels]; a padding
+        example's all 0).
     """
     return _convert_chunk(ex_index, [example], label_list, max_seq_length, tokenizer,
-                          regression, log)[0]
+                          regression, log, multi_label)[0]
 
 
 def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer, regression,
-                   log):
+                   log, multi_label=False, doc_stride=None):
     """`convert_single_example` of consecutive examples, the first at `first_index`: their
-    texts tokenized in one call (`packing.tokenize_all`) and packed in one."""
+    texts tokenized in one call (`packing.text_ids`) and packed in one; with `doc_stride`, the
+    windows of each (`_long_text_windows`), each feature holding its example's index."""
     _check_max_seq_length(max_seq_length)
     label_map = None if regression else {label: i for i, label in enumerate(label_list)}
     real = [i for i, example in enumerate(examples)
             if not isinstance(example, PaddingInputExample)]
-    label_ids = {i: _label_id(examples[i], label_map, regression) for i in real}
-    packed = packing.pack_texts(tokenizer, [examples[i].text_a for i in real],
-                                [examples[i].text_b for i in real],
-                                max_seq_length=max_seq_length)
+    label_ids = {i: _label_id(examples[i], label_map, regression, multi_label) for i in real}
+    ids_a, ids_b = packing.text_ids(tokenizer, [examples[i].text_a for i in real],
+                                    [examples[i].text_b for i in real])
+    cls_id, sep_id = packing.special_ids(tokenizer)
+    packed = packing.pack_lists(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=cls_id,
+                                sep_id=sep_id)
+    windows = {} if doc_stride is None else _long_text_windows(
+        packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id, sep_id)
     row_of = {i: row for row, i in enumerate(real)}
     zeros = [0] * max_seq_length
     result = []
     for i, example in enumerate(examples):
         if i not in row_of:
             result.append(InputFeatures(input_ids=zeros, input_mask=zeros, segment_ids=zeros,
-                                        label_id=0.0 if regression else 0,
-                                        is_real_example=False))
+                                        label_id=(0.0 if regression else
+                                                  [0] * len(label_list) if multi_label else 0),
+                                        is_real_example=False,
+                                        example_id=None if doc_stride is None else -1))
             continue
-        inputs = {name: packed[name][row_of[i]].tolist() for name in packing.INPUT_NAMES}
+        row = row_of[i]
+        inputs = {name: packed[name][row].tolist() for name in packing.INPUT_NAMES}
+        if doc_stride is not None:
+            result.extend(InputFeatures(**window, label_id=label_ids[i], is_real_example=True,
+                                        example_id=first_index + i)
+                          for window in windows.get(row, [inputs]))
         if log is not None and first_index + i < 5:
             log("*** Example ***")
             log(f"guid: {example.guid}")
@@ -181,40 +220,113 @@ def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer,
             for name in packing.INPUT_NAMES:
                 log(f"{name}: " + " ".join(map(str, inputs[name])))
             log(f"label: {example.label} (id = {label_ids[i]})")
-        result.append(InputFeatures(**inputs, label_id=label_ids[i], is_real_example=True))
+            if doc_stride is not None:
+                log(f"windows: {len(windows.get(row, [inputs]))}")
+        if doc_stride is None:
+            result.append(InputFeatures(**inputs, label_id=label_ids[i], is_real_example=True))
     return result
 
 
-def iter_features(examples, label_list, max_seq_length, tokenizer, regression=False, log=None):
+def check_doc_stride(doc_stride, max_seq_length):
+    """A stride that moves each window on by at least a piece, and less than a single text's
+    window (max_seq_length - 2 pieces), so that windows overlap."""
+    if doc_stride is not None and not 1 <= doc_stride < max_seq_length - 2:
+        raise argument_error("doc_stride", f"must be at least 1 and less than the window, "
+                                           f"max_seq_length - 2 = {max_seq_length - 2} pieces, "
+                                           f"got {doc_stride}")
+
+
+def _long_text_windows(packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id, sep_id):
+    """{row: the model inputs of its windows} of the rows whose packing (`packed`, the
+    original's truncation) left pieces out; the others are their packed row alone.
+
+    A single text: windows of max_seq_length - 2 pieces. A pair: the first text keeps what the
+    original's truncation keeps of it (read off its packed row: its segment-0 pieces), and the
+    second is split into windows of the room left, max_seq_length - 3 - that. Windows start
+    `doc_stride` pieces apart, as run_squad's over a context (`squad_data.doc_spans`: by the
+    window's length instead when that is shorter, so no piece is skipped); the first window is
+    the truncated packing itself. Each is packed by `packing.pack_lists`, a pair with
+    truncate="second": `[CLS] a [SEP] window [SEP]`."""
+    from bert_tf.tasks.squad_data import doc_spans
+
+    parts_a, parts_b, owners = [], [], []
+    for row, pieces_a in enumerate(ids_a):
+        pieces_b = ids_b[row] if ids_b is not None else None
+        if pieces_b:  # a pair (a second text without pieces packs as a single text)
+            first = (packed["segment_ids"][row] == 0) & (packed["input_mask"][row] == 1)
+            kept_a = int(first.sum()) - 2
+            room = max_seq_length - 3 - kept_a
+            if len(pieces_b) <= room or room < 1:
+                continue
+            for span in doc_spans(len(pieces_b), room, doc_stride):
+                parts_a.append(pieces_a[:kept_a])
+                parts_b.append(pieces_b[span.start:span.start + span.length])
+                owners.append(row)
+        elif len(pieces_a) > max_seq_length - 2:
+            for span in doc_spans(len(pieces_a), max_seq_length - 2, doc_stride):
+                parts_a.append(pieces_a[span.start:span.start + span.length])
+                parts_b.append(None)
+                owners.append(row)
+    windows = {}
+    if not owners:
+        return windows
+    inputs = packing.pack_lists(parts_a, parts_b, max_seq_length=max_seq_length, cls_id=cls_id,
+                                sep_id=sep_id, truncate="second")
+    for index, row in enumerate(owners):
+        windows.setdefault(row, []).append(
+            {name: inputs[name][index].tolist() for name in packing.INPUT_NAMES})
+    return windows
+
+
+def iter_features(examples, label_list, max_seq_length, tokenizer, regression=False, log=None,
+                  multi_label=False, doc_stride=None):
     """Yields `convert_single_example` of each example, in order, converting a few thousand
     examples at a time (one tokenizer call for their texts with FastTokenizer's
     `tokenize_batch`, which is where its speed comes from: measured 2.4x FullTokenizer's on
-    QNLI's long texts, the same on SST-2's short ones; and one packing call)."""
+    QNLI's long texts, the same on SST-2's short ones; and one packing call).
+
+    With `doc_stride` (not the original's), an example whose texts do not fit is not
+    truncated but split into windows (`_long_text_windows`: a single text's pieces, or a
+    pair's second text), consecutive features that each hold the example's index in
+    `examples` (`example_id`; a padding example's -1); an example that fits is one feature,
+    the original's, with its example_id.
+    """
+    check_doc_stride(doc_stride, max_seq_length)
     examples = list(examples)
     for start in range(0, len(examples), _BATCH_TOKENIZE_CHUNK):
         yield from _convert_chunk(start, examples[start:start + _BATCH_TOKENIZE_CHUNK],
-                                  label_list, max_seq_length, tokenizer, regression, log)
+                                  label_list, max_seq_length, tokenizer, regression, log,
+                                  multi_label, doc_stride)
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
-                                 regression=False, log=None):
-    """The original's `convert_examples_to_features`: a list of `InputFeatures`."""
-    return list(iter_features(examples, label_list, max_seq_length, tokenizer, regression, log))
+                                 regression=False, log=None, multi_label=False, doc_stride=None):
+    """The original's `convert_examples_to_features`: a list of `InputFeatures` (windows with
+    `doc_stride`: see `iter_features`)."""
+    return list(iter_features(examples, label_list, max_seq_length, tokenizer, regression, log,
+                              multi_label, doc_stride))
 
 
 def write_classifier_records(examples, label_list, max_seq_length, tokenizer, output_file,
-                             regression=False, log=None):
+                             regression=False, log=None, multi_label=False):
     """The original's `file_based_convert_examples_to_features`: one tf.train.Example each.
 
     Features `input_ids`, `input_mask`, `segment_ids` [max_seq_length], `label_ids` [1] (int64,
-    float for regression) and `is_real_example` [1], as `features.classifier_feature_spec`
-    reads them. The file is written under a temporary name and renamed when complete, so a
-    killed run leaves no partial file to be taken for a finished one. Returns the number of
-    records written.
+    float for regression; multi-label: [num_labels] multi-hot) and `is_real_example` [1], as
+    `features.classifier_feature_spec` reads them. The file is written under a temporary name
+    and renamed when complete, so a killed run leaves no partial file to be taken for a
+    finished one. Returns the number of records written.
     """
     records = (f.to_record() for f in
-               iter_features(examples, label_list, max_seq_length, tokenizer, regression, log))
+               iter_features(examples, label_list, max_seq_length, tokenizer, regression, log,
+                             multi_label))
     return features.write_examples(output_file, records)
+
+
+def write_features(input_features, output_file):
+    """Writes InputFeatures (e.g. `iter_features`' windows) as `write_classifier_records`
+    writes its examples' (atomically). Returns the number of records written."""
+    return features.write_examples(output_file, (f.to_record() for f in input_features))
 
 
 def pad_examples(examples, batch_size):
@@ -296,6 +408,7 @@ class FileLayout:
     label_aliases: tuple = ()  # (file's label, the label it means) pairs
     strip_labels: bool = False  # " pos" is "pos" (user files; GLUE labels are used as is)
     delimiter: str = "\t"
+    label_separator: Optional[str] = None  # multi-label: the labels of a row joined by this
 
     @property
     def columns_needed(self):
@@ -303,9 +416,18 @@ class FileLayout:
         return max(c + 1 if c >= 0 else -c for c in used)
 
 
-def _parse_label(path, line_number, value, labels, regression):
+def _parse_label(path, line_number, value, labels, regression, label_separator=None):
     """A row's label, checked: a finite float for regression, else a member of `labels`
-    (None: not checked, when the labels are being inferred)."""
+    (None: not checked, when the labels are being inferred); with `label_separator` (multi-label)
+    a tuple of such labels, in the row's order, each once (pieces stripped of spaces, empty
+    pieces ignored: "a, b," is ("a", "b"), "" none)."""
+    if label_separator is not None:
+        parsed = []
+        for piece in value.split(label_separator):
+            piece = piece.strip()
+            if piece and piece not in parsed:
+                parsed.append(_parse_label(path, line_number, piece, labels, False))
+        return tuple(parsed)
     if regression:
         try:
             score = float(value)
@@ -336,6 +458,8 @@ def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=No
     expected = f"expected {needed} or more {_delimiter_name(layout.delimiter)} fields"
     if layout.label is not None:
         placeholder = None
+    elif layout.label_separator is not None:
+        placeholder = ()  # multi-label: no label
     else:
         placeholder = 0.0 if regression else (labels[0] if labels else None)
     aliases = dict(layout.label_aliases)
@@ -358,7 +482,7 @@ def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=No
             if layout.strip_labels:
                 label = label.strip()
             label = _parse_label(path, line_number, aliases.get(label, label), labels,
-                                 regression)
+                                 regression, layout.label_separator)
         examples.append(InputExample(guid=f"{layout.set_type}-{row_id}",
                                      text_a=convert_to_unicode(row[layout.text_a]),
                                      text_b=text_b, label=label))
@@ -376,9 +500,10 @@ class DataProcessor:
     `get_{train,dev,test}_examples(data_dir)` return lists of InputExamples;
     `get_labels(data_dir=None)` the label list (None for regression tasks, whose
     `is_regression` is True; a processor whose labels come from its training file reads them
-    from data_dir).
+    from data_dir). A multi-label task's (`is_multi_label`) examples carry tuples of labels.
     """
     is_regression = False
+    is_multi_label = False
     file_names = {}  # {"train"|"dev"|"test": file name}: of a processor of the user's files
 
     def get_train_examples(self, data_dir):
@@ -589,6 +714,10 @@ class TsvProcessor(DataProcessor):
         (CSV, with "..." quoting; a quoted field may span lines).
       regression: labels are float scores (there is no label list).
       train_file, dev_file, test_file: file names in the data directory.
+      multi_label: the label column holds the row's labels (none, one or more) joined by
+        `label_separator` ("pos,long"); examples carry tuples of labels; a test example
+        carries no label.
+      label_separator: what joins a multi-label row's labels (default ",").
     Labels are stripped of surrounding spaces. Guids are "<train|dev|test>-<row index>", the
     header counting as row 0 (as the original's GLUE processors count).
     """
@@ -596,7 +725,8 @@ class TsvProcessor(DataProcessor):
 
     def __init__(self, text_a_column=None, text_b_column=None, label_column=None,
                  label_list=None, skip_header=False, delimiter="\t", regression=False,
-                 train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv"):
+                 train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv",
+                 multi_label=False, label_separator=","):
         if delimiter not in _DELIMITERS:
             raise argument_error("delimiter",
                                  f"must be a tab (\\t) or a comma, got {delimiter!r}")
@@ -621,6 +751,21 @@ class TsvProcessor(DataProcessor):
         duplicates = sorted({label for label in label_list if label_list.count(label) > 1})
         if duplicates:
             raise argument_error("label_list", f"lists {duplicates} more than once")
+        self.is_multi_label = bool(multi_label)
+        self.label_separator = label_separator if self.is_multi_label else None
+        if self.is_multi_label:
+            if self.is_regression:
+                raise argument_error("multi_label", f"cannot be a regression task "
+                                                    f"({arg('regression')})")
+            if not label_separator or not label_separator.strip():
+                raise argument_error("label_separator",
+                                     f"must be a visible character or string, got "
+                                     f"{label_separator!r}")
+            joined = [label for label in label_list if label_separator in label]
+            if joined:
+                raise argument_error("label_list", f"label {joined[0]!r} holds the "
+                                                   f"{arg('label_separator')} "
+                                                   f"{label_separator!r}")
         self._labels = label_list or None  # inferred from the training file when None
         self.file_names = {"train": train_file, "dev": dev_file, "test": test_file}
 
@@ -641,7 +786,14 @@ class TsvProcessor(DataProcessor):
     def get_train_examples(self, data_dir):
         examples = self._read_split(data_dir, "train")
         if self._labels is None and not self.is_regression:
-            self._labels = sorted({example.label for example in examples})
+            if self.is_multi_label:
+                self._labels = sorted({label for example in examples for label in example.label})
+                if not self._labels:
+                    path = os.path.join(os.fspath(data_dir), self.file_names["train"])
+                    raise file_error(path, f"has no label in any row to infer the labels from; "
+                                           f"give them ({arg('label_list')})")
+            else:
+                self._labels = sorted({example.label for example in examples})
         return examples
 
     def get_dev_examples(self, data_dir):
@@ -687,7 +839,7 @@ class TsvProcessor(DataProcessor):
         text_b = None if self.columns["text_b_column"] is None else index("text_b_column")
         return FileLayout(self.file_names[split], split, self.has_header,
                           index("text_a_column"), text_b, label, strip_labels=True,
-                          delimiter=self.delimiter)
+                          delimiter=self.delimiter, label_separator=self.label_separator)
 
     def _read_split(self, data_dir, split):
         path = os.path.join(os.fspath(data_dir), self.file_names[split])

@@ -4,6 +4,12 @@
   `pearson` / `spearman` (STS-B). Each gives what scikit-learn's `accuracy_score`, `f1_score`,
   `matthews_corrcoef` and scipy's `pearsonr`, `spearmanr` give on the same rows; they are here so
   that fine-tuning needs neither package at run time.
+- Per class: `confusion_matrix` and `per_class_scores` (scikit-learn's `confusion_matrix` and
+  `precision_recall_fscore_support` with every class listed).
+- Multi-label (multi-hot [examples, labels] arrays): `multi_label_counts`
+  (`multilabel_confusion_matrix`), `multi_label_scores` (per-label
+  `precision_recall_fscore_support`, `f1_score(average="micro"/"macro")`, `accuracy_score`:
+  the subset accuracy).
 - NER: `conll_entity_scores`, the entity-level precision, recall and F1 of conlleval.pl (and of
   seqeval's default, non-strict mode), overall (micro) and per entity type.
 
@@ -142,6 +148,92 @@ def spearman(x, y, weights=None):
     (scipy.stats.spearmanr), STS-B's second metric."""
     x, y = _real_rows(weights, x, y)
     return _pearson_of(average_ranks(x), average_ranks(y))
+
+
+def _ratios(numerators, denominators):
+    """Element-wise numerators / denominators, 0 where a denominator is 0 (as `_ratio`)."""
+    numerators = np.asarray(numerators, np.float64)
+    denominators = np.asarray(denominators, np.float64)
+    return np.divide(numerators, denominators, out=np.zeros_like(numerators),
+                     where=denominators != 0)
+
+
+def _class_ids(name, values, num_classes):
+    if values.size and (not np.issubdtype(values.dtype, np.integer) or values.min() < 0
+                        or values.max() >= num_classes):
+        raise ValueError(f"{name} must be class ids in [0, {num_classes}), got "
+                         f"{np.unique(values)}")
+    return values
+
+
+def confusion_matrix(labels, predictions, num_classes, weights=None):
+    """[num_classes, num_classes] int64 counts of the real examples: row = true class, column
+    = predicted class (scikit-learn's `confusion_matrix(labels=range(num_classes))`)."""
+    labels, predictions = _real_rows(weights, labels, predictions)
+    matrix = np.zeros((num_classes, num_classes), dtype=np.int64)
+    np.add.at(matrix, (_class_ids("labels", labels, num_classes),
+                       _class_ids("predictions", predictions, num_classes)), 1)
+    return matrix
+
+
+def scores_from_counts(true_positives, num_predicted, num_true):
+    """{"precision", "recall", "f1"}: float64 arrays from per-class counts, 0 where a
+    denominator is 0 (scikit-learn's zero_division=0)."""
+    true_positives = np.asarray(true_positives, np.float64)
+    precision = _ratios(true_positives, num_predicted)
+    recall = _ratios(true_positives, num_true)
+    return {"precision": precision, "recall": recall,
+            "f1": _ratios(2 * precision * recall, precision + recall)}
+
+
+def per_class_scores(labels, predictions, num_classes, weights=None):
+    """Precision, recall and F1 of each class 0 .. num_classes - 1 over the real examples, and
+    its support (true examples): {"precision", "recall", "f1", "support"}, arrays
+    [num_classes] (scikit-learn's `precision_recall_fscore_support(labels=range(num_classes),
+    zero_division=0)`; a class never predicted has precision 0, never true recall 0)."""
+    matrix = confusion_matrix(labels, predictions, num_classes, weights)
+    return dict(scores_from_counts(np.diag(matrix), matrix.sum(axis=0), matrix.sum(axis=1)),
+                support=matrix.sum(axis=1))
+
+
+def multi_label_counts(labels, predictions, weights=None):
+    """Per label, over the real examples of multi-hot [N, num_labels] `labels` and
+    `predictions`: {"true_positives", "false_positives", "false_negatives",
+    "true_negatives"}, int64 arrays [num_labels] (scikit-learn's
+    `multilabel_confusion_matrix`)."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    if labels.ndim != 2 or labels.shape != predictions.shape:
+        raise ValueError(f"expected multi-hot arrays of one shape [examples, labels], got "
+                         f"shapes {labels.shape} and {predictions.shape}")
+    for name, values in (("labels", labels), ("predictions", predictions)):
+        if not np.all((values == 0) | (values == 1)):
+            raise ValueError(f"{name} must be multi-hot (0 or 1), got {np.unique(values)}")
+    (real,) = _real_rows(weights, np.arange(len(labels)))
+    true, predicted = labels[real] == 1, predictions[real] == 1
+    return {"true_positives": np.sum(true & predicted, axis=0),
+            "false_positives": np.sum(~true & predicted, axis=0),
+            "false_negatives": np.sum(true & ~predicted, axis=0),
+            "true_negatives": np.sum(~true & ~predicted, axis=0)}
+
+
+def multi_label_scores(labels, predictions, weights=None):
+    """Multi-label scores of the real examples of multi-hot [N, num_labels] arrays:
+    "precision", "recall", "f1", "support" per label (arrays [num_labels]); "micro_precision",
+    "micro_recall", "micro_f1" (every label's counts summed); "macro_f1" (the mean of the
+    labels' F1, a label never true nor predicted counting 0, as scikit-learn with
+    zero_division=0); "subset_accuracy" (the fraction of examples whose every label is
+    right)."""
+    counts = multi_label_counts(labels, predictions, weights)
+    true_positives = counts["true_positives"]
+    num_predicted = true_positives + counts["false_positives"]
+    num_true = true_positives + counts["false_negatives"]
+    per_label = scores_from_counts(true_positives, num_predicted, num_true)
+    micro = scores_from_counts(true_positives.sum(), num_predicted.sum(), num_true.sum())
+    (real,) = _real_rows(weights, np.arange(len(labels)))
+    exact = np.all(np.asarray(labels)[real] == np.asarray(predictions)[real], axis=1)
+    return dict(per_label, support=num_true,
+                **{f"micro_{name}": float(value) for name, value in micro.items()},
+                macro_f1=float(np.mean(per_label["f1"])), subset_accuracy=float(np.mean(exact)))
 
 
 # ---------------------------------------------------------------------------------------------

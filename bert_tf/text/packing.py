@@ -158,10 +158,10 @@ def special_ids(tokenizer):
     return cls_id, sep_id
 
 
-def pack_texts(tokenizer, texts_a, texts_b=None, *, max_seq_length):
-    """The original's convert_single_example inputs of texts (and pairs; a false text_b, as
-    None or "", makes a single text): tokenized by `tokenizer` (`tokenize_all`) and packed by
-    `pack`. Returns {name: int32 numpy [len(texts_a), max_seq_length]}."""
+def text_ids(tokenizer, texts_a, texts_b=None):
+    """(ids_a, ids_b): each text's piece ids, tokenized by `tokenizer` (`tokenize_all`, one
+    call for all); ids_b None without second texts, else a list with None where a text_b is
+    false (None or ""), which `pack_lists` packs as a single text."""
     texts_a = list(texts_a)
     seconds = None if texts_b is None else [i for i, text in enumerate(texts_b) if text]
     pieces = tokenize_all(tokenizer, texts_a + [texts_b[i] for i in seconds or ()])
@@ -171,6 +171,14 @@ def pack_texts(tokenizer, texts_a, texts_b=None, *, max_seq_length):
         ids_b = [None] * len(texts_a)
         for i, p in zip(seconds, pieces[len(texts_a):]):
             ids_b[i] = tokenizer.convert_tokens_to_ids(p)
+    return ids_a, ids_b
+
+
+def pack_texts(tokenizer, texts_a, texts_b=None, *, max_seq_length):
+    """The original's convert_single_example inputs of texts (and pairs; a false text_b, as
+    None or "", makes a single text): tokenized by `tokenizer` (`text_ids`) and packed by
+    `pack`. Returns {name: int32 numpy [len(texts_a), max_seq_length]}."""
+    ids_a, ids_b = text_ids(tokenizer, texts_a, texts_b)
     cls_id, sep_id = special_ids(tokenizer)
     return pack_lists(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=cls_id,
                       sep_id=sep_id)
