@@ -36,7 +36,7 @@ flags.DEFINE_integer("max_seq_length", 128,
                      "The maximum total input length in WordPiece tokens; longer sentences are "
                      "split into overlapping windows.")
 flags.DEFINE_integer("doc_stride", None, "Pieces between the starts of a long sentence's "
-                     "windows (default: half a window).")
+                     "windows (default: half a window); less than the window, max_seq_length - 2.")
 flags.DEFINE_list("label_list", None, "The tags, comma-separated, in output order (default: "
                   "the training file's, \"O\" first; required to predict without training data).")
 flags.DEFINE_enum("tag_scheme", "IOB2", ["IOB2", "IOB1", "IOBES"],

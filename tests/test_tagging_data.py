@@ -23,8 +23,8 @@ CONLL_SENTENCES = {"train.txt": 14041, "valid.txt": 3250, "test.txt": 3453}  # t
 CONLL_LABELS = ["O", "B-LOC", "B-MISC", "B-ORG", "B-PER", "I-LOC", "I-MISC", "I-ORG", "I-PER"]
 
 # (max_seq_length, doc_stride): 8 cuts the longest words (11 pieces), 16 makes windows in most
-# sentences, 128 in only the longest; strides of 1 piece and of more than a window.
-WINDOW_SETTINGS = [(8, None), (16, None), (16, 1), (16, 100), (128, None)]
+# sentences, 128 in only the longest; strides of 1 piece and of all but one piece of a window.
+WINDOW_SETTINGS = [(8, None), (16, None), (16, 1), (16, 13), (128, None)]
 
 
 @pytest.fixture(scope="module")
@@ -261,9 +261,11 @@ def test_conversion_errors(tokenizer):
             [(["a", "cat"], ["O", "B-ANIMAL"])], CONLL_LABELS, 8, tokenizer)
     with pytest.raises(InputError, match="^max_seq_length: must be at least 3"):
         tagging_data.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 2, tokenizer)
-    with pytest.raises(InputError, match="^doc_stride: must be at least 1"):
-        tagging_data.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 8, tokenizer,
-                                                   doc_stride=0)
+    for stride in (0, 6, 7):  # a window of 8 - 2 pieces: the stride must be in [1, 6)
+        with pytest.raises(InputError, match="^doc_stride: must be at least 1 and less than "
+                                             "the window, max_seq_length - 2 = 6 pieces"):
+            tagging_data.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 8,
+                                                       tokenizer, doc_stride=stride)
 
 
 def test_unknown_tag_names_file_and_line(tmp_path, tokenizer):

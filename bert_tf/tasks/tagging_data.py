@@ -25,6 +25,7 @@ import dataclasses
 
 from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.data.features import write_examples
+from bert_tf.tasks.classifier_data import check_doc_stride
 from bert_tf.io_utils import atomic_open, open_input
 from bert_tf.text import packing
 
@@ -313,10 +314,9 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     if max_seq_length < 3:
         raise argument_error("max_seq_length", f"must be at least 3 ([CLS], a piece, [SEP]), "
                                                f"got {max_seq_length}")
+    check_doc_stride(doc_stride, max_seq_length)  # a given stride: windows must overlap
     if doc_stride is None:
         doc_stride = max(1, (max_seq_length - 2) // 2)
-    if doc_stride < 1:
-        raise argument_error("doc_stride", f"must be at least 1, got {doc_stride}")
     label_map = {label: index for index, label in enumerate(label_list)}
     where = sentences.where if isinstance(sentences, ConllSentences) else None
     windows = []
