@@ -1,0 +1,155 @@
+"""int8 serving (bert_tf.model.quantization, export --quantization=int8) against float32.
+
+Oracles: numpy's float32 matmul for one quantized dense layer (the error bound that int8
+weights and inputs allow); and, end to end, the float32 SavedModel of the same weights on real
+GLUE dev text: the all-MiniLM-L6-v2 encoder with a linear head fitted to 512 SST-2 training
+sentences (logistic regression on the pooled outputs, scikit-learn), so that its decisions
+mean something (64% on SST-2 dev: the untrained pooler of a sentence-embedding model; the
+probe's weights make it sensitive, which is the point). The int8 export's probabilities stay
+within 0.2 of float32's (measured: at most 0.13, 0.03 on average), its argmax is the same
+wherever float32's two probabilities are more than 0.25 apart (measured: the flips are within
+0.14), and its accuracy on the sample is within 2 points of float32's (measured: +0.8). The
+accuracy of int8 after fine-tuning, on the whole MRPC and SST-2 dev sets, is measured by
+bench/bench_int8_accuracy.py (docs/export.md). Bad flag values are one error line each."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_tf.model import quantization
+
+pytestmark = pytest.mark.skipif(not quantization.available(),
+                                reason="this TensorFlow has no oneDNN _QuantizedMatMul")
+
+
+def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
+    from bert_tf.model.layers import Dense
+
+    rng = np.random.RandomState(0)
+    x = rng.normal(0, 1, (37, 384)).astype(np.float32)
+    for activation in (None, "gelu", "gelu_exact", "tanh"):
+        layer = Dense(1536, 384, activation)
+        layer.build()
+        layer.bias.assign(rng.normal(0, 0.1, 1536).astype(np.float32))
+        expected = layer(x).numpy()
+        kernel = layer.kernel.numpy()
+        layer.quantize("int8")
+        assert layer.kernel_int8.dtype == "int8" and not hasattr(layer, "kernel")
+        np.testing.assert_allclose(layer.kernel_int8.numpy() * layer.kernel_scale.numpy(),
+                                   kernel, atol=float(np.abs(kernel).max()) / 254 + 1e-7)
+        got = tf.function(lambda x: layer(x))(x).numpy()  # in a graph, as served
+        eager = layer(x).numpy()
+        # int8 inputs (scale max|x| / 127) and weights: about 1% of the output's spread.
+        spread = float(np.abs(expected).max())
+        assert np.abs(got - expected).max() < 0.02 * spread, activation
+        np.testing.assert_allclose(eager, got, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="already quantized"):
+        layer.quantize("int8")
+    other = Dense(4, 4)
+    other.build()
+    with pytest.raises(NotImplementedError, match="int8 only"):
+        other.quantize("int4")
+
+
+@pytest.fixture(scope="module")
+def exports(tmp_path_factory, shared_data):
+    """MiniLM-L6 with a fitted linear head, exported as float32 and as int8; GLUE dev text."""
+    import sys
+
+    import keras
+    from sklearn.linear_model import LogisticRegression
+
+    from bert_tf import api
+    from bert_tf.model.checkpoints import hf_directory_files
+    from bert_tf.serving import export
+    from bert_tf.tasks import classifier_data
+    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
+    from conftest import PROJECT_ROOT
+
+    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
+    from bench_finetuning import minilm_dir, write_init_dir
+
+    root = tmp_path_factory.mktemp("int8")
+    init = write_init_dir(minilm_dir(), str(root / "init"))
+    config, vocab_file, _ = hf_directory_files(init)
+    task = ClassificationTask(ClassificationConfig(bert_config=config, max_seq_length=128,
+                                                   labels=["negative", "positive"]))
+    keras.utils.set_random_seed(0)
+    model = task.build_model()
+    task.initialize(model, init, log=lambda message: None)
+    sst = classifier_data.get_processor("SST-2")
+    train = sst.get_train_examples(shared_data / "glue_data" / "SST-2")[:512]
+    tokenizer = api.load_tokenizer(vocab_file)
+    inputs = api.encode(tokenizer, [e.text_a for e in train], max_seq_length=64)
+    pooled = np.concatenate([model({k: v[i:i + 64] for k, v in inputs.items()},
+                                   training=False)["pooled_output"].numpy()
+                             for i in range(0, len(train), 64)])
+    probe = LogisticRegression(C=10.0, max_iter=2000).fit(
+        pooled, [int(e.label) for e in train])
+    head = model.classifier.projection
+    head.output_weights.assign(np.stack([-probe.coef_[0], probe.coef_[0]]) / 2)
+    head.output_bias.assign(np.array([-probe.intercept_[0], probe.intercept_[0]]) / 2)
+    paths = {q: export.save(task, model, str(root / q), vocab_file, True,
+                            log=lambda message: None, quantization=q)
+             for q in ("none", "int8")}
+    dev = sst.get_dev_examples(shared_data / "glue_data" / "SST-2")[:256]
+    mrpc = classifier_data.get_processor("MRPC").get_dev_examples(
+        shared_data / "glue_data" / "MRPC")[:96]
+    return {"paths": paths, "sst": dev, "mrpc": mrpc}
+
+
+def _serve(path, texts, pairs=False):
+    signatures = tf.saved_model.load(path).signatures
+    out = []
+    for i in range(0, len(texts), 32):
+        batch = texts[i:i + 32]
+        if pairs:
+            served = signatures["serve_text_pair"](text_a=tf.constant([a for a, _ in batch]),
+                                                   text_b=tf.constant([b for _, b in batch]))
+        else:
+            served = signatures["serve_text"](text=tf.constant(batch))
+        out.append(served["probabilities"].numpy())
+    return np.concatenate(out)
+
+
+def test_the_int8_export_decides_as_the_float32_one(exports):
+    sst, mrpc = exports["sst"], exports["mrpc"]
+    for texts, pairs, labels in (([e.text_a for e in sst], False, [int(e.label) for e in sst]),
+                                 ([(e.text_a, e.text_b) for e in mrpc], True, None)):
+        fp32 = _serve(exports["paths"]["none"], texts, pairs)
+        int8 = _serve(exports["paths"]["int8"], texts, pairs)
+        assert np.abs(int8 - fp32).max() < 0.2
+        clear = np.abs(fp32[:, 1] - fp32[:, 0]) > 0.25
+        assert clear.mean() > 0.3
+        np.testing.assert_array_equal(int8.argmax(1)[clear], fp32.argmax(1)[clear])
+        if labels is not None:
+            accuracy = {name: np.mean(p.argmax(1) == labels) for name, p in
+                        (("fp32", fp32), ("int8", int8))}
+            assert accuracy["fp32"] > 0.6, accuracy  # the probe learned something
+            assert abs(accuracy["int8"] - accuracy["fp32"]) <= 0.02, accuracy
+
+
+def test_the_int8_export_says_so_in_its_marker(exports):
+    import json
+    for quantization_mode, path in exports["paths"].items():
+        marker = json.loads(open(os.path.join(path, "assets", "bert_tf_export.json")).read())
+        assert marker["quantization"] == quantization_mode
+    # int8 weights: the transformer layers' dense kernels are int8 variables.
+    variables = tf.saved_model.load(exports["paths"]["int8"]).model_variables
+    assert sum(v.dtype == tf.int8 for v in variables) == 6 * 3  # QKV, attention out, intermediate
+
+
+def test_an_unknown_quantization_is_refused(tmp_path):
+    from bert_tf.errors import InputError
+    from bert_tf.model.config import BertConfig
+    from bert_tf.serving import export
+    from bert_tf.tasks.encoder import EncoderTask
+    from bert_tf.tasks.base import TaskConfig
+
+    config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=16)
+    task = EncoderTask(TaskConfig(bert_config=config))
+    with pytest.raises(InputError, match="^quantization: must be one of none, int8, got 'int4'"):
+        export.save(task, task.build_model(), str(tmp_path / "out"), quantization="int4")
+    assert not (tmp_path / "out").exists()
