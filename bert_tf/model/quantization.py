@@ -2,11 +2,11 @@
 
 `quantize(model)` turns the model's transformer dense layers into int8 ones (each layer's
 `quantize("int8")`, Keras 3's method name: `bert_tf.model.layers.Dense` and the QKV projection
-of `BertSelfAttention`). Such a layer keeps its kernel as int8 with one float32 scale per output unit (symmetric,
-round(kernel / scale), scale = max |kernel column| / 127) and, when called, quantizes its input
-to int8 with one scale for the whole tensor (max |x| / 127, computed on the fly: "dynamic"
-quantization, as ONNX Runtime's quantize_dynamic), then multiplies int8 by int8 and dequantizes
-in one oneDNN kernel with the bias (and GELU) fused (`quantized_dense`).
+of `BertSelfAttention`). Such a layer keeps its kernel as int8 with one float32 scale per output
+unit (symmetric, round(kernel / scale), scale = max |kernel column| / 127) and, when called,
+quantizes its input to int8 with one scale for the whole tensor (max |x| / 127, computed on the
+fly: "dynamic" quantization, as ONNX Runtime's quantize_dynamic), then multiplies int8 by int8
+and dequantizes in one oneDNN kernel with the bias (and GELU) fused (`quantized_dense`).
 
 Why this op: in TensorFlow 2.21 on an AVX-512 VNNI CPU, measured on MiniLM-L6's dense shapes
 (bench/bench_serving.py's notes), oneDNN's `_QuantizedMatMul` runs 3.2-3.7x the float32 matmul
