@@ -15,7 +15,7 @@ vocabulary and the config as assets. --init_checkpoint is any checkpoint the com
 sentence-transformers directory, --normalize_embeddings and --max_seq_length default to what
 it declares (its embeddings, served from strings):
 
-    python -m run.export_savedmodel --init_checkpoint=all-MiniLM-L6-v2 --task=encoder \
+    python -m run.export_savedmodel --init_checkpoint=all-MiniLM-L6-v2 --task=encoder \\
         --pooling=mean --export_dir=minilm_embedder
 """
 from absl import flags

@@ -19,7 +19,7 @@ ends in .npy, a float32 [lines, dim] array; --normalize_embeddings divides each 
 norm. For a sentence-transformers directory (all-MiniLM-L6-v2, ...), --normalize_embeddings
 and --max_seq_length default to what it declares, which gives its own embeddings:
 
-    python -m run.extract_features --input_file=sentences.txt --output_file=embeddings.npy \
+    python -m run.extract_features --input_file=sentences.txt --output_file=embeddings.npy \\
       --init_checkpoint=all-MiniLM-L6-v2 --pooling=mean
 
 The work is a task on the runner, as every run_* command line: `FeatureExtractionTask`
