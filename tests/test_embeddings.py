@@ -269,5 +269,10 @@ def test_minilm_mean_pooling_equals_sentence_transformers(shared_data, tmp_path)
     assert ours.shape == theirs.shape == (32, 384)
     np.testing.assert_allclose(np.linalg.norm(theirs, axis=1), 1.0, atol=1e-5)  # normalized
     assert np.abs(ours - theirs).max() < 1e-5
+    # The Python API, with the directory's defaults too.
+    from bert_tf import api
+    embedder = api.load_embedder(directory)
+    assert (embedder.normalize, embedder.max_seq_length) == (True, 256)
+    assert np.abs(embedder.embed(sentences, batch_size=16) - theirs).max() < 1e-5
     # Different sentences, different embeddings (the comparison is not of constants).
     assert np.abs(theirs[0] - theirs[1]).max() > 0.05

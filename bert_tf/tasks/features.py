@@ -21,6 +21,11 @@ embedding instead of per-token values: the hidden states of the `layer_indexes` 
 `bert_tf.model.pooling.pool` in the graph, optionally L2-normalized. The file is JSONL
 (`embedding_json`: {"linex_index", "embedding"}, values rounded as the original rounds), or a
 float32 [lines, dim] numpy array when `output_file` ends in ".npy" (row i: line i, unrounded).
+Since only a vector per line leaves the model, the model's work dominates, so the pooled path
+spends none on padding: the lines are sorted by length within windows of a few thousand
+(`input_pipeline.SORT_WINDOW_EXAMPLES`) and each batch is cut to its longest line
+(`input_pipeline.trim_to_longest`: padding is masked out of attention and pooling, so the
+vectors are the same up to float rounding); the writer puts them back in line order.
 """
 import collections
 import dataclasses
@@ -205,6 +210,10 @@ class FeatureExtractionTask(EncoderTask):
                 dataset = dataset.batch(global_batch_size, drop_remainder=True).flat_map(slices)
             else:
                 dataset = dataset.batch(per_replica, drop_remainder=True)
+            if self.config.pooling is not None:  # sorted by length (prepare_task): cut padding
+                from bert_tf.data.input_pipeline import trim_to_longest
+                dataset = dataset.map(lambda batch: trim_to_longest(
+                    batch, ("input_ids", "input_mask", "segment_ids"), 1))
             options = tf.data.Options()
             options.experimental_distribute.auto_shard_policy = (
                 tf.data.experimental.AutoShardPolicy.OFF)
@@ -298,8 +307,13 @@ class FeatureExtractionTask(EncoderTask):
         names = [f"layer_output_{j}" for j in range(len(self.config.layer_indexes))]
 
         if write_example is None and self.config.pooling is not None:
+            pending, next_index = {}, [0]  # lines come sorted by length within windows
+
             def write_example(index, batch, k):
-                writer.write(embedding_json(lines[index].unique_id, batch["embedding"][k]))
+                pending[index] = embedding_json(lines[index].unique_id, batch["embedding"][k])
+                while next_index[0] in pending:
+                    writer.write(pending.pop(next_index[0]))
+                    next_index[0] += 1
         elif write_example is None:
             def write_example(index, batch, k):
                 writer.write(feature_json(lines[index], self.config.layer_indexes,
@@ -377,8 +391,27 @@ def prepare_task(bert_config, tokenizer, max_seq_length, *, layer_indexes, predi
         arrays["segment_ids"][k] = feature.input_type_ids
         arrays["position"][k] = k
         lines.append(_Example(feature.unique_id, feature.tokens))
+    if pooling is not None:
+        arrays = _sorted_by_length(arrays, predict_batch_size)
     config = FeatureExtractionConfig(
         bert_config=bert_config, max_seq_length=max_seq_length, layer_indexes=layer_indexes,
         predict_batch_size=predict_batch_size, output_file=output_file, progress=progress,
         pooling=pooling, normalize=normalize, records={"predict": Records((), count)})
     return PreparedTask(FeatureExtractionTask(config, lines, arrays))
+
+
+def _sorted_by_length(arrays, batch_size):
+    """The examples (and padding ones) sorted by length within windows of about
+    SORT_WINDOW_EXAMPLES (a multiple of the batch): batches cut to their longest example then
+    carry little padding, and a writer restoring line order holds one window at most."""
+    import numpy as np
+
+    from bert_tf.data.input_pipeline import SORT_WINDOW_EXAMPLES
+
+    window = max(1, SORT_WINDOW_EXAMPLES // batch_size) * batch_size
+    lengths = arrays["input_mask"].sum(axis=1)
+    if not len(lengths):
+        return arrays
+    order = np.concatenate([start + np.argsort(lengths[start:start + window], kind="stable")
+                            for start in range(0, len(lengths), window)])
+    return {name: value[order] for name, value in arrays.items()}
