@@ -217,3 +217,19 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, corpus, name, flags,
     assert_one_line_error("data_tools.extend_vocab", flags, expected.replace("VOCAB",
                                                                              str(vocab)))
     assert not (tmp_path / "new.txt").exists() and not (tmp_path / "out").exists()
+
+
+def test_append_refuses_a_folder_in_use_before_reading_the_corpus(uncased_vocab, tmp_path):
+    from bert_tf.errors import InputError
+    from bert_tf.model.config import BertConfig
+    from bert_tf.text.vocab_extension import extend_vocab
+    _, checkpoint = write_tiny_checkpoint(tmp_path / "model")
+    for output_dir in (tmp_path / "model", tmp_path / "used"):
+        (tmp_path / "used").mkdir(exist_ok=True)
+        (tmp_path / "used" / "notes.txt").write_text("mine")
+        with pytest.raises(InputError, match=r"^output_dir: .* must be a new or empty folder"):
+            extend_vocab(str(uncased_vocab), [str(tmp_path / "no_corpus.txt")],
+                         str(tmp_path / "new.txt"), mode="append", init_checkpoint=checkpoint,
+                         bert_config=BertConfig.from_dict(TINY), output_dir=str(output_dir))
+    assert sorted(p.name for p in (tmp_path / "used").iterdir()) == ["notes.txt"]
+    assert not (tmp_path / "new.txt").exists()
