@@ -8,7 +8,8 @@
 # lands next to TensorFlow. torch==2.13.0 resolves to the CPU build (2.13.0+cpu, a local wheel
 # here) -- an unpinned `torch`, or a newer release, would pull a multi-GB CUDA build: do not
 # loosen that pin. transformers 5.17.0 needs torch >= 2.5 and Python >= 3.10; Trainer needs
-# accelerate; finetune_real.py's NER comparison scores with seqeval. Idempotent: a venv that
+# accelerate; finetune_real.py's NER comparison scores with seqeval; tests/test_embeddings.py
+# compares sentence embeddings with sentence-transformers' own. Idempotent: a venv that
 # already imports these versions is left as it is; a half-made one is completed.
 set -euo pipefail
 
@@ -21,17 +22,20 @@ PINS=(
   "safetensors>=0.4.3"
   "numpy"
   "seqeval==1.2.2"
+  "sentence-transformers==6.2.0"
 )
 
 check() {
   "$VENV/bin/python" - <<'EOF' 2>/dev/null
-import torch, transformers, accelerate, seqeval
+import torch, transformers, accelerate, seqeval, sentence_transformers
 assert torch.__version__.startswith("2.13.0"), torch.__version__
 assert not torch.cuda.is_available() and torch.version.cuda is None, "not the CPU build"
 assert transformers.__version__ == "5.17.0", transformers.__version__
 from transformers import BertForSequenceClassification, DataCollatorWithPadding, Trainer
 from transformers import BertForTokenClassification, DataCollatorForTokenClassification
 from seqeval.metrics import f1_score
+assert sentence_transformers.__version__ == "6.2.0", sentence_transformers.__version__
+from sentence_transformers import SentenceTransformer
 print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
       f"accelerate {accelerate.__version__}")
 EOF

@@ -275,6 +275,49 @@ def load_classifier(files, labels, max_seq_length=128, multi_label=False, thresh
                       list(labels), max_seq_length, multi_label, threshold)
 
 
+@dataclasses.dataclass
+class Embedder:
+    """Sentence embeddings of raw strings: an encoder's last layer pooled over each text's
+    real tokens (`bert_tf.model.pooling.pool`, as extract_features --pooling and the export's
+    embed_text; the task is EncoderTask's)."""
+    encoder: object
+    tokenizer: object
+    pooling: str = "mean"
+    normalize: bool = False
+    max_seq_length: int = 128
+
+    def embed(self, texts, batch_size=32):
+        """float32 [len(texts), hidden] embeddings, each text packed as `[CLS] text [SEP]`."""
+        import tensorflow as tf
+
+        task = registry.build("encoder", self.encoder.config, pooling=self.pooling,
+                              normalize=self.normalize, max_seq_length=self.max_seq_length)
+        inputs = encode(self.tokenizer, texts, max_seq_length=self.max_seq_length)
+        rows = []
+        for start in range(0, len(texts), batch_size):
+            # Cut to the batch's longest text: padding is masked out of attention and pooling.
+            length = int(inputs["input_mask"][start:start + batch_size].sum(axis=1).max())
+            batch = {k: tf.constant(v[start:start + batch_size, :length])
+                     for k, v in inputs.items()}
+            outputs = task.outputs(self.encoder, batch, training=False)
+            rows.append(task.embeddings(outputs, batch["input_mask"]).numpy())
+        return (np.concatenate(rows) if rows
+                else np.zeros([0, self.encoder.config.hidden_size], np.float32))
+
+
+def load_embedder(files, pooling="mean", normalize=None, max_seq_length=None):
+    """An Embedder of a model directory (or ModelFiles): `normalize` and `max_seq_length`
+    default to what a sentence-transformers directory declares (its Normalize module, its
+    sentence_bert_config), else False and 128; an unknown pooling is an InputError."""
+    from bert_tf.model.pooling import check_pooling, embedding_options
+    check_pooling(pooling)
+    if not isinstance(files, ModelFiles):
+        files = model_files(files)
+    normalize, max_seq_length = embedding_options(files.checkpoint, normalize, max_seq_length)
+    return Embedder(load_model(files), load_tokenizer(files), pooling, normalize,
+                    max_seq_length)
+
+
 __all__ = ["ModelFiles", "model_files", "resolve_model_files", "load_config", "load_tokenizer",
            "build_model", "load_model", "encode", "Classifier", "fine_tune_classifier",
-           "load_classifier", "TASK_MODELS"]
+           "load_classifier", "Embedder", "load_embedder", "TASK_MODELS"]

@@ -114,7 +114,7 @@ def check_output_file(path, argument="output_file", inputs=None):
     if os.path.isdir(path):
         raise argument_error(argument, f"{path}: is a directory, not a file")
     for input_argument, input_paths in (inputs or {}).items():
-        for input_path in [input_paths] if isinstance(input_paths, str) else input_paths:
+        for input_path in [input_paths] if isinstance(input_paths, str) else input_paths or ():
             if (input_path and not is_url(input_path) and os.path.exists(path)
                     and os.path.samefile(path, input_path)):
                 raise argument_error(argument, f"{path} is also {arg(input_argument)}: writing "

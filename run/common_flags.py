@@ -134,13 +134,15 @@ def load_bert_config():
     return BertConfig.from_json_file(FLAGS.bert_config_file)
 
 
-def check_max_seq_length(bert_config, minimum=3):
-    """--max_seq_length must fit [CLS] + a token + [SEP] and the model's positions."""
+def check_max_seq_length(bert_config, minimum=3, value=None):
+    """--max_seq_length (or `value`, the length a command line took for it) must fit [CLS] + a
+    token + [SEP] and the model's positions."""
     from bert_tf.errors import flag_error
     limit = bert_config.max_position_embeddings
-    if FLAGS.max_seq_length < minimum or FLAGS.max_seq_length > limit:
+    value = FLAGS.max_seq_length if value is None else value
+    if value < minimum or value > limit:
         raise flag_error("max_seq_length", f"must be in [{minimum}, {limit}] "
-                                           f"(max_position_embeddings), got {FLAGS.max_seq_length}")
+                                           f"(max_position_embeddings), got {value}")
 
 
 def fine_tuning_model_files():

@@ -8,6 +8,15 @@ segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b`
 tokenized and packed in the graph as the original's convert_single_example), with the
 vocabulary and the config as assets. --init_checkpoint is any checkpoint the command lines take
 (ours, the original's, a Hugging Face directory); a task head it lacks is an error.
+
+--task=encoder --pooling=cls|mean|max adds `embed_text`: `text` (string [batch]) -> `embedding`
+(float32 [batch, hidden]), the last layer pooled over each text's real tokens
+(bert_tf.model.pooling), --normalize_embeddings dividing it by its L2 norm. For a
+sentence-transformers directory, --normalize_embeddings and --max_seq_length default to what
+it declares (its embeddings, served from strings):
+
+    python -m run.export_savedmodel --init_checkpoint=all-MiniLM-L6-v2 --task=encoder \\
+        --pooling=mean --export_dir=minilm_embedder
 """
 from absl import flags
 
@@ -43,15 +52,28 @@ flags.DEFINE_enum("quantization", "none", ["none", "int8"],
                   "int8: the transformer dense layers with int8 weights and int8 matmuls "
                   "(oneDNN, x86 CPUs; about 2x the float32 throughput, docs/export.md); the "
                   "embeddings, pooler and head stay float32.")
+flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
+                  "encoder: also serve `embed_text`, raw strings -> one embedding each: the "
+                  "last layer's [CLS] hidden state, or its mean or max over the real tokens.")
+flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: `embed_text` divides each "
+                  "embedding by its L2 norm. Default for a sentence-transformers directory: "
+                  "whether its modules.json has a Normalize module.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
 
 
-def build_task(config, vocab_file=None):
-    """The --task's task (bert_tf.tasks.registry) with the options its flags give."""
+def build_task(config, vocab_file=None, max_seq_length=None):
+    """The --task's task (bert_tf.tasks.registry) with the options its flags give
+    (`max_seq_length`: the one the command line took, default --max_seq_length)."""
     from bert_tf.tasks import registry
 
-    options = {"max_seq_length": FLAGS.max_seq_length}
+    options = {"max_seq_length": max_seq_length or FLAGS.max_seq_length}
+    if FLAGS.pooling is not None:
+        from bert_tf.model.pooling import embedding_options
+        normalize, _ = embedding_options(
+            FLAGS.init_checkpoint,
+            FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None)
+        options.update(pooling=FLAGS.pooling, normalize=normalize)
     if FLAGS.task in ("classifier", "ner"):
         if not FLAGS.label_list:
             raise flag_error("label_list", f"required for --task={FLAGS.task}")
@@ -81,24 +103,31 @@ def build_task(config, vocab_file=None):
 
 def main(argv):
     del argv
-    from bert_tf import api
-    from bert_tf.serving import export
-    from bert_tf.model.checkpoints import load_checkpoint, require_complete
-
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
+    if FLAGS.pooling is not None and FLAGS.task != "encoder":
+        raise flag_error("pooling", f"only for --task=encoder (the embedding of the encoder's "
+                                    f"last layer), not --task={FLAGS.task}")
+    if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
+        raise flag_error("normalize_embeddings", "only with --pooling")
+    from bert_tf import api
+    from bert_tf.serving import export
+    from bert_tf.model.checkpoints import load_checkpoint, require_complete
     from bert_tf.training.settings import checkpoint_folder
     export.check_export_dir(FLAGS.export_dir,
                             keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     config, vocab_file, do_lower_case = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
-    if not 3 <= FLAGS.max_seq_length <= config.max_position_embeddings:
+    max_seq_length = FLAGS.max_seq_length
+    if FLAGS.pooling is not None and not FLAGS["max_seq_length"].present:
+        from bert_tf.model.pooling import embedding_options
+        _, max_seq_length = embedding_options(FLAGS.init_checkpoint)
+    if not 3 <= max_seq_length <= config.max_position_embeddings:
         raise flag_error("max_seq_length", f"must be in [3, {config.max_position_embeddings}] "
-                                           f"(max_position_embeddings), got "
-                                           f"{FLAGS.max_seq_length}")
-    task = build_task(config, vocab_file)
+                                           f"(max_position_embeddings), got {max_seq_length}")
+    task = build_task(config, vocab_file, max_seq_length)
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")

@@ -12,6 +12,16 @@ where values are the hidden states of the requested layers rounded to 6 places.
 --init_checkpoint also takes our TF2 checkpoints and a Hugging Face BERT directory; for the
 latter --bert_config_file, --vocab_file and --do_lower_case default to the directory's own.
 
+Sentence embeddings (not in the original): --pooling=cls|mean|max writes one vector per input
+line instead of per-token values, pooled over the line's real tokens from the last layer (or
+the --layers given, concatenated), as JSONL {"linex_index", "embedding"} or, when --output_file
+ends in .npy, a float32 [lines, dim] array; --normalize_embeddings divides each by its L2
+norm. For a sentence-transformers directory (all-MiniLM-L6-v2, ...), --normalize_embeddings
+and --max_seq_length default to what it declares, which gives its own embeddings:
+
+    python -m run.extract_features --input_file=sentences.txt --output_file=embeddings.npy \\
+      --init_checkpoint=all-MiniLM-L6-v2 --pooling=mean
+
 The work is a task on the runner, as every run_* command line: `FeatureExtractionTask`
 (bert_tf/tasks/features.py: the original's read_examples, convert_examples_to_features and JSON
 format) predicted by `bert_tf.training.runner.run` with no output_dir. Faster than the original:
@@ -28,7 +38,9 @@ flags.DEFINE_string("input_file", None, "Input text: one example per line, 'text
                     "'text_a ||| text_b'.")
 flags.DEFINE_string("output_file", None, "Output JSONL file (one line per input line).")
 flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer indexes to output "
-                    "(negative counts from the top: -1 is the last layer).")
+                    "(negative counts from the top: -1 is the last layer). With --pooling the "
+                    "default is -1, and several layers give their pooled vectors concatenated "
+                    "in this order.")
 flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT "
                     "model (default for a Hugging Face --init_checkpoint: its config.json).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum total sequence length after WordPiece "
@@ -40,6 +52,13 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was 
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased "
                   "models). For a Hugging Face directory, defaults to its tokenizer_config.json.")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
+flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
+                  "Write one embedding per line instead of per-token values: the [CLS] hidden "
+                  "state, or the mean or max over the line's real tokens ([CLS] and [SEP] "
+                  "included, padding not). Not in the original; unset, the output is its JSONL.")
+flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: divide each embedding by its "
+                  "L2 norm. Default for a sentence-transformers directory: whether its "
+                  "modules.json has a Normalize module.")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility with the original; no effect.")
 flags.DEFINE_string("master", None, "Accepted for compatibility with the original; no effect.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility with the original; "
@@ -85,6 +104,9 @@ def main(argv):
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "required")
+    if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
+        raise flag_error("normalize_embeddings", "only with --pooling (the per-token output "
+                                                 "is the original's)")
     check_input_file(FLAGS.input_file, "input_file")  # before any slow import or work
     check_output_file(FLAGS.output_file, "output_file",
                       inputs={name: getattr(FLAGS, name) for name in
@@ -100,10 +122,20 @@ def main(argv):
     config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
+    max_seq_length, normalize = FLAGS.max_seq_length, False
+    if FLAGS.pooling is not None:
+        from bert_tf.model.pooling import embedding_options
+        normalize, max_seq_length = embedding_options(
+            FLAGS.init_checkpoint,
+            FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None,
+            FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None)
     from .common_flags import check_max_seq_length
-    check_max_seq_length(config)
+    check_max_seq_length(config, value=max_seq_length)
     tokenization.check_vocab_fits(vocab_file, config.vocab_size)
-    layer_indexes = parse_layers(FLAGS.layers, config.num_hidden_layers)
+    layers = FLAGS.layers
+    if FLAGS.pooling is not None and not FLAGS["layers"].present:
+        layers = "-1"
+    layer_indexes = parse_layers(layers, config.num_hidden_layers)
     # No output_dir: the task writes --output_file, the weights are --init_checkpoint's. One
     # device, a GPU when there is one (the original's TPU flags have no effect).
     settings = RunSettings(
@@ -111,9 +143,10 @@ def main(argv):
         predict_batch_size=FLAGS.batch_size,
         num_gpus=1 if tf.config.list_physical_devices("GPU") else 0)
     task = features.prepare_task(
-        config, FastTokenizer(vocab_file, do_lower_case=do_lower_case), FLAGS.max_seq_length,
+        config, FastTokenizer(vocab_file, do_lower_case=do_lower_case), max_seq_length,
         layer_indexes=layer_indexes, predict_batch_size=FLAGS.batch_size,
-        output_file=FLAGS.output_file, input_file=FLAGS.input_file).task
+        output_file=FLAGS.output_file, input_file=FLAGS.input_file, pooling=FLAGS.pooling,
+        normalize=normalize).task
     runner.run(task, settings)
 
 

@@ -53,6 +53,14 @@ def test_readme_examples_run(google_layout, tmp_path, refbert):
     np.testing.assert_allclose(np.asarray(namespace["vectors"]),
                                np.asarray(encoder(namespace["inputs"])["pooled_output"]),
                                rtol=1e-5, atol=1e-6)
+    # The sentence embedding: the last layer's mean over the real tokens of [CLS] text [SEP].
+    from bert_tf import api
+    single = api.encode(namespace["tokenizer"], ["The cat sat down."], max_seq_length=128)
+    hidden = np.asarray(encoder(single)["sequence_output"])[0]
+    real = int(single["input_mask"].sum())
+    assert real == 7 and namespace["embeddings"].shape == (1, TINY["hidden_size"])
+    np.testing.assert_allclose(namespace["embeddings"][0], hidden[:real].mean(axis=0),
+                               rtol=1e-5, atol=1e-6)
 
     exec(examples[1], namespace)
     probabilities = namespace["probabilities"]
@@ -60,7 +68,6 @@ def test_readme_examples_run(google_layout, tmp_path, refbert):
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
     assert (tmp_path / "out" / "checkpoint").exists()
     # The classifier predicts with the trained checkpoint's head, not a fresh one.
-    from bert_tf import api
     trained = api.load_classifier(
         api.ModelFiles(str(tmp_path / "out"), **{k: getattr(namespace["files"], k) for k in
                                                  ("config", "vocab_file", "do_lower_case")}),

@@ -27,14 +27,16 @@ LAYERS = "-1,0,-3"
 MAX_SEQ_LENGTH = 24
 
 
-def reference_jsonl(refbert, input_file, vocab_file, checkpoint, config):
-    """What the original's extract_features writes (its functions, its model, its format)."""
+def reference_outputs(refbert, input_file, vocab_file, checkpoint, config,
+                      layer_indexes=(-1, 0, -3)):
+    """The original's features of each line (its read_examples and
+    convert_examples_to_features) and its model's hidden states of `layer_indexes`
+    ([lines, MAX_SEQ_LENGTH, hidden] each), restored from the checkpoint as its model_fn does."""
     v1, modeling = refbert.v1, refbert.modeling
     extract = refbert.import_reference("extract_features")
     tokenizer = refbert.tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=True)
     examples = extract.read_examples(input_file)
     features = extract.convert_examples_to_features(examples, MAX_SEQ_LENGTH, tokenizer)
-    layer_indexes = [int(x) for x in LAYERS.split(",")]
     with v1.Graph().as_default():
         model = modeling.BertModel(
             config=modeling.BertConfig.from_dict(config), is_training=False,
@@ -48,6 +50,14 @@ def reference_jsonl(refbert, input_file, vocab_file, checkpoint, config):
         with v1.Session() as session:
             session.run(v1.global_variables_initializer())
             outputs = session.run([all_layers[i] for i in layer_indexes])
+    return features, outputs
+
+
+def reference_jsonl(refbert, input_file, vocab_file, checkpoint, config):
+    """What the original's extract_features writes (its functions, its model, its format)."""
+    layer_indexes = [int(x) for x in LAYERS.split(",")]
+    features, outputs = reference_outputs(refbert, input_file, vocab_file, checkpoint, config,
+                                          layer_indexes)
     lines = []
     for n, feature in enumerate(features):
         result = {"layer_output_%d" % j: outputs[j][n] for j in range(len(layer_indexes))}

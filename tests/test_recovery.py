@@ -226,8 +226,7 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     from bert_tf.training import runner, loops
     from bert_tf.training.settings import RunSettings
     from bert_tf.errors import InputError
-    from bert_tf.tasks.base import TaskConfig
-    from bert_tf.tasks.encoder import EncoderTask
+    from bert_tf.tasks.encoder import EncoderConfig, EncoderTask
 
     encoder = tiny_encoder()
     optimizer = keras.optimizers.Adam()
@@ -238,8 +237,8 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     path, message = damage(tmp_path / "model.ckpt-3", how)
     settings = RunSettings(output_dir=str(tmp_path), do_eval=True)
     with pytest.raises(InputError) as raised:
-        runner.restore_for_inference(EncoderTask(TaskConfig()), tiny_encoder(), optimizer, settings,
-                                     log=lambda message: None)
+        runner.restore_for_inference(EncoderTask(EncoderConfig()), tiny_encoder(), optimizer,
+                                     settings, log=lambda message: None)
     assert str(raised.value).startswith(f"{path}: {message}")
 
 

@@ -23,6 +23,11 @@ global_step (into optimizer.iterations).
 query/key/value projection split back into query, key and value) so that the original release
 and tools built on it restore them.
 
+`vocabulary_checkpoint_weights` reads any of these formats as {original name: array},
+`resize_vocabulary` adds rows to its vocabulary-sized variables (for a vocabulary with appended
+words, bert_tf.text.vocab_extension) and `write_named_checkpoint` writes it in the original
+naming.
+
 Every model variable has one original name: `original_variable_map(model)` is the single table
 that loading and writing weights, and loading the original's Adam moments, all use.
 
@@ -40,7 +45,7 @@ import re
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import argument_error, file_error
+from bert_tf.errors import arg, argument_error, file_error
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
 SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
@@ -593,10 +598,15 @@ def write_tf1_checkpoint(model, path, global_step=None):
     --init_checkpoint for the original release (tf.train.latest_checkpoint). The files appear
     only when complete (written under a temporary prefix, then renamed).
     """
+    return write_named_checkpoint(original_weights(model), path, global_step)
+
+
+def write_named_checkpoint(weights, path, global_step=None):
+    """`write_tf1_checkpoint` of {original name: numpy array} (any variables, as they are)."""
     from bert_tf.io_utils import temporary_path
 
     path = os.fspath(path)
-    weights = original_weights(model)
+    weights = collections.OrderedDict(weights)
     if global_step is not None:
         weights["global_step"] = np.asarray(global_step, np.int64)
     directory = os.path.dirname(path) or "."
@@ -609,3 +619,75 @@ def write_tf1_checkpoint(model, path, global_step=None):
         tf.io.gfile.rename(tmp + suffix, path + suffix, overwrite=True)
     tf.compat.v1.train.update_checkpoint_state(directory, path)
     return path
+
+
+# The original's variables with a row per vocabulary entry: the token embeddings, and the masked
+# LM's output bias (its output weights are the embeddings, tied).
+VOCABULARY_VARIABLES = ("bert/embeddings/word_embeddings", "cls/predictions/output_bias")
+
+
+def original_named_weights(path, bert_config):
+    """{original name: numpy array} of every weight of the checkpoint `path` (any format
+    `load_checkpoint` takes), and the names of what was left out: optimizer slots and step
+    counters always; of our TF2 checkpoints, whatever a BertPretrainer of `bert_config` (the
+    encoder and the pretraining heads) does not hold, such as a task's head."""
+    from bert_tf.model.models import BertPretrainer
+
+    kind, location = resolve_checkpoint(path)
+    if kind == "hf":
+        values = _read_hf_weights(location)
+        # Parameters without an original name keep their Hugging Face name (with dots).
+        return ({n: v for n, v in values.items() if "." not in n},
+                sorted(n for n in values if "." in n))
+    reader = open_checkpoint(location)
+    if "_CHECKPOINTABLE_OBJECT_GRAPH" not in reader.get_variable_to_shape_map():
+        values = _ReaderValues(reader)
+        return ({n: values[n] for n in values if not _is_skipped(n)},
+                sorted(n for n in values if _is_skipped(n)))
+    model = BertPretrainer(bert_config)
+    report = _load_object_checkpoint(model, reader, location)
+    weights = original_weights(model)
+    return {n: weights[n] for n in report.loaded}, report.unused
+
+
+def vocabulary_checkpoint_weights(init_checkpoint, bert_config):
+    """`original_named_weights` of a checkpoint whose vocabulary is to grow, checked: its word
+    embeddings must be [vocab_size, hidden_size] of `bert_config` (InputError naming
+    init_checkpoint otherwise: another model's checkpoint, or none)."""
+    weights, left_out = original_named_weights(init_checkpoint, bert_config)
+    name = VOCABULARY_VARIABLES[0]
+    if name not in weights:
+        raise argument_error("init_checkpoint", f"{init_checkpoint} has no {name}")
+    shape = tuple(np.shape(weights[name]))
+    if shape != (bert_config.vocab_size, bert_config.hidden_size):
+        raise argument_error("init_checkpoint", f"{init_checkpoint}'s {name} is {list(shape)}, "
+                                                f"not [vocab_size, hidden_size] = "
+                                                f"[{bert_config.vocab_size}, "
+                                                f"{bert_config.hidden_size}] of "
+                                                f"{arg('bert_config_file')}")
+    return weights, left_out
+
+
+def resize_vocabulary(weights, new_vocab_size, initializer_range=0.02, seed=None):
+    """{original name: array} with `VOCABULARY_VARIABLES` grown to `new_vocab_size` rows: the
+    old rows as they are, new embedding rows drawn as the original initialises them
+    (`create_initializer`: truncated normal, stddev `initializer_range`, redrawn beyond 2
+    stddev; `seed` makes them reproducible), new output-bias entries 0 (its
+    zeros_initializer). The other weights are the same arrays."""
+    from bert_tf.model.layers import truncated_normal
+
+    embedding_name, bias_name = VOCABULARY_VARIABLES
+    embeddings = np.asarray(weights[embedding_name])
+    old_size, hidden_size = embeddings.shape
+    if new_vocab_size < old_size:
+        raise ValueError(f"cannot shrink the vocabulary from {old_size} to {new_vocab_size}")
+    resized = dict(weights)
+    new_rows = truncated_normal(initializer_range, seed=seed)(
+        (new_vocab_size - old_size, hidden_size))
+    resized[embedding_name] = np.concatenate(
+        [embeddings, np.asarray(new_rows).astype(embeddings.dtype)])
+    if bias_name in weights:
+        bias = np.asarray(weights[bias_name])
+        resized[bias_name] = np.concatenate([bias, np.zeros(new_vocab_size - old_size,
+                                                            bias.dtype)])
+    return resized

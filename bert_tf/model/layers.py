@@ -83,9 +83,9 @@ def _gpu_visible():
     return bool(tf.config.list_logical_devices("GPU"))
 
 
-def truncated_normal(stddev):
+def truncated_normal(stddev, seed=None):
     """The original's `create_initializer`: truncated normal with the initializer range."""
-    return keras.initializers.TruncatedNormal(stddev=stddev)
+    return keras.initializers.TruncatedNormal(stddev=stddev, seed=seed)
 
 
 _GELU_C = math.sqrt(2.0 / math.pi)

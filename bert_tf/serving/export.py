@@ -15,7 +15,8 @@ A SavedModel written here has:
 
 What each signature returns is the task's (`Task.serving_outputs`, `Task.text_signatures`):
 classifier: probabilities, logits and the label name of each row when the labels are known;
-encoder: sequence and pooled outputs; ner: `serve_text` returns `words`, `tags` (the tag of
+encoder: sequence and pooled outputs, and with a pooling (`EncoderConfig.pooling`) `embed_text`:
+`text` -> `embedding` [batch, hidden], one sentence embedding per string; ner: `serve_text` returns `words`, `tags` (the tag of
 each word's first piece) and `num_words`; squad: `serve_text_pair` (question, context) returns
 the best span's `answer` (de-tokenized WordPiece text), `score`, `start_logit` and
 `end_logit`; pretraining (the masked LM): `serve_text` only, on texts where the literal
@@ -109,6 +110,9 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     max_seq_length = task.config.max_seq_length if vocab_file else None
     assets = {EXPORT_MARKER: {"task": task.name, "signatures": sorted(signatures),
                               "max_seq_length": max_seq_length, "quantization": quantization}}
+    if getattr(task.config, "pooling", None) is not None and "embed_text" in signatures:
+        assets[EXPORT_MARKER].update(pooling=task.config.pooling,
+                                     normalize=bool(task.config.normalize))
     if task.config.bert_config is not None:
         assets["bert_config.json"] = task.config.bert_config.to_dict()
     with atomic_output(export_dir) as tmp:

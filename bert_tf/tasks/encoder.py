@@ -1,14 +1,34 @@
 """The encoder alone, for export and feature extraction: no head, no training."""
+import dataclasses
+
 import tensorflow as tf
 
-from bert_tf.tasks.base import Task
+from bert_tf.tasks.base import Task, TaskConfig
+
+
+@dataclasses.dataclass
+class EncoderConfig(TaskConfig):
+    """Attributes (besides TaskConfig's):
+      pooling: None, or "cls", "mean" or "max" (bert_tf.model.pooling): the export then also
+        serves `embed_text`, one vector per raw string.
+      normalize: the pooled vector divided by its L2 norm (sentence-transformers' Normalize).
+    """
+    pooling: str = None
+    normalize: bool = False
+
+    def __post_init__(self):
+        super().__post_init__()
+        from bert_tf.model.pooling import check_pooling
+        check_pooling(self.pooling)
 
 
 class EncoderTask(Task):
     """Serves sequence_output [B, T, H] and pooled_output [B, H] (float32); on raw strings
-    sequence_output is [B, max_seq_length, H] (zero rows after each batch's longest text)."""
+    sequence_output is [B, max_seq_length, H] (zero rows after each batch's longest text). With
+    `config.pooling`, also `embed_text`: raw strings -> `embedding` [B, H] float32."""
 
     name = "encoder"
+    Config = EncoderConfig
 
     def build_model(self):
         from bert_tf.model.encoder import BertEncoder
@@ -23,3 +43,32 @@ class EncoderTask(Task):
                 sequence, [[0, 0], [0, self.config.max_seq_length - tf.shape(sequence)[1]],
                            [0, 0]])
         return served
+
+    def embeddings(self, outputs, input_mask, hidden_states=None):
+        """The pooled vectors [B, H] (float32) of `hidden_states` (default: the last layer,
+        `sequence_output`) over the real tokens of `input_mask`, as `config.pooling` and
+        `config.normalize` say (bert_tf.model.pooling.pool)."""
+        from bert_tf.model.pooling import pool
+        if hidden_states is None:
+            hidden_states = outputs["sequence_output"]
+        return pool(hidden_states, input_mask, self.config.pooling, self.config.normalize)
+
+    def text_signatures(self, model, tokenizer):
+        """`serve_text` and `serve_text_pair` (the default), and with `config.pooling`
+        `embed_text`: `text` [B] string -> {"embedding": [B, H] float32}, each text packed as
+        `[CLS] text [SEP]` (at most `config.max_seq_length`, the batch cut to its longest) in
+        the graph."""
+        signatures = super().text_signatures(model, tokenizer)
+        if self.config.pooling is None:
+            return signatures
+        max_seq_length = self.config.max_seq_length
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def embed_text(text):
+            inputs = tokenizer.bert_inputs(text, max_seq_length=max_seq_length,
+                                           pad_to_longest=True)
+            outputs = self.outputs(model, inputs, training=False)
+            return {"embedding": self.embeddings(outputs, inputs["input_mask"])}
+
+        signatures["embed_text"] = embed_text
+        return signatures

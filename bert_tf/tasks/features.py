@@ -14,6 +14,18 @@ batch while the model runs the next. The values of every layer of every example 
 at once (they are ~100x the size of the input), and the JSON text, which dominates the time,
 overlaps the model's work. Batches have one fixed shape (the last one padded with empty
 examples): one compiled forward pass, no retracing.
+
+With `pooling` (extract_features' --pooling; not in the original) each line is one sentence
+embedding instead of per-token values: the hidden states of the `layer_indexes` layers
+(concatenated along the hidden axis, in the order given) pooled over the line's real tokens by
+`bert_tf.model.pooling.pool` in the graph, optionally L2-normalized. The file is JSONL
+(`embedding_json`: {"linex_index", "embedding"}, values rounded as the original rounds), or a
+float32 [lines, dim] numpy array when `output_file` ends in ".npy" (row i: line i, unrounded).
+Since only a vector per line leaves the model, the model's work dominates, so the pooled path
+spends none on padding: the lines are sorted by length within windows of a few thousand
+(`input_pipeline.SORT_WINDOW_EXAMPLES`) and each batch is cut to its longest line
+(`input_pipeline.trim_to_longest`: padding is masked out of attention and pooling, so the
+vectors are the same up to float rounding); the writer puts them back in line order.
 """
 import collections
 import dataclasses
@@ -22,8 +34,8 @@ import queue
 import re
 import threading
 
-from bert_tf.tasks.base import Records, TaskConfig
-from bert_tf.tasks.encoder import EncoderTask
+from bert_tf.tasks.base import Records
+from bert_tf.tasks.encoder import EncoderConfig, EncoderTask
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
@@ -121,17 +133,29 @@ def feature_json(feature, layer_indexes, layer_outputs):
     return json.dumps(output_json) + "\n"
 
 
+def embedding_json(unique_id, embedding):
+    """One line of the pooled output: {"linex_index": id, "embedding": [values rounded to 6
+    places, as the original rounds its per-token values]}."""
+    output_json = collections.OrderedDict()
+    output_json["linex_index"] = unique_id
+    output_json["embedding"] = round6(embedding).tolist()
+    return json.dumps(output_json) + "\n"
+
+
 _Example = collections.namedtuple("_Example", ["unique_id", "tokens"])  # what a line needs
 
 
 @dataclasses.dataclass
-class FeatureExtractionConfig(TaskConfig):
+class FeatureExtractionConfig(EncoderConfig):
     """Attributes (besides TaskConfig's; max_seq_length: the length examples are truncated and
     padded to):
       layer_indexes: encoder layers to output, as given (negative counts from the top).
       predict_batch_size: examples per step; the last batch is padded to it.
-      output_file: the JSONL file, written atomically (it appears only when complete).
+      output_file: the JSONL file (or with `pooling`, JSONL or .npy), written atomically (it
+        appears only when complete).
       progress: print progress lines and a summary ("[extract_features] ...") to stderr.
+      pooling, normalize (EncoderConfig's): None, the original's per-token lines; "cls",
+        "mean" or "max", one embedding per line (see the module docstring).
     """
     layer_indexes: list = dataclasses.field(default_factory=lambda: [-1, -2, -3, -4])
     predict_batch_size: int = 8
@@ -186,6 +210,10 @@ class FeatureExtractionTask(EncoderTask):
                 dataset = dataset.batch(global_batch_size, drop_remainder=True).flat_map(slices)
             else:
                 dataset = dataset.batch(per_replica, drop_remainder=True)
+            if self.config.pooling is not None:  # sorted by length (prepare_task): cut padding
+                from bert_tf.data.input_pipeline import trim_to_longest
+                dataset = dataset.map(lambda batch: trim_to_longest(
+                    batch, ("input_ids", "input_mask", "segment_ids"), 1))
             options = tf.data.Options()
             options.experimental_distribute.auto_shard_policy = (
                 tf.data.experimental.AutoShardPolicy.OFF)
@@ -207,10 +235,22 @@ class FeatureExtractionTask(EncoderTask):
     def predict_outputs(self, batch, outputs):
         import tensorflow as tf
         layers = outputs["encoder_outputs"]
-        result = {f"layer_output_{j}": tf.cast(layers[index], tf.float32)
-                  for j, index in enumerate(self.config.layer_indexes)}
+        if self.config.pooling is not None:
+            # Pooling acts on each hidden unit alone: pooling the layers side by side is the
+            # concatenation of each layer's pooled vector (normalized as a whole).
+            hidden_states = tf.concat([tf.cast(layers[index], tf.float32)
+                                       for index in self.config.layer_indexes], axis=-1)
+            result = {"embedding": self.embeddings(outputs, batch["input_mask"], hidden_states)}
+        else:
+            result = {f"layer_output_{j}": tf.cast(layers[index], tf.float32)
+                      for j, index in enumerate(self.config.layer_indexes)}
         result["position"] = batch["position"]
         return result
+
+    @property
+    def embedding_size(self):
+        """The length of a pooled vector: hidden_size per layer of `layer_indexes`."""
+        return self.config.bert_config.hidden_size * len(self.config.layer_indexes)
 
     def write_predictions(self, outputs, output_dir=None):
         """Writes the JSONL file (`output_file`; `output_dir` is not used) from `outputs`: the
@@ -224,18 +264,60 @@ class FeatureExtractionTask(EncoderTask):
             outputs = [outputs]
         progress = (Progress("extract_features", total=len(lines), unit="examples")
                     if self.config.progress else None)
-        with atomic_open(self.config.output_file, "w") as writer:
-            self._write(outputs, lines, writer, progress)
+        if self.config.pooling is not None and self.config.output_file.endswith(".npy"):
+            self._write_npy(outputs, progress)
+        else:
+            with atomic_open(self.config.output_file, "w") as writer:
+                self._write(outputs, lines, writer, progress)
         if progress is not None:
             progress.summary(output=self.config.output_file)
         return [self.config.output_file]
 
-    def _write(self, batches, lines, writer, progress):
+    def _write_npy(self, batches, progress):
+        """The pooled vectors as a float32 [lines, embedding_size] .npy file (row i: line i),
+        written in place in a temporary file that becomes `output_file` when complete."""
+        import numpy as np
+
+        from bert_tf.io_utils import atomic_output, is_url
+
+        shape = (len(self.lines), self.embedding_size)
+        with atomic_output(self.config.output_file) as tmp:
+            remote = is_url(tmp)  # (gs://...: built in memory, then written whole)
+            array = (np.zeros(shape, np.float32) if remote else
+                     np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=shape))
+
+            def write_example(index, batch, k):
+                array[index] = batch["embedding"][k]
+
+            self._write(batches, self.lines, None, progress, write_example)
+            if remote:
+                import tensorflow as tf
+                with tf.io.gfile.GFile(tmp, "wb") as f:
+                    np.save(f, array)
+            else:
+                array.flush()
+            array = None  # the memory map closed before the file is renamed
+
+    def _write(self, batches, lines, writer, progress, write_example=None):
         """Formats and writes each batch in a writer thread while the caller's loop (the
-        model) produces the next."""
+        model) produces the next: `write_example(index, batch, k)` for the k-th row of a batch,
+        line `index` (default: its JSON line to `writer`)."""
         queued = queue.Queue(maxsize=4)
         failure = []
         names = [f"layer_output_{j}" for j in range(len(self.config.layer_indexes))]
+
+        if write_example is None and self.config.pooling is not None:
+            pending, next_index = {}, [0]  # lines come sorted by length within windows
+
+            def write_example(index, batch, k):
+                pending[index] = embedding_json(lines[index].unique_id, batch["embedding"][k])
+                while next_index[0] in pending:
+                    writer.write(pending.pop(next_index[0]))
+                    next_index[0] += 1
+        elif write_example is None:
+            def write_example(index, batch, k):
+                writer.write(feature_json(lines[index], self.config.layer_indexes,
+                                          [batch[name][k] for name in names]))
 
         def write_batches():
             try:
@@ -247,8 +329,7 @@ class FeatureExtractionTask(EncoderTask):
                     for k, index in enumerate(batch["position"]):
                         if index < 0:  # padding
                             continue
-                        writer.write(feature_json(lines[index], self.config.layer_indexes,
-                                                  [batch[name][k] for name in names]))
+                        write_example(index, batch, k)
                         count += 1
                     if progress is not None:
                         progress.update(count)
@@ -272,7 +353,8 @@ class FeatureExtractionTask(EncoderTask):
 
 
 def prepare_task(bert_config, tokenizer, max_seq_length, *, layer_indexes, predict_batch_size,
-                 output_file, input_file=None, examples=None, progress=True):
+                 output_file, input_file=None, examples=None, progress=True, pooling=None,
+                 normalize=False):
     """The FeatureExtractionTask (in a PreparedTask) of a text file's lines (`read_examples`) or
     of InputExamples: every example packed as the original's convert_examples_to_features, the
     last batch padded with empty examples (one fixed batch shape, one compiled pass).
@@ -282,16 +364,19 @@ def prepare_task(bert_config, tokenizer, max_seq_length, *, layer_indexes, predi
       tokenizer: `tokenize`, `convert_tokens_to_ids` and `convert_ids_to_tokens`
         (FastTokenizer; FullTokenizer gives the same tokens); `tokenize_batch` is used when it
         has one.
-      max_seq_length, layer_indexes, predict_batch_size, output_file, progress: the
-        FeatureExtractionConfig's.
+      max_seq_length, layer_indexes, predict_batch_size, output_file, progress, pooling,
+        normalize: the FeatureExtractionConfig's (an unknown pooling: InputError naming it).
       input_file, examples: exactly one of them.
     """
     import numpy as np
 
     from bert_tf.tasks.base import PreparedTask
 
+    from bert_tf.model.pooling import check_pooling
+
     if (input_file is None) == (examples is None):
         raise ValueError("give exactly one of input_file and examples")
+    check_pooling(pooling)  # before reading the input
     if examples is None:
         examples = read_examples(input_file)
     count = -(-len(examples) // predict_batch_size) * predict_batch_size
@@ -306,8 +391,27 @@ def prepare_task(bert_config, tokenizer, max_seq_length, *, layer_indexes, predi
         arrays["segment_ids"][k] = feature.input_type_ids
         arrays["position"][k] = k
         lines.append(_Example(feature.unique_id, feature.tokens))
+    if pooling is not None:
+        arrays = _sorted_by_length(arrays, predict_batch_size)
     config = FeatureExtractionConfig(
         bert_config=bert_config, max_seq_length=max_seq_length, layer_indexes=layer_indexes,
         predict_batch_size=predict_batch_size, output_file=output_file, progress=progress,
-        records={"predict": Records((), count)})
+        pooling=pooling, normalize=normalize, records={"predict": Records((), count)})
     return PreparedTask(FeatureExtractionTask(config, lines, arrays))
+
+
+def _sorted_by_length(arrays, batch_size):
+    """The examples (and padding ones) sorted by length within windows of about
+    SORT_WINDOW_EXAMPLES (a multiple of the batch): batches cut to their longest example then
+    carry little padding, and a writer restoring line order holds one window at most."""
+    import numpy as np
+
+    from bert_tf.data.input_pipeline import SORT_WINDOW_EXAMPLES
+
+    window = max(1, SORT_WINDOW_EXAMPLES // batch_size) * batch_size
+    lengths = arrays["input_mask"].sum(axis=1)
+    if not len(lengths):
+        return arrays
+    order = np.concatenate([start + np.argsort(lengths[start:start + window], kind="stable")
+                            for start in range(0, len(lengths), window)])
+    return {name: value[order] for name, value in arrays.items()}
