@@ -144,12 +144,11 @@ def test_an_unknown_quantization_is_refused(tmp_path):
     from bert_tf.errors import InputError
     from bert_tf.model.config import BertConfig
     from bert_tf.serving import export
-    from bert_tf.tasks.encoder import EncoderTask
-    from bert_tf.tasks.base import TaskConfig
+    from bert_tf.tasks.encoder import EncoderConfig, EncoderTask
 
     config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=16)
-    task = EncoderTask(TaskConfig(bert_config=config))
+    task = EncoderTask(EncoderConfig(bert_config=config))
     with pytest.raises(InputError, match="^quantization: must be one of none, int8, got 'int4'"):
         export.save(task, task.build_model(), str(tmp_path / "out"), quantization="int4")
     assert not (tmp_path / "out").exists()
