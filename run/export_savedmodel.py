@@ -40,8 +40,6 @@ flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or
 
 def build_task(config, vocab_file=None):
     """The --task's task (bert_tf.tasks.registry) with the options its flags give."""
-    from bert_tf.tasks import registry
-
     options = {"max_seq_length": FLAGS.max_seq_length}
     if FLAGS.task in ("classifier", "ner"):
         if not FLAGS.label_list:
@@ -67,14 +65,16 @@ def build_task(config, vocab_file=None):
 
 def main(argv):
     del argv
+    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    # without TensorFlow's start-up.
     from bert_tf import api
-    from bert_tf.serving import export
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
+    from bert_tf.serving import export
+    from bert_tf.training.settings import checkpoint_folder
 
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
-    from bert_tf.training.settings import checkpoint_folder
     export.check_export_dir(FLAGS.export_dir,
                             keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     config, vocab_file, do_lower_case = api.resolve_model_files(

@@ -23,6 +23,9 @@ to stderr; the output file appears only when complete.
 from absl import flags
 
 from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+from bert_tf.io_utils import check_input_file, check_output_file, split_comma_list
+from .common_flags import check_max_seq_length
 
 flags.DEFINE_string("input_file", None, "Input text: one example per line, 'text_a' or "
                     "'text_a ||| text_b'.")
@@ -61,9 +64,6 @@ def __getattr__(name):
 
 
 def parse_layers(value, num_layers):
-    from bert_tf.io_utils import split_comma_list
-    from bert_tf.errors import flag_error
-
     try:
         indexes = [int(x) for x in split_comma_list(value)]
     except ValueError:
@@ -79,9 +79,6 @@ def parse_layers(value, num_layers):
 
 def main(argv):
     del argv
-    from bert_tf.errors import flag_error
-    from bert_tf.io_utils import check_input_file, check_output_file
-
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "required")
@@ -89,6 +86,8 @@ def main(argv):
     check_output_file(FLAGS.output_file, "output_file",
                       inputs={name: getattr(FLAGS, name) for name in
                               ("input_file", "vocab_file", "bert_config_file")})
+    # The library (and TensorFlow) once the flags and files are checked: --help, flag errors
+    # and a missing input come without TensorFlow's start-up.
     import tensorflow as tf
 
     from bert_tf import tokenization
@@ -100,7 +99,6 @@ def main(argv):
     config, vocab_file, do_lower_case = resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
-    from .common_flags import check_max_seq_length
     check_max_seq_length(config)
     tokenization.check_vocab_fits(vocab_file, config.vocab_size)
     layer_indexes = parse_layers(FLAGS.layers, config.num_hidden_layers)

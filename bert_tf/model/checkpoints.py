@@ -39,8 +39,13 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from safetensors.numpy import load_file
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.errors import argument_error, file_error
+from bert_tf.io_utils import temporary_path
+from bert_tf.model.config import BertConfig
+from bert_tf.training.optimization import AdamWeightDecay
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
 SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
@@ -266,8 +271,6 @@ def hf_directory_files(path):
 
     Command lines use these unless flags say otherwise; returns None for other checkpoints.
     """
-    from bert_tf.model.config import BertConfig
-
     kind, location = resolve_checkpoint(path)
     if kind != "hf":
         return None
@@ -378,8 +381,6 @@ def load_original_training_state(model, optimizer, path):
     Returns a LoadReport; InputError if a weight, a moment or global_step is missing, or if the
     optimizer is not AdamWeightDecay (the original has no other).
     """
-    from bert_tf.training.optimization import AdamWeightDecay
-
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     if not isinstance(inner, AdamWeightDecay):
         raise file_error(path, f"is a checkpoint of the original run_pretraining, whose optimizer "
@@ -431,8 +432,6 @@ def _checkpoint_paths(reader):
     optimizer, optimizer/_trainable_variables/N), and the checkpoint key names only the shortest
     one, so matching by key alone would miss it; the object graph has them all.
     """
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     paths = {}
@@ -555,8 +554,6 @@ def hf_to_original_name(hf_name):
 
 def _read_hf_weights(directory):
     """A Hugging Face directory's weights renamed to the original naming (numpy, no torch)."""
-    from safetensors.numpy import load_file
-
     weights_path = os.path.join(directory, "model.safetensors")
     try:
         tensors = load_file(weights_path)
@@ -593,8 +590,6 @@ def write_tf1_checkpoint(model, path, global_step=None):
     --init_checkpoint for the original release (tf.train.latest_checkpoint). The files appear
     only when complete (written under a temporary prefix, then renamed).
     """
-    from bert_tf.io_utils import temporary_path
-
     path = os.fspath(path)
     weights = original_weights(model)
     if global_step is not None:

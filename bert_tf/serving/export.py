@@ -27,6 +27,9 @@ import os
 
 import tensorflow as tf
 
+from bert_tf.io_utils import atomic_output, check_replaceable_dir
+from bert_tf.text.graph_tokenization import GraphTokenizer
+
 # Written into every export's assets; a folder holding it (and only a SavedModel's entries) is
 # one of ours, which a new export may replace.
 EXPORT_MARKER = "bert_tf_export.json"
@@ -45,7 +48,6 @@ def check_export_dir(export_dir, keep=None, name="export_dir"):
     """Before any work: `export_dir` is new, empty, or an earlier export of ours (which `save`
     then replaces); anything else, or a folder that is or holds one of `keep` ({name: path}:
     the run's output and checkpoint folders), raises an InputError naming `name`."""
-    from bert_tf.io_utils import check_replaceable_dir
     check_replaceable_dir(export_dir, name, is_bert_tf_export, "a SavedModel exported by "
                           "bert_tf", keep=keep)
 
@@ -71,14 +73,11 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     string signatures pack texts to the task's `config.max_seq_length`. `tokenizer`: another
     tf.Module with GraphTokenizer's methods for the string signatures (bench/bench_serving.py
     exports the same model with tensorflow-text's tokenizers)."""
-    from bert_tf.io_utils import atomic_output
-
     signatures = {"serving_default": token_id_signature(task, model)}
     module = tf.Module()
     # The variables only: a Keras model attached here would add Keras' own default signature.
     module.model_variables = [v.value for v in model.variables]
     if vocab_file:
-        from bert_tf.text.graph_tokenization import GraphTokenizer
         module.tokenizer = tokenizer or GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
         signatures.update(task.text_signatures(model, module.tokenizer))
     check_export_dir(export_dir)

@@ -29,9 +29,13 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks import metrics
 from bert_tf.data.features import classifier_feature_spec
+from bert_tf.errors import argument_error
+from bert_tf.io_utils import atomic_open
+from bert_tf.model.models import BertClassifier
+from bert_tf.tasks import classifier_data, metrics
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
+from bert_tf.training import runner
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
 TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
@@ -80,7 +84,6 @@ class ClassificationTask(Task):
 
     # ---- Model.
     def build_model(self):
-        from bert_tf.model.models import BertClassifier
         config = self.config
         return BertClassifier(config.bert_config, config.num_labels, config.dropout_rate)
 
@@ -158,7 +161,6 @@ class ClassificationTask(Task):
     def write_predictions(self, outputs, output_dir):
         """test_results.tsv as the original: a line of tab-separated probabilities per real
         example (the padding examples sit at the end and are left out)."""
-        from bert_tf.io_utils import atomic_open
         path = os.path.join(output_dir, "test_results.tsv")
         rows = outputs["probabilities"][outputs["is_real_example"] > 0]
         with atomic_open(path) as writer:
@@ -192,8 +194,6 @@ def read_splits(processor, data_dir, modes):
     """{mode: InputExamples} of each of `modes` ("train", "eval", "predict": the processor's
     train, dev and test files in data_dir), every one read and checked (an empty one is an
     error naming data_dir) before any record is written."""
-    from bert_tf.errors import argument_error
-
     file_names = processor.file_names  # TsvProcessor: the user's file names
     splits = {}
     for mode, (split, reader) in SPLITS.items():
@@ -230,9 +230,6 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         bucket_by_length, ...).
     Records are written atomically; on failure what was created in output_dir is removed.
     """
-    from bert_tf.tasks import classifier_data
-    from bert_tf.training import runner
-
     log = log or runner.log
     output_dir = os.fspath(output_dir)
     regression = label_list is None

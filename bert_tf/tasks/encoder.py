@@ -1,6 +1,7 @@
 """The encoder alone, for export and feature extraction: no head, no training."""
 import tensorflow as tf
 
+from bert_tf.model.encoder import BertEncoder
 from bert_tf.tasks.base import Task
 
 
@@ -10,7 +11,6 @@ class EncoderTask(Task):
     name = "encoder"
 
     def build_model(self):
-        from bert_tf.model.encoder import BertEncoder
         return BertEncoder(self.config.bert_config)
 
     def serving_outputs(self, outputs, from_text=False):

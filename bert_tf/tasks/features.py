@@ -22,8 +22,17 @@ import queue
 import re
 import threading
 
-from bert_tf.tasks.base import Records, TaskConfig
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import tokenization
+from bert_tf.errors import file_error
+from bert_tf.io_utils import atomic_open
+from bert_tf.model.checkpoints import load_checkpoint, require_complete
+from bert_tf.progress import Progress
+from bert_tf.tasks.base import PreparedTask, Records, TaskConfig
 from bert_tf.tasks.encoder import EncoderTask
+from bert_tf.text import packing
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
@@ -39,11 +48,6 @@ def read_examples(input_file):
     Bytes that are not UTF-8 are an InputError naming the file and line (the original fails
     with a UnicodeDecodeError).
     """
-    import tensorflow as tf
-
-    from bert_tf import tokenization
-    from bert_tf.errors import file_error
-
     examples = []
     try:
         with tf.io.gfile.GFile(input_file, "r") as reader:
@@ -72,8 +76,6 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     `seq_length`, segment ids, mask and zero padding (`bert_tf.text.packing`), with each
     example's unique id and tokens. Yields the features (`_TOKENIZE_CHUNK` examples tokenized
     and packed per call)."""
-    from bert_tf.text import packing
-
     for start in range(0, len(examples), _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
         packed = packing.pack_texts(tokenizer, [e.text_a for e in chunk],
@@ -92,7 +94,6 @@ def round6(values):
     in float64; rint is then the correctly rounded (half-even) integer n, as round() computes,
     and n / 1e6 is the float64 nearest to n * 10**-6, which is what round() returns.
     """
-    import numpy as np
     return np.rint(np.asarray(values, np.float32).astype(np.float64) * 1e6) / 1e6
 
 
@@ -164,8 +165,6 @@ class FeatureExtractionTask(EncoderTask):
         replica gets its consecutive share of every batch)."""
         if mode != "predict":
             raise ValueError(f"{self.name} only predicts, it has no {mode} data")
-        import tensorflow as tf
-
         arrays = self.arrays
 
         def make(input_context=None):
@@ -198,14 +197,12 @@ class FeatureExtractionTask(EncoderTask):
     def initialize(self, model, init_checkpoint, log):
         """The checkpoint must hold the whole encoder (as before the runner: same report line,
         same error)."""
-        from bert_tf.model.checkpoints import load_checkpoint, require_complete
         report = load_checkpoint(model, init_checkpoint)
         log(str(report))
         require_complete(report, "init_checkpoint", "encoder")
         return report
 
     def predict_outputs(self, batch, outputs):
-        import tensorflow as tf
         layers = outputs["encoder_outputs"]
         result = {f"layer_output_{j}": tf.cast(layers[index], tf.float32)
                   for j, index in enumerate(self.config.layer_indexes)}
@@ -216,9 +213,6 @@ class FeatureExtractionTask(EncoderTask):
         """Writes the JSONL file (`output_file`; `output_dir` is not used) from `outputs`: the
         batches' outputs as they come (an iterable of dicts of numpy arrays) or all of them
         at once (one dict). Returns [output_file]."""
-        from bert_tf.io_utils import atomic_open
-        from bert_tf.progress import Progress
-
         lines = self.lines
         if isinstance(outputs, dict):
             outputs = [outputs]
@@ -286,10 +280,6 @@ def prepare_task(bert_config, tokenizer, max_seq_length, *, layer_indexes, predi
         FeatureExtractionConfig's.
       input_file, examples: exactly one of them.
     """
-    import numpy as np
-
-    from bert_tf.tasks.base import PreparedTask
-
     if (input_file is None) == (examples is None):
         raise ValueError("give exactly one of input_file and examples")
     if examples is None:
