@@ -23,9 +23,18 @@ import dataclasses
 import os
 
 import numpy as np
+import tensorflow as tf
 
-from bert_tf.errors import InputError, file_error
-from bert_tf.tasks import registry
+from bert_tf.errors import InputError, arg, argument_error, file_error
+from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint, require_complete
+from bert_tf.model.config import BertConfig
+from bert_tf.model.pooling import check_pooling, embedding_options
+from bert_tf.tasks import classification, registry
+from bert_tf.tasks.classifier_data import InputExample
+from bert_tf.text.fast_tokenization import FastTokenizer
+from bert_tf.text.packing import pack_texts
+from bert_tf.training import runner
+from bert_tf.training.settings import RunSettings
 
 TASK_MODELS = registry.NAMES
 
@@ -44,10 +53,6 @@ def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
                         do_lower_case=True, do_lower_case_given=False):
     """(BertConfig, vocab_file, do_lower_case): the given files first, then a Hugging Face
     directory's (the command lines' rule)."""
-    from bert_tf.model.checkpoints import hf_directory_files
-    from bert_tf.model.config import BertConfig
-    from bert_tf.errors import arg, argument_error
-
     hf = hf_directory_files(init_checkpoint) if init_checkpoint else None
     if bert_config_file:
         config = BertConfig.from_json_file(bert_config_file)
@@ -73,8 +78,6 @@ def model_files(path, bert_config_file=None, vocab_file=None, do_lower_case=None
     and vocab.txt beside the checkpoint (the layout of Google's released models); casing
     defaults to the Hugging Face tokenizer_config's, else True (uncased), as the command lines.
     """
-    from bert_tf.model.checkpoints import hf_directory_files
-
     path = os.fspath(path)
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     if hf_directory_files(path) is None:
@@ -95,7 +98,6 @@ def _beside(folder, name, what):
 
 def load_config(path):
     """The BertConfig of a bert_config.json file or a model directory."""
-    from bert_tf.model.config import BertConfig
     path = os.fspath(path)
     if os.path.isfile(path) and path.endswith(".json"):
         return BertConfig.from_json_file(path)
@@ -105,7 +107,6 @@ def load_config(path):
 def load_tokenizer(files, do_lower_case=None):
     """The tokenizer (bert_tf.text.fast_tokenization.FastTokenizer: the original's tokens) of a
     ModelFiles, a model directory or a vocab.txt path."""
-    from bert_tf.text.fast_tokenization import FastTokenizer
     if isinstance(files, (str, os.PathLike)) and os.path.isfile(files):
         return FastTokenizer(os.fspath(files),
                              do_lower_case=True if do_lower_case is None else do_lower_case)
@@ -133,7 +134,6 @@ def load_model(files, task="encoder", num_labels=None, require_all=None):
     directory or checkpoint). `require_all` (default: True for task heads) makes a checkpoint
     that lacks some of the model's variables (e.g. the head) an error instead of leaving them
     freshly initialised."""
-    from bert_tf.model.checkpoints import load_checkpoint, require_complete
     if not isinstance(files, ModelFiles):
         files = model_files(files)
     model = build_model(task, files.config, num_labels)
@@ -148,7 +148,6 @@ def encode(tokenizer, texts, text_pairs=None, max_seq_length=128):
     longest first, zero padding (`bert_tf.text.packing`, as the records and the SavedModels).
     Returns {"input_ids", "input_mask", "segment_ids"}: int32 [len(texts), max_seq_length]
     numpy arrays, which every model here takes."""
-    from bert_tf.text.packing import pack_texts
     if isinstance(texts, str):
         raise InputError("texts must be a list of strings, not one string")
     if text_pairs is not None and len(text_pairs) != len(texts):
@@ -177,8 +176,6 @@ class Classifier:
         """Class probabilities [N, num_labels] (regression: scores [N, 1]; multi-label: each
         label's): what the classifier's SavedModel serves
         (`ClassificationTask.serving_outputs`)."""
-        import tensorflow as tf
-
         task = self._task()
         inputs = encode(self.tokenizer, texts, text_pairs, self.max_seq_length)
         rows = []
@@ -202,7 +199,6 @@ class Classifier:
 def _examples(rows, split):
     """InputExamples from (text, label) or (text_a, text_b, label) tuples (a multi-label
     row's label: a list of labels)."""
-    from bert_tf.tasks.classifier_data import InputExample
     examples = []
     for i, row in enumerate(rows):
         if len(row) not in (2, 3):
@@ -226,10 +222,6 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     RunSettings (bert_tf.training.settings) by keyword, e.g. mixed_precision="bfloat16", or
     export_dir (the classifier's SavedModel, with run_classifier's signatures and label
     names)."""
-    from bert_tf.tasks import classification
-    from bert_tf.training import runner
-    from bert_tf.training.settings import RunSettings
-
     if not isinstance(files, ModelFiles):
         files = model_files(files)
     if not 3 <= max_seq_length <= files.config.max_position_embeddings:
@@ -288,8 +280,6 @@ class Embedder:
 
     def embed(self, texts, batch_size=32):
         """float32 [len(texts), hidden] embeddings, each text packed as `[CLS] text [SEP]`."""
-        import tensorflow as tf
-
         task = registry.build("encoder", self.encoder.config, pooling=self.pooling,
                               normalize=self.normalize, max_seq_length=self.max_seq_length)
         inputs = encode(self.tokenizer, texts, max_seq_length=self.max_seq_length)
@@ -309,7 +299,6 @@ def load_embedder(files, pooling="mean", normalize=None, max_seq_length=None):
     """An Embedder of a model directory (or ModelFiles): `normalize` and `max_seq_length`
     default to what a sentence-transformers directory declares (its Normalize module, its
     sentence_bert_config), else False and 128; an unknown pooling is an InputError."""
-    from bert_tf.model.pooling import check_pooling, embedding_options
     check_pooling(pooling)
     if not isinstance(files, ModelFiles):
         files = model_files(files)

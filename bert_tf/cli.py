@@ -1,7 +1,15 @@
 """Shared plumbing for the absl command lines in `run/` and `data_tools/`.
 
 The library defines no flags; each command line defines its own and calls `run_main(main)`.
+
+This module is imported by every command line before its flags are parsed: it must not import
+TensorFlow (--help and flag errors come without TensorFlow's start-up); `expand_globs` imports
+it only for a remote (gs://...) pattern. absl's `app` and `logging` define flags (--verbosity,
+--only_check_args, ...) when imported: `run_main` imports them when a command line runs, so
+that importing a command line's module (tests, the demo's helpers) defines only its flags.
 """
+import errno
+import fnmatch
 import importlib.abc
 import importlib.util
 import os
@@ -9,8 +17,10 @@ import re
 import sys
 import tempfile
 
+from absl import flags
+
 from bert_tf.errors import InputError, flag_error, name_arguments_as_flags
-from bert_tf.io_utils import split_comma_list
+from bert_tf.io_utils import is_temporary_name, split_comma_list
 
 # TensorFlow's C++ INFO and WARNING lines (CPU feature guard, ...) hide our own progress lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -143,7 +153,6 @@ def run_main(main):
         """absl's parsing, but a bad flag (unknown name, invalid value, a value outside
         FLAG_RANGES) is one `error:` line and exit 2, as other bad input (absl prints its usage
         text and exits 1)."""
-        from absl import flags
         register_flag_ranges(flags.FLAGS)
         try:
             return flags.FLAGS(argv)
@@ -191,7 +200,6 @@ FLAG_RANGES = {
 def register_flag_ranges(flag_values):
     """Registers FLAG_RANGES' check for each of them that `flag_values` defines (unset
     optional flags, None, pass)."""
-    from absl import flags
     for name, (in_range, message) in FLAG_RANGES.items():
         if name in flag_values:
             flags.register_validator(name, lambda v, ok=in_range: v is None or ok(v),
@@ -202,7 +210,6 @@ def permission_error_message(error):
     """One line for an error that says a path cannot be written or read (permission denied,
     read-only or immutable): Python's PermissionError and TensorFlow's PermissionDeniedError
     (whose message names the path); None for any other error."""
-    import errno
     if isinstance(error, OSError) and error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         where = error.filename or ""
         return f"{where}: {error.strerror.lower()}" if where else str(error)
@@ -219,8 +226,6 @@ def expand_globs(patterns, flag_name):
     killed writer left) nor directories; a name without wildcards that is a directory is an
     error. Raises InputError naming the flag when a pattern matches no file.
     """
-    from bert_tf.io_utils import is_temporary_name
-
     files = []
     for pattern in split_comma_list(patterns) if isinstance(patterns, str) else patterns:
         remote = "://" in pattern
@@ -255,8 +260,6 @@ def _local_glob(pattern):
     directory lists them (TensorFlow does not sort). A glob in the first component of a relative
     path yields "./name", as TensorFlow does.
     """
-    import fnmatch
-
     if not any(c in pattern for c in "*?["):
         return [pattern] if os.path.exists(pattern) else []
     parts = pattern.split("/")

@@ -5,7 +5,8 @@ A job killed half-way leaves no truncated file under the final name (at most a h
 partial file for a finished one. Such leftovers are removed by the next write of the same output
 (once their process is gone), and `bert_tf.cli.expand_globs` never matches them as input.
 Local paths use `os` (no TensorFlow import, so data tools start fast); URLs such as gs://... go
-through tf.io.gfile.
+through tf.io.gfile, imported by the function that meets one (every command line imports this
+module before parsing its flags).
 """
 import contextlib
 import os

@@ -42,7 +42,7 @@ import re
 import unicodedata
 import warnings
 
-from bert_tf.errors import file_error
+from bert_tf.errors import arg, argument_error, file_error
 from bert_tf.io_utils import open_input
 
 _UNUSED_TOKEN_RE = re.compile(r"^\[unused\d+\]$")
@@ -79,7 +79,6 @@ def check_vocab_fits(vocab_file, vocab_size):
     """A vocabulary with more entries than the model's vocab_size gives token ids that its
     embedding table does not have (another model's vocabulary): an InputError naming
     vocab_file and bert_config_file. A missing file is left to the tokenizer to report."""
-    from bert_tf.errors import arg, argument_error
     if "://" in str(vocab_file) or not os.path.isfile(vocab_file):
         return
     with open(vocab_file, "rb") as f:

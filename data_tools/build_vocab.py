@@ -12,6 +12,8 @@ and is used as --vocab_file by create_pretraining_data and the run/ scripts (wit
 from absl import flags
 
 from bert_tf.cli import expand_globs, run_main
+from bert_tf.errors import flag_error
+from bert_tf.io_utils import check_output_file
 
 flags.DEFINE_string("input_file", None,
                     "Input text files, one sentence or paragraph per line (comma-separated "
@@ -38,15 +40,15 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv
-    from bert_tf.errors import flag_error
-    from bert_tf.io_utils import check_output_file
-    from bert_tf.text.vocab_learning import build_vocab
-
     for name in ("input_file", "output_file"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
     input_files = expand_globs(FLAGS.input_file, "input_file")
     check_output_file(FLAGS.output_file, "output_file", inputs={"input_file": input_files})
+    # The library (and TensorFlow) once the flags are checked: --help and flag errors come
+    # without TensorFlow's start-up.
+    from bert_tf.text.vocab_learning import build_vocab
+
     build_vocab(input_files, FLAGS.output_file, FLAGS.vocab_size,
                 do_lower_case=FLAGS.do_lower_case, num_unused=FLAGS.num_unused,
                 min_frequency=FLAGS.min_frequency, limit_alphabet=FLAGS.limit_alphabet)

@@ -108,6 +108,8 @@ def main(argv):
     # The first time numba loads compiled code it imports scipy.linalg (a few hundred ms of
     # start-up) only to look for a BLAS; our compiled code does no linear algebra.
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
+    # The library after the flags are parsed, and after the line above (it imports numba):
+    # --help and flag errors come without numba's start-up.
     from bert_tf.data import pretraining_data
 
     options = pretraining_data.InstanceOptions(
@@ -146,7 +148,7 @@ def main(argv):
     for path in output_files:
         print(f"  {path}", file=log)
     if FLAGS.runner:
-        from bert_tf.data import pretraining_beam
+        from bert_tf.data import pretraining_beam  # Apache Beam: optional, slow to import
 
         summary = pretraining_beam.create_pretraining_data_beam(
             input_files, output_files, make_tokenizer, options,

@@ -14,6 +14,7 @@ between documents.
 
     python -m data_tools.demo_corpus --output_file=corpus.txt --num_documents=2000
 """
+import os
 import random
 
 from absl import flags
@@ -103,7 +104,6 @@ def write_tagging_task(directory, num_train=2000, num_valid=300, num_test=200, s
     """Writes the demo's fine-tuning task as CoNLL files (`word tag`, blank line between
     sentences) in `directory`: train.txt, valid.txt, test.txt, each about other new people, so
     names must be recognised from context and WordPiece shape, not remembered."""
-    import os
     sizes = {"train.txt": num_train, "valid.txt": num_valid, "test.txt": num_test}
     for offset, (name, size) in enumerate(sizes.items()):
         rng = random.Random(seed * 1000 + offset)

@@ -17,9 +17,13 @@ count * (pieces - 1), at least --min_count occurrences (bert_tf/text/vocab_exten
 why). Each added word is one piece for the tokenizer. Progress and a summary (each word, its
 id, count and former pieces) go to stderr; the files appear only when complete.
 """
+import os
+
 from absl import flags
 
 from bert_tf.cli import expand_globs, run_main
+from bert_tf.errors import flag_error
+from bert_tf.io_utils import check_output_file
 
 flags.DEFINE_string("vocab_file", None, "The vocabulary to extend (default for a Hugging Face "
                     "--init_checkpoint: its vocab.txt).")
@@ -49,10 +53,6 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv
-    import os
-
-    from bert_tf.errors import flag_error
-    from bert_tf.io_utils import check_output_file
 
     if not FLAGS.input_file:
         raise flag_error("input_file", "is required")

@@ -5,10 +5,17 @@ run_classifier.py and run_squad.py) plus ours: strategy, precision, XLA, optimiz
 A command line calls `define_run_flags(...)` with its own defaults for the few that differ
 (batch sizes, learning rate), defines its task's flags, and passes `run_settings()` with its task
 to `bert_tf.training.runner.run`.
+
+Every command line imports this module before its flags are parsed, so it imports at the top
+only absl and what `bert_tf.cli` has loaded already; the library is imported by the functions
+that use it, after the flags are parsed (--help and flag errors without TensorFlow's start-up).
 """
 import dataclasses
+import os
 
 from absl import flags
+
+from bert_tf.errors import flag_error
 
 FLAGS = flags.FLAGS
 
@@ -117,7 +124,6 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
 
 
 def check_required(*names):
-    from bert_tf.errors import flag_error
     for name in names:
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
@@ -125,10 +131,7 @@ def check_required(*names):
 
 def load_bert_config():
     """The --bert_config_file's BertConfig (an InputError naming the flag if it is missing)."""
-    import os
-
     from bert_tf.model.config import BertConfig
-    from bert_tf.errors import flag_error
     if not os.path.exists(FLAGS.bert_config_file):
         raise flag_error("bert_config_file", f"{FLAGS.bert_config_file} does not exist")
     return BertConfig.from_json_file(FLAGS.bert_config_file)
@@ -137,7 +140,6 @@ def load_bert_config():
 def check_max_seq_length(bert_config, minimum=3, value=None):
     """--max_seq_length (or `value`, the length a command line took for it) must fit [CLS] + a
     token + [SEP] and the model's positions."""
-    from bert_tf.errors import flag_error
     limit = bert_config.max_position_embeddings
     value = FLAGS.max_seq_length if value is None else value
     if value < minimum or value > limit:

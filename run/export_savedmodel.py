@@ -65,8 +65,6 @@ flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or
 def build_task(config, vocab_file=None, max_seq_length=None):
     """The --task's task (bert_tf.tasks.registry) with the options its flags give
     (`max_seq_length`: the one the command line took, default --max_seq_length)."""
-    from bert_tf.tasks import registry
-
     options = {"max_seq_length": max_seq_length or FLAGS.max_seq_length}
     if FLAGS.pooling is not None:
         from bert_tf.model.pooling import embedding_options

@@ -33,6 +33,9 @@ to stderr; the output file appears only when complete.
 from absl import flags
 
 from bert_tf.cli import run_main
+from bert_tf.errors import flag_error
+from bert_tf.io_utils import check_input_file, check_output_file, split_comma_list
+from .common_flags import check_max_seq_length
 
 flags.DEFINE_string("input_file", None, "Input text: one example per line, 'text_a' or "
                     "'text_a ||| text_b'.")
@@ -80,9 +83,6 @@ def __getattr__(name):
 
 
 def parse_layers(value, num_layers):
-    from bert_tf.io_utils import split_comma_list
-    from bert_tf.errors import flag_error
-
     try:
         indexes = [int(x) for x in split_comma_list(value)]
     except ValueError:
@@ -98,9 +98,6 @@ def parse_layers(value, num_layers):
 
 def main(argv):
     del argv
-    from bert_tf.errors import flag_error
-    from bert_tf.io_utils import check_input_file, check_output_file
-
     for name in ("input_file", "output_file", "init_checkpoint"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "required")
@@ -111,6 +108,8 @@ def main(argv):
     check_output_file(FLAGS.output_file, "output_file",
                       inputs={name: getattr(FLAGS, name) for name in
                               ("input_file", "vocab_file", "bert_config_file")})
+    # The library (and TensorFlow) once the flags and files are checked: --help, flag errors
+    # and a missing input come without TensorFlow's start-up.
     import tensorflow as tf
 
     from bert_tf import tokenization
@@ -129,7 +128,6 @@ def main(argv):
             FLAGS.init_checkpoint,
             FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None,
             FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None)
-    from .common_flags import check_max_seq_length
     check_max_seq_length(config, value=max_seq_length)
     tokenization.check_vocab_fits(vocab_file, config.vocab_size)
     layers = FLAGS.layers

@@ -88,6 +88,8 @@ def tsv_options():
 
 def main(argv):
     del argv
+    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    # without TensorFlow's start-up.
     from bert_tf.tasks import classification, classifier_data
     from bert_tf.text.fast_tokenization import FastTokenizer
 

@@ -46,6 +46,8 @@ flags.DEFINE_enum("tag_scheme", "IOB2", ["IOB2", "IOB1", "IOBES"],
 
 def main(argv):
     del argv
+    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    # without TensorFlow's start-up.
     from bert_tf.tasks import tagging
     from bert_tf.text.fast_tokenization import FastTokenizer
 

@@ -51,7 +51,6 @@ flags.DEFINE_bool("deterministic_input", False,
 
 def main(argv):
     del argv
-    from bert_tf.training import runner
     from bert_tf.training.settings import check_request
 
     common_flags.check_required("bert_config_file", "input_file", "output_dir")
@@ -62,7 +61,10 @@ def main(argv):
     # The checks that need no TensorFlow first (it takes seconds to import).
     check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
     input_files = expand_globs(FLAGS.input_file, "input_file")
+    # Then the task and the runner, which import TensorFlow.
     from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
+    from bert_tf.training import runner
+
     bert_config = common_flags.load_bert_config()
     if FLAGS.max_seq_length > bert_config.max_position_embeddings:
         raise flag_error("max_seq_length",

@@ -78,6 +78,8 @@ def check_flags():
 
 def main(argv):
     del argv
+    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    # without TensorFlow's start-up.
     from bert_tf.tasks import squad
     from bert_tf.text.fast_tokenization import FastTokenizer
 

@@ -217,7 +217,6 @@ def test_parallel_tokenization_reads_the_same_corpus(wikitext_files, uncased_voc
     script = f"""
 import numpy as np
 from bert_tf.data import pretraining_data
-from bert_tf.data.features import pretraining_feature_spec
 from bert_tf.tokenization import FullTokenizer
 files = {[str(p) for p in wikitext_files]!r}
 tokenizer = FullTokenizer({str(uncased_vocab)!r})

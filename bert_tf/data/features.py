@@ -13,25 +13,26 @@ One place for what every task shares with the original release (the packing of i
 The pretraining data writer serializes its records by hand for speed (bert_tf.data.pretraining_data);
 its spec lives here with the others.
 """
+import tensorflow as tf
+
+from bert_tf.io_utils import atomic_output
+
 # ---------------------------------------------------------------------------------------------
 # Feature specs (for tf.io.parse_single_example)
 # ---------------------------------------------------------------------------------------------
 
 
 def _fixed(length, dtype):
-    import tensorflow as tf
     return tf.io.FixedLenFeature([length], dtype)
 
 
 def _input_spec(max_seq_length):
-    import tensorflow as tf
     return {name: _fixed(max_seq_length, tf.int64)
             for name in ("input_ids", "input_mask", "segment_ids")}
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
     """create_pretraining_data's 7 fixed-length features (run_pretraining's input_fn_builder)."""
-    import tensorflow as tf
     return dict(_input_spec(max_seq_length),
                 masked_lm_positions=_fixed(max_predictions_per_seq, tf.int64),
                 masked_lm_ids=_fixed(max_predictions_per_seq, tf.int64),
@@ -46,7 +47,6 @@ def classifier_feature_spec(max_seq_length, regression=False, multi_label_size=N
     name; a multi-label task (`multi_label_size`: its number of labels) a multi-hot
     `label_ids` [multi_label_size].
     """
-    import tensorflow as tf
     if multi_label_size is not None:
         label_ids = _fixed(multi_label_size, tf.int64)
     else:
@@ -58,7 +58,6 @@ def classifier_feature_spec(max_seq_length, regression=False, multi_label_size=N
 def tagging_feature_spec(max_seq_length):
     """Token classification records: inputs, `label_ids` [T], `label_mask` [T] (1 where a word's
     first piece carries its label), `is_real_example` []."""
-    import tensorflow as tf
     return dict(_input_spec(max_seq_length),
                 label_ids=_fixed(max_seq_length, tf.int64),
                 label_mask=_fixed(max_seq_length, tf.int64),
@@ -69,7 +68,6 @@ def squad_feature_spec(max_seq_length, is_training):
     """run_squad's records: `unique_ids` [], inputs, and for training `start_positions` [],
     `end_positions` [], `is_impossible` [] (the original's FeatureWriter and input_fn_builder;
     the original's reader leaves `is_impossible` out, its records have it)."""
-    import tensorflow as tf
     spec = dict(unique_ids=tf.io.FixedLenFeature([], tf.int64), **_input_spec(max_seq_length))
     if is_training:
         for name in ("start_positions", "end_positions", "is_impossible"):
@@ -88,8 +86,6 @@ def make_example(features):
     The type follows the spec: a float value (or a list holding one) is a FloatList, others
     Int64List, as the original's `create_int_feature` / `create_float_feature`.
     """
-    import tensorflow as tf
-
     feature = {}
     for name, value in features.items():
         values = list(value) if isinstance(value, (list, tuple)) else [value]
@@ -106,10 +102,6 @@ def write_examples(path, feature_dicts):
     Written under a temporary name and renamed when complete, so an interrupted run never
     leaves a partial file that a rerun would take as its cache. Returns the number written.
     """
-    import tensorflow as tf
-
-    from bert_tf.io_utils import atomic_output
-
     count = 0
     with atomic_output(path) as tmp:
         with tf.io.TFRecordWriter(tmp) as writer:

@@ -18,7 +18,11 @@ Two orders:
     the global batches are the same as on one device: eval reads exactly the first
     `max_eval_steps * eval_batch_size` records, as the original.
 """
+import re
+
 import tensorflow as tf
+
+from bert_tf.errors import file_error
 
 
 def decode_record(record, feature_spec):
@@ -39,7 +43,6 @@ def check_first_record(path, feature_spec, hint=""):
     before they surface as an op error deep inside the training loop. `hint` is appended to a
     feature mismatch message (e.g. which flags set the expected lengths).
     """
-    from bert_tf.errors import file_error
     try:
         record = next(iter(tf.data.TFRecordDataset([str(path)]).take(1)), None)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
@@ -67,9 +70,6 @@ def find_bad_record(paths):
     """For the error path only (a DataLossError while reading `paths`): reads each file record by
     record and returns an InputError naming the first damaged file and the byte offset TF reports
     ("corrupted record at N", "truncated record at N"), or None if every file reads cleanly."""
-    import re
-
-    from bert_tf.errors import file_error
     for path in paths:
         try:
             for _ in tf.data.TFRecordDataset([str(path)]).batch(4096):
@@ -89,7 +89,6 @@ def check_id_ranges(paths, limits, hint="", num_records=64, max_files=16):
     ids against the config's vocab_size:
     records made with another vocabulary), looking at the first `num_records` records of the
     first `max_files` files: a cheap check before training, not a proof."""
-    from bert_tf.errors import file_error
     for path in list(paths)[:max_files]:
         try:
             records = [r.numpy() for r in tf.data.TFRecordDataset([str(path)]).take(num_records)]

@@ -43,6 +43,8 @@ _COUNTERS = ("documents", "input_tokens", "instances", "instance_tokens", "maske
 try:
     import apache_beam as beam
     from apache_beam.metrics import Metrics
+    from apache_beam.metrics.metric import MetricsFilter
+    from apache_beam.options.pipeline_options import PipelineOptions
 except ImportError:  # an optional dependency: the functions below say how to install it
     beam = None
 
@@ -129,8 +131,6 @@ def pipeline_options(runner, num_workers=1, beam_options=""):
     processes (multi_processing). `beam_options`: more Beam flags, as one shell-quoted string
     (for Dataflow: --project, --region, --temp_location, ...)."""
     _require_beam()
-    from apache_beam.options.pipeline_options import PipelineOptions
-
     args = [f"--runner={runner}"]
     if runner == "DirectRunner":
         mode = "multi_processing" if num_workers > 1 else "in_memory"
@@ -148,8 +148,6 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
     options_for_beam: `pipeline_options(...)`.
     """
     _require_beam()
-    from apache_beam.metrics.metric import MetricsFilter
-
     options.validate()
     if window_bytes < 1:
         raise argument_error("window_bytes", f"must be positive, got {window_bytes}")

@@ -25,12 +25,17 @@ bounded windows of documents in parallel processes; see its docstring for its co
 Input format (as the original): one sentence per line, a blank (after `str.strip()`) line
 between documents; files are read in the order given and a document continues across a file
 boundary when the file does not end with a blank line. Lines are split on "\\n" only.
+
+No TensorFlow import here: create_pretraining_data never imports it for local files, and its
+tokenizing processes are forked. TensorFlow is imported only for remote (gs://...) files,
+and FastTokenizer (~0.3 s to import, then TensorFlow) only for --tokenizer=fast.
 """
 import collections
 import contextlib
 import dataclasses
 import gzip as gzip_lib
 import itertools
+import multiprocessing
 import os
 import random
 
@@ -39,6 +44,8 @@ from numba import njit
 
 from bert_tf import io_utils
 from bert_tf.errors import argument_error, file_error
+from bert_tf.progress import Progress
+from bert_tf.tokenization import FullTokenizer
 
 # The original's features, in the order it builds them (the wire order is sorted by key).
 INT_FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
@@ -983,8 +990,6 @@ def ordered_map(function, items, processes, state, max_in_flight=None):
         for item in items:
             yield function(item)
         return
-    import multiprocessing
-
     # fork: workers start in milliseconds and inherit the state without pickling it.
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
@@ -1055,8 +1060,6 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, rando
     original does; memory grows with the corpus (see the streaming mode for corpora that do not
     fit). Returns a `Summary`.
     """
-    from bert_tf.progress import Progress
-
     options.validate()
     vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
     summary = Summary()
@@ -1104,8 +1107,6 @@ def make_tokenizer(name, vocab_file, do_lower_case):
         from bert_tf.text.fast_tokenization import FastTokenizer
 
         return FastTokenizer(vocab_file, do_lower_case=do_lower_case)
-    from bert_tf.tokenization import FullTokenizer
-
     return FullTokenizer(vocab_file, do_lower_case=do_lower_case)
 
 
@@ -1243,8 +1244,6 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
     Memory is bounded by about (num_workers + 1) windows' text and records, whatever the corpus
     size. Returns a `Summary`.
     """
-    from bert_tf.progress import Progress
-
     options.validate()
     if window_bytes < 1:
         raise argument_error("window_bytes", f"must be positive, got {window_bytes}")

@@ -44,8 +44,14 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from safetensors.numpy import load_file
+from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.errors import arg, argument_error, file_error
+from bert_tf.io_utils import temporary_path
+from bert_tf.model.config import BertConfig
+from bert_tf.model.layers import truncated_normal
+from bert_tf.training.optimization import AdamWeightDecay
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
 SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
@@ -271,8 +277,6 @@ def hf_directory_files(path):
 
     Command lines use these unless flags say otherwise; returns None for other checkpoints.
     """
-    from bert_tf.model.config import BertConfig
-
     kind, location = resolve_checkpoint(path)
     if kind != "hf":
         return None
@@ -383,8 +387,6 @@ def load_original_training_state(model, optimizer, path):
     Returns a LoadReport; InputError if a weight, a moment or global_step is missing, or if the
     optimizer is not AdamWeightDecay (the original has no other).
     """
-    from bert_tf.training.optimization import AdamWeightDecay
-
     inner = getattr(optimizer, "inner_optimizer", optimizer)
     if not isinstance(inner, AdamWeightDecay):
         raise file_error(path, f"is a checkpoint of the original run_pretraining, whose optimizer "
@@ -436,8 +438,6 @@ def _checkpoint_paths(reader):
     optimizer, optimizer/_trainable_variables/N), and the checkpoint key names only the shortest
     one, so matching by key alone would miss it; the object graph has them all.
     """
-    from tensorflow.core.protobuf import trackable_object_graph_pb2
-
     graph = trackable_object_graph_pb2.TrackableObjectGraph()
     graph.ParseFromString(reader.get_tensor("_CHECKPOINTABLE_OBJECT_GRAPH"))
     paths = {}
@@ -560,8 +560,6 @@ def hf_to_original_name(hf_name):
 
 def _read_hf_weights(directory):
     """A Hugging Face directory's weights renamed to the original naming (numpy, no torch)."""
-    from safetensors.numpy import load_file
-
     weights_path = os.path.join(directory, "model.safetensors")
     try:
         tensors = load_file(weights_path)
@@ -603,8 +601,6 @@ def write_tf1_checkpoint(model, path, global_step=None):
 
 def write_named_checkpoint(weights, path, global_step=None):
     """`write_tf1_checkpoint` of {original name: numpy array} (any variables, as they are)."""
-    from bert_tf.io_utils import temporary_path
-
     path = os.fspath(path)
     weights = collections.OrderedDict(weights)
     if global_step is not None:
@@ -674,7 +670,6 @@ def resize_vocabulary(weights, new_vocab_size, initializer_range=0.02, seed=None
     (`create_initializer`: truncated normal, stddev `initializer_range`, redrawn beyond 2
     stddev; `seed` makes them reproducible), new output-bias entries 0 (its
     zeros_initializer). The other weights are the same arrays."""
-    from bert_tf.model.layers import truncated_normal
 
     embedding_name, bias_name = VOCABULARY_VARIABLES
     embeddings = np.asarray(weights[embedding_name])

@@ -15,6 +15,7 @@ import json
 import tensorflow as tf
 
 from bert_tf.errors import InputError, file_error
+from bert_tf.io_utils import atomic_open
 
 # Activations the encoder implements (bert_tf.model.layers.get_activation).
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear", "swish")
@@ -133,7 +134,6 @@ class BertConfig:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, json_file):
-        from bert_tf.io_utils import atomic_open
         with atomic_open(json_file, "w") as writer:
             writer.write(self.to_json_string())
 

@@ -10,6 +10,7 @@ The weights are created at construction, so a checkpoint can be loaded before th
 import keras
 import tensorflow as tf
 
+from bert_tf.model.checkpoints import encoder_parts
 from bert_tf.model.config import BertConfig, SerializesBertConfig
 from bert_tf.model.layers import BertEmbeddings, BertPooler, TransformerLayer, attention_bias_from_mask
 
@@ -53,7 +54,6 @@ class BertEncoder(SerializesBertConfig, keras.Model):
 
     def original_variable_parts(self):
         """The variables under the original release's names (bert/embeddings/..., ...)."""
-        from bert_tf.model.checkpoints import encoder_parts
         return encoder_parts(self)
 
     @property

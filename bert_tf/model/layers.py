@@ -44,6 +44,8 @@ import os
 import keras
 import tensorflow as tf
 
+from bert_tf.model import quantization
+
 LAYER_NORM_EPSILON = 1e-12
 ATTENTION_MASK_ADDER = -10000.0
 
@@ -219,8 +221,6 @@ def _matmul_with_transposed_kernel_gradient(x, kernel):
 def _quantize_kernel(layer, name, mode):
     """Replaces `layer`'s float kernel attribute `name` by `kernel_int8` and `kernel_scale`
     (bert_tf.model.quantization: int8 per output unit, for inference only)."""
-    from bert_tf.model import quantization
-
     if mode != "int8":
         raise NotImplementedError(f"{type(layer).__name__} quantizes to int8 only, not {mode}")
     if layer.kernel_int8 is not None:
@@ -270,9 +270,8 @@ class Dense(keras.layers.Layer):
 
     def call(self, x, training=False):
         if self.kernel_int8 is not None:
-            from bert_tf.model.quantization import quantized_dense
-            y, activated = quantized_dense(x, self.kernel_int8, self.kernel_scale, self.bias,
-                                           self.activation_name)
+            y, activated = quantization.quantized_dense(
+                x, self.kernel_int8, self.kernel_scale, self.bias, self.activation_name)
             activation = not activated and self.activation_name and get_activation(
                 self.activation_name)
             return tf.cast(activation(y) if activation else y, self.compute_dtype)
@@ -517,11 +516,10 @@ class BertSelfAttention(keras.layers.Layer):
     def _project(self, x, columns=None):
         """x @ qkv_kernel + qkv_bias, or their `columns` (a slice) only (float or int8)."""
         if self.kernel_int8 is not None:
-            from bert_tf.model.quantization import quantized_dense
             kernel, scale, bias = self.kernel_int8, self.kernel_scale, self.qkv_bias
             if columns is not None:
                 kernel, scale, bias = kernel[:, columns], scale[columns], bias[columns]
-            return tf.cast(quantized_dense(x, kernel, scale, bias)[0], self.compute_dtype)
+            return tf.cast(quantization.quantized_dense(x, kernel, scale, bias)[0], self.compute_dtype)
         kernel, bias = self.qkv_kernel, self.qkv_bias
         if columns is not None:
             kernel, bias = kernel[:, columns], bias[columns]

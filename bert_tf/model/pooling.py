@@ -21,7 +21,9 @@ import dataclasses
 import json
 import os
 
-from bert_tf.errors import argument_error
+import tensorflow as tf
+
+from bert_tf.errors import argument_error, file_error
 
 POOLINGS = ("cls", "mean", "max")
 
@@ -37,8 +39,6 @@ def check_pooling(pooling, name="pooling"):
 def pool(hidden_states, input_mask, pooling, normalize=False):
     """[B, T, H] hidden states and their [B, T] input mask -> [B, H] float32 embeddings (see
     the module docstring); TensorFlow ops, for graphs and eager calls alike."""
-    import tensorflow as tf
-
     check_pooling(pooling)
     if pooling is None:
         raise argument_error("pooling", f"required: one of {', '.join(POOLINGS)}")
@@ -81,8 +81,6 @@ def sentence_transformers_config(path):
     """The SentenceTransformersConfig of a model directory whose modules.json lists
     sentence-transformers modules; None for anything else (a checkpoint prefix, a plain
     Hugging Face directory). A damaged JSON file is an InputError naming it."""
-    from bert_tf.errors import file_error
-
     path = os.fspath(path) if path else ""
     modules_file = os.path.join(path, "modules.json")
     if not path or not os.path.isfile(modules_file):

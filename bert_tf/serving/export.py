@@ -28,6 +28,11 @@ import os
 
 import tensorflow as tf
 
+from bert_tf.errors import argument_error
+from bert_tf.io_utils import atomic_output, check_replaceable_dir
+from bert_tf.model import quantization
+from bert_tf.text.graph_tokenization import GraphTokenizer
+
 # Written into every export's assets; a folder holding it (and only a SavedModel's entries) is
 # one of ours, which a new export may replace.
 EXPORT_MARKER = "bert_tf_export.json"
@@ -46,7 +51,6 @@ def check_export_dir(export_dir, keep=None, name="export_dir"):
     """Before any work: `export_dir` is new, empty, or an earlier export of ours (which `save`
     then replaces); anything else, or a folder that is or holds one of `keep` ({name: path}:
     the run's output and checkpoint folders), raises an InputError naming `name`."""
-    from bert_tf.io_utils import check_replaceable_dir
     check_replaceable_dir(export_dir, name, is_bert_tf_export, "a SavedModel exported by "
                           "bert_tf", keep=keep)
 
@@ -71,8 +75,6 @@ QUANTIZATIONS = ("none", "int8")
 def quantized_copy(task, model):
     """A copy of `model` (the task's) with its transformer dense layers in int8
     (bert_tf.model.quantization); `model` itself is left as it is."""
-    from bert_tf.model import quantization
-
     copy = task.build_model()
     copy.set_weights(model.get_weights())
     return quantization.quantize(copy)
@@ -87,9 +89,6 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     exports the same model with tensorflow-text's tokenizers). `quantization`: "none", or
     "int8": the transformer dense layers in int8 (`quantized_copy`; a SavedModel for x86 CPUs,
     bert_tf.model.quantization)."""
-    from bert_tf.errors import argument_error
-    from bert_tf.io_utils import atomic_output
-
     if quantization not in QUANTIZATIONS:
         raise argument_error("quantization", f"must be one of {', '.join(QUANTIZATIONS)}, got "
                                              f"{quantization!r}")
@@ -103,7 +102,6 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     # The variables only: a Keras model attached here would add Keras' own default signature.
     module.model_variables = [v.value for v in model.variables]
     if vocab_file:
-        from bert_tf.text.graph_tokenization import GraphTokenizer
         module.tokenizer = tokenizer or GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
         signatures.update(task.text_signatures(model, module.tokenizer))
     check_export_dir(export_dir)

@@ -36,6 +36,12 @@ import dataclasses
 import os
 import typing
 
+import tensorflow as tf
+
+from bert_tf import io_utils
+from bert_tf.data import input_pipeline
+from bert_tf.model.checkpoints import load_checkpoint
+
 MODES = ("train", "eval", "predict")
 
 
@@ -119,7 +125,6 @@ class Task(abc.ABC):
         `config.records[mode]`: train shuffled (every record once per epoch, repeated by the
         loop's steps), eval/predict in file order, once. The default reads the records with
         `feature_spec(mode)` (bert_tf.data.input_pipeline)."""
-        from bert_tf.data import input_pipeline
         config, records = self.config, self.config.records[mode]
         sequence_features = self.sequence_features if config.bucket_by_length else None
         return input_pipeline.dataset_fn(
@@ -144,7 +149,6 @@ class Task(abc.ABC):
         Returns the LoadReport. The default loads whatever of the model the checkpoint has
         (the encoder of a pretrained model; a new task head stays initialised).
         """
-        from bert_tf.model.checkpoints import load_checkpoint
         report = load_checkpoint(model, init_checkpoint)
         log(f"initialised from {init_checkpoint}: {report}")
         return report
@@ -213,8 +217,6 @@ class Task(abc.ABC):
         word, a span) overrides them. Batches are cut to their longest text
         (`pad_to_longest`): the model masks padding, so the outputs are the padded ones, for
         less work."""
-        import tensorflow as tf
-
         text = tf.TensorSpec([None], tf.string)
         max_seq_length = self.config.max_seq_length
 
@@ -242,9 +244,8 @@ def format_results(results):
 
 def write_results(results, output_dir, filename="eval_results.txt"):
     """Writes `format_results(results)` atomically into output_dir; returns the path."""
-    from bert_tf.io_utils import atomic_open
     path = os.path.join(output_dir, filename)
-    with atomic_open(path) as f:
+    with io_utils.atomic_open(path) as f:
         f.write(format_results(results))
     return path
 
@@ -263,10 +264,6 @@ class PreparedTask(typing.NamedTuple):
 def preparing(output_dir):
     """The block a `prepare_task` writes its records in: output_dir made, and what the block
     created removed if it fails (no partial outputs; bert_tf.io_utils.removed_on_failure)."""
-    import tensorflow as tf
-
-    from bert_tf import io_utils
-
     with io_utils.removed_on_failure(output_dir):
         tf.io.gfile.makedirs(output_dir)
         yield

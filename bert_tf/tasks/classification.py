@@ -63,9 +63,14 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks import metrics
 from bert_tf.data.features import classifier_feature_spec
+from bert_tf.errors import arg, argument_error
+from bert_tf.io_utils import atomic_open
+from bert_tf.model.models import BertClassifier
+from bert_tf.tasks import classifier_data, metrics
+from bert_tf.tasks.classifier_data import check_doc_stride
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
+from bert_tf.training import runner
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
 TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
@@ -133,8 +138,6 @@ class ClassificationConfig(TaskConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        from bert_tf.errors import arg, argument_error
-        from bert_tf.tasks.classifier_data import check_doc_stride
         check_doc_stride(self.doc_stride, self.max_seq_length)
         if self.window_pooling is not None and not self.windowed:
             raise argument_error("window_pooling", f"is for texts in windows "
@@ -171,7 +174,6 @@ class ClassificationConfig(TaskConfig):
     @property
     def thresholds(self):
         """Multi-label: each label's threshold, a tuple of num_labels floats in (0, 1)."""
-        from bert_tf.errors import argument_error
         given = 0.5 if self.threshold is None else self.threshold
         values = list(given) if isinstance(given, (list, tuple)) else [given]
         thresholds = []
@@ -213,7 +215,6 @@ class ClassificationTask(Task):
 
     # ---- Model.
     def build_model(self):
-        from bert_tf.model.models import BertClassifier
         config = self.config
         return BertClassifier(config.bert_config, config.num_labels, config.dropout_rate)
 
@@ -379,7 +380,6 @@ class ClassificationTask(Task):
     def write_predictions(self, outputs, output_dir):
         """test_results.tsv as the original: a line of tab-separated probabilities per real
         example (the padding examples sit at the end and are left out)."""
-        from bert_tf.io_utils import atomic_open
         outputs = self.per_example(outputs)
         path = os.path.join(output_dir, "test_results.tsv")
         rows = outputs["probabilities"][outputs["is_real_example"] > 0]
@@ -413,8 +413,6 @@ class ClassificationTask(Task):
 def write_table(path, header, rows):
     """A tab-separated file (atomically): the header, then the rows; tabs and line breaks in a
     cell become spaces."""
-    from bert_tf.io_utils import atomic_open
-
     def line(cells):
         return "\t".join(re.sub(r"[\t\r\n]", " ", str(cell)) for cell in cells) + "\n"
 
@@ -437,8 +435,6 @@ def read_splits(processor, data_dir, modes):
     """{mode: InputExamples} of each of `modes` ("train", "eval", "predict": the processor's
     train, dev and test files in data_dir), every one read and checked (an empty one is an
     error naming data_dir) before any record is written."""
-    from bert_tf.errors import argument_error
-
     file_names = processor.file_names  # TsvProcessor: the user's file names
     splits = {}
     for mode, (split, reader) in SPLITS.items():
@@ -478,9 +474,6 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         bucket_by_length, multi_label, threshold, doc_stride, window_pooling, ...).
     Records are written atomically; on failure what was created in output_dir is removed.
     """
-    from bert_tf.tasks import classifier_data
-    from bert_tf.training import runner
-
     log = log or runner.log
     output_dir = os.fspath(output_dir)
     regression = label_list is None

@@ -47,6 +47,7 @@ from bert_tf.data import features
 from bert_tf.text import packing
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import is_url, open_input, split_comma_list
+from bert_tf.tasks.squad_data import doc_spans
 from bert_tf.tokenization import convert_to_unicode
 
 # Examples tokenized per `tokenize_batch` call: large enough to amortize the call, small enough
@@ -247,7 +248,6 @@ def _long_text_windows(packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id,
     window's length instead when that is shorter, so no piece is skipped); the first window is
     the truncated packing itself. Each is packed by `packing.pack_lists`, a pair with
     truncate="second": `[CLS] a [SEP] window [SEP]`."""
-    from bert_tf.tasks.squad_data import doc_spans
 
     parts_a, parts_b, owners = [], [], []
     for row, pieces_a in enumerate(ids_a):

@@ -3,6 +3,8 @@ import dataclasses
 
 import tensorflow as tf
 
+from bert_tf.model.encoder import BertEncoder
+from bert_tf.model.pooling import check_pooling, pool
 from bert_tf.tasks.base import Task, TaskConfig
 
 
@@ -18,7 +20,6 @@ class EncoderConfig(TaskConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        from bert_tf.model.pooling import check_pooling
         check_pooling(self.pooling)
 
 
@@ -31,7 +32,6 @@ class EncoderTask(Task):
     Config = EncoderConfig
 
     def build_model(self):
-        from bert_tf.model.encoder import BertEncoder
         return BertEncoder(self.config.bert_config)
 
     def serving_outputs(self, outputs, from_text=False):
@@ -48,7 +48,6 @@ class EncoderTask(Task):
         """The pooled vectors [B, H] (float32) of `hidden_states` (default: the last layer,
         `sequence_output`) over the real tokens of `input_mask`, as `config.pooling` and
         `config.normalize` say (bert_tf.model.pooling.pool)."""
-        from bert_tf.model.pooling import pool
         if hidden_states is None:
             hidden_states = outputs["sequence_output"]
         return pool(hidden_states, input_mask, self.config.pooling, self.config.normalize)

@@ -34,8 +34,19 @@ import queue
 import re
 import threading
 
-from bert_tf.tasks.base import Records
+import numpy as np
+import tensorflow as tf
+
+from bert_tf import tokenization
+from bert_tf.data.input_pipeline import SORT_WINDOW_EXAMPLES, trim_to_longest
+from bert_tf.errors import file_error
+from bert_tf.io_utils import atomic_open, atomic_output, is_url
+from bert_tf.model.checkpoints import load_checkpoint, require_complete
+from bert_tf.model.pooling import check_pooling
+from bert_tf.progress import Progress
+from bert_tf.tasks.base import PreparedTask, Records
 from bert_tf.tasks.encoder import EncoderConfig, EncoderTask
+from bert_tf.text import packing
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
@@ -51,11 +62,6 @@ def read_examples(input_file):
     Bytes that are not UTF-8 are an InputError naming the file and line (the original fails
     with a UnicodeDecodeError).
     """
-    import tensorflow as tf
-
-    from bert_tf import tokenization
-    from bert_tf.errors import file_error
-
     examples = []
     try:
         with tf.io.gfile.GFile(input_file, "r") as reader:
@@ -84,8 +90,6 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
     `seq_length`, segment ids, mask and zero padding (`bert_tf.text.packing`), with each
     example's unique id and tokens. Yields the features (`_TOKENIZE_CHUNK` examples tokenized
     and packed per call)."""
-    from bert_tf.text import packing
-
     for start in range(0, len(examples), _TOKENIZE_CHUNK):
         chunk = examples[start:start + _TOKENIZE_CHUNK]
         packed = packing.pack_texts(tokenizer, [e.text_a for e in chunk],
@@ -104,7 +108,6 @@ def round6(values):
     in float64; rint is then the correctly rounded (half-even) integer n, as round() computes,
     and n / 1e6 is the float64 nearest to n * 10**-6, which is what round() returns.
     """
-    import numpy as np
     return np.rint(np.asarray(values, np.float32).astype(np.float64) * 1e6) / 1e6
 
 
@@ -188,8 +191,6 @@ class FeatureExtractionTask(EncoderTask):
         replica gets its consecutive share of every batch)."""
         if mode != "predict":
             raise ValueError(f"{self.name} only predicts, it has no {mode} data")
-        import tensorflow as tf
-
         arrays = self.arrays
 
         def make(input_context=None):
@@ -211,7 +212,6 @@ class FeatureExtractionTask(EncoderTask):
             else:
                 dataset = dataset.batch(per_replica, drop_remainder=True)
             if self.config.pooling is not None:  # sorted by length (prepare_task): cut padding
-                from bert_tf.data.input_pipeline import trim_to_longest
                 dataset = dataset.map(lambda batch: trim_to_longest(
                     batch, ("input_ids", "input_mask", "segment_ids"), 1))
             options = tf.data.Options()
@@ -226,14 +226,12 @@ class FeatureExtractionTask(EncoderTask):
     def initialize(self, model, init_checkpoint, log):
         """The checkpoint must hold the whole encoder (as before the runner: same report line,
         same error)."""
-        from bert_tf.model.checkpoints import load_checkpoint, require_complete
         report = load_checkpoint(model, init_checkpoint)
         log(str(report))
         require_complete(report, "init_checkpoint", "encoder")
         return report
 
     def predict_outputs(self, batch, outputs):
-        import tensorflow as tf
         layers = outputs["encoder_outputs"]
         if self.config.pooling is not None:
             # Pooling acts on each hidden unit alone: pooling the layers side by side is the
@@ -256,9 +254,6 @@ class FeatureExtractionTask(EncoderTask):
         """Writes the JSONL file (`output_file`; `output_dir` is not used) from `outputs`: the
         batches' outputs as they come (an iterable of dicts of numpy arrays) or all of them
         at once (one dict). Returns [output_file]."""
-        from bert_tf.io_utils import atomic_open
-        from bert_tf.progress import Progress
-
         lines = self.lines
         if isinstance(outputs, dict):
             outputs = [outputs]
@@ -276,10 +271,6 @@ class FeatureExtractionTask(EncoderTask):
     def _write_npy(self, batches, progress):
         """The pooled vectors as a float32 [lines, embedding_size] .npy file (row i: line i),
         written in place in a temporary file that becomes `output_file` when complete."""
-        import numpy as np
-
-        from bert_tf.io_utils import atomic_output, is_url
-
         shape = (len(self.lines), self.embedding_size)
         with atomic_output(self.config.output_file) as tmp:
             remote = is_url(tmp)  # (gs://...: built in memory, then written whole)
@@ -291,7 +282,6 @@ class FeatureExtractionTask(EncoderTask):
 
             self._write(batches, self.lines, None, progress, write_example)
             if remote:
-                import tensorflow as tf
                 with tf.io.gfile.GFile(tmp, "wb") as f:
                     np.save(f, array)
             else:
@@ -368,12 +358,6 @@ def prepare_task(bert_config, tokenizer, max_seq_length, *, layer_indexes, predi
         normalize: the FeatureExtractionConfig's (an unknown pooling: InputError naming it).
       input_file, examples: exactly one of them.
     """
-    import numpy as np
-
-    from bert_tf.tasks.base import PreparedTask
-
-    from bert_tf.model.pooling import check_pooling
-
     if (input_file is None) == (examples is None):
         raise ValueError("give exactly one of input_file and examples")
     check_pooling(pooling)  # before reading the input
@@ -404,10 +388,6 @@ def _sorted_by_length(arrays, batch_size):
     """The examples (and padding ones) sorted by length within windows of about
     SORT_WINDOW_EXAMPLES (a multiple of the batch): batches cut to their longest example then
     carry little padding, and a writer restoring line order holds one window at most."""
-    import numpy as np
-
-    from bert_tf.data.input_pipeline import SORT_WINDOW_EXAMPLES
-
     window = max(1, SORT_WINDOW_EXAMPLES // batch_size) * batch_size
     lengths = arrays["input_mask"].sum(axis=1)
     if not len(lengths):

@@ -22,9 +22,11 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.model import checkpoints
-from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.data.features import pretraining_feature_spec
+from bert_tf.data.input_pipeline import check_first_record, check_id_ranges
+from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.model import checkpoints
+from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks.base import Records, Task, TaskConfig
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
@@ -169,7 +171,6 @@ class PretrainingTask(Task):
                                         self.config.max_predictions_per_seq)
 
     def check_inputs(self, settings):
-        from bert_tf.data.input_pipeline import check_first_record
         config = self.config
         input_files = config.records["train"].paths
         check_first_record(
@@ -178,7 +179,6 @@ class PretrainingTask(Task):
                  f"{arg('max_predictions_per_seq')}={config.max_predictions_per_seq} match the "
                  f"data?)")
         if config.bert_config is not None:
-            from bert_tf.data.input_pipeline import check_id_ranges
             bert_config = config.bert_config
             where = arg("bert_config_file")
             vocab_size = (bert_config.vocab_size, f"vocab_size {bert_config.vocab_size} in "
@@ -198,7 +198,6 @@ class PretrainingTask(Task):
                              f"{arg('init_checkpoint')} with a new {arg('output_dir')}")
 
     def build_model(self):
-        from bert_tf.model.models import BertPretrainer
         return BertPretrainer(self.config.bert_config)
 
     def restore_foreign(self, model, optimizer, path):

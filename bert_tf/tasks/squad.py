@@ -28,9 +28,14 @@ import time
 
 import tensorflow as tf
 
-from bert_tf.errors import argument_error
+from bert_tf.data import features as features_lib
 from bert_tf.data.features import squad_feature_spec
-from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
+from bert_tf.errors import argument_error
+from bert_tf.model.models import BertSpanLabeler
+from bert_tf.tasks import squad_data, squad_metrics, squad_postprocess
+from bert_tf.tasks.base import (PreparedTask, Records, Task, TaskConfig, format_results,
+                                preparing, write_results)
+from bert_tf.training import runner
 
 PADDING_UNIQUE_ID = 0
 
@@ -87,7 +92,6 @@ class SquadTask(Task):
 
     # ---- Model.
     def build_model(self):
-        from bert_tf.model.models import BertSpanLabeler
         return BertSpanLabeler(self.config.bert_config)
 
     # ---- Train.
@@ -113,9 +117,6 @@ class SquadTask(Task):
     def write_predictions(self, outputs, output_dir):
         """The original's three prediction files, then eval_results.txt if the file has
         answers (the official script's numbers)."""
-        from bert_tf.tasks import squad_metrics, squad_postprocess
-        from bert_tf.tasks.base import format_results, write_results
-
         config = self.config
         dataset, examples, features = self.predict_data
         if not features:  # nothing ran: no window to take logits from
@@ -228,8 +229,6 @@ def read_examples(path, is_training, version_2_with_negative=False, verbose_logg
     """(the file's parsed "data" list, its SquadExamples); the training answers skipped (their
     text is not at their offset) counted and reported; none left is an error naming the file's
     argument (train_file or predict_file)."""
-    from bert_tf.tasks import squad_data
-
     dataset = squad_data.load_squad_json(path)
     skipped = []
     examples = squad_data.read_squad_examples(
@@ -273,10 +272,6 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
     Both files are read and checked before any record is written; records are written
     atomically, and on failure what was created in output_dir is removed.
     """
-    from bert_tf.data import features as features_lib
-    from bert_tf.tasks import squad_data
-    from bert_tf.training import runner
-
     log = log or runner.log
     output_dir = os.fspath(output_dir)
     squad_data.check_window_flags(max_seq_length, doc_stride, max_query_length)

@@ -20,9 +20,12 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.tasks import metrics, tagging_data
 from bert_tf.data.features import tagging_feature_spec
+from bert_tf.errors import arg, argument_error
+from bert_tf.model.models import BertTokenClassifier
+from bert_tf.tasks import metrics, tagging_data
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
+from bert_tf.training import runner
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
 
@@ -65,7 +68,6 @@ class TaggingTask(Task):
 
     # ---- Model.
     def build_model(self):
-        from bert_tf.model.models import BertTokenClassifier
         config = self.config
         return BertTokenClassifier(config.bert_config, len(config.labels), config.dropout_rate)
 
@@ -191,8 +193,6 @@ RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
 def read_sentences(data_dir, file_name, require_tags=True):
     """The sentences of data_dir/file_name (`tagging_data.read_conll`); none is an error naming
     data_dir."""
-    from bert_tf.errors import argument_error
-
     path = os.path.join(data_dir, file_name)
     sentences = tagging_data.read_conll(path, require_tags)
     if not sentences:
@@ -229,9 +229,6 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
     Every file is read and checked before any record is written; records are written
     atomically, and on failure what was created in output_dir is removed.
     """
-    from bert_tf.errors import arg, argument_error
-    from bert_tf.training import runner
-
     log = log or runner.log
     output_dir = os.fspath(output_dir)
     if not label_list and not train_file:

@@ -620,6 +620,8 @@ class FastTokenizer:
 @functools.lru_cache(maxsize=8)
 def _build_library(tokens, max_bytes_per_word, no_pretokenization):
     """A tensorflow-text FastWordpieceTokenizer whose ids are positions in `tokens` (a tuple)."""
+    # Imported here, not at the top: constructing a FastTokenizer needs no TensorFlow (module
+    # docstring, Cost), and tensorflow-text is optional (several seconds to import).
     import tensorflow as tf
     try:
         import tensorflow_text

@@ -32,12 +32,15 @@ every `[unusedN]`. Slots in use as markers should be kept out of the replacement
 taken lowest id first, so markers belong in the last slots.
 """
 import dataclasses
+import os
 import re
 import sys
 import time
 
-from bert_tf import tokenization
+from bert_tf import io_utils, tokenization
 from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.io_utils import atomic_open, open_input
+from bert_tf.progress import Progress
 
 MODES = ("unused", "append")
 UNUSED_TOKEN = re.compile(r"^\[unused\d+\]$")  # as the wheel's preserve_unused_tokens matches
@@ -78,8 +81,6 @@ def read_vocab_lines(vocab_file):
     """The lines of a vocabulary file as `load_vocab` reads them (split on "\\n" only, the
     text after the last newline not a line), each without its newline; checked as
     `load_vocab` checks them (InputError naming the file, and line)."""
-    from bert_tf.io_utils import open_input
-
     tokenization.load_vocab(vocab_file)
     with open_input(vocab_file, "vocabulary file") as f:
         lines = f.read().split(b"\n")
@@ -141,10 +142,6 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
     Returns a dict: the `words` added ({word, id, count, pieces} each, best first), the
     `vocab_size` (lines) written, and figures of the corpus and the checkpoint.
     """
-    import os
-
-    from bert_tf import io_utils
-    from bert_tf.progress import Progress
     from bert_tf.text.vocab_learning import TextLines, count_words
 
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -232,7 +229,6 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
 
 
 def _write_lines(path, lines):
-    from bert_tf.io_utils import atomic_open
     with atomic_open(path, "w") as f:
         f.write("".join(line + "\n" for line in lines))
 

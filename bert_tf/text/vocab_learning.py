@@ -17,8 +17,13 @@ import collections
 import sys
 import time
 
+import tensorflow as tf
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
 from bert_tf import tokenization
 from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.io_utils import atomic_open
+from bert_tf.progress import Progress
 
 SPECIAL_TOKENS_AFTER_UNUSED = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
 CONTINUATION = "##"
@@ -101,8 +106,6 @@ def learn_vocab(word_counts, vocab_size, num_unused=10, min_frequency=2, limit_a
     Raises InputError if `word_counts` is empty or `vocab_size` cannot hold the special tokens
     and the alphabet.
     """
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
     check_vocab_size(vocab_size, num_unused)
     if not 1 <= limit_alphabet <= MAX_ALPHABET:
         raise argument_error("limit_alphabet",
@@ -189,8 +192,6 @@ class TextLines:
         self.undecodable_lines = 0
 
     def __iter__(self):
-        import tensorflow as tf
-
         pending_bytes = 0
         for path in self.paths:
             with tf.io.gfile.GFile(path, "rb") as f:
@@ -216,11 +217,6 @@ def build_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_un
     Returns a dict of figures (sizes, counts, [UNK] rate on the input, seconds). Status lines go
     to `log` (default: stderr, like the progress lines).
     """
-    import tensorflow as tf
-
-    from bert_tf.io_utils import atomic_open
-    from bert_tf.progress import Progress
-
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_vocab_size(vocab_size, num_unused)  # before reading a possibly large corpus
     start = time.monotonic()

@@ -36,10 +36,13 @@ import weakref
 import keras
 import numpy as np
 import tensorflow as tf
+from tensorflow.core.framework import summary_pb2
 
-from bert_tf.training.distribution import is_chief
 from bert_tf.data.input_pipeline import EXAMPLE_INDEX
+from bert_tf.model.checkpoints import naming_damaged_checkpoint
 from bert_tf.progress import Progress
+from bert_tf.training import optimization
+from bert_tf.training.distribution import is_chief
 
 CHECKPOINT_NAME = "model.ckpt"  # -> model.ckpt-<step>, as the original's checkpoints
 
@@ -63,7 +66,6 @@ def wrap_optimizer(optimizer, mixed_precision):
 
 
 def _scalar_metadata():
-    from tensorflow.core.framework import summary_pb2
     metadata = summary_pb2.SummaryMetadata()
     metadata.plugin_data.plugin_name = "scalars"  # what TensorBoard's scalars dashboard reads
     return metadata.SerializeToString()
@@ -89,8 +91,6 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
 
     Returns this replica's shares of the task's train metrics.
     """
-    from bert_tf.training import optimization
-
     scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
     # Our optimizers take gradients summed here, before the loss-scale check and clipping see
     # them (Keras' own optimizers sum inside `apply`).
@@ -277,8 +277,6 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None):
     The latest may be ours, or one the task knows how to continue (`Task.restore_foreign`: the
     original run_pretraining's, whose later checkpoints, being ours and newer, win on reruns).
     """
-    from bert_tf.model.checkpoints import naming_damaged_checkpoint
-
     latest = manager.latest_checkpoint
     with naming_damaged_checkpoint(latest):
         if latest and not (task is not None and task.restore_foreign(model, optimizer, latest)):

@@ -21,10 +21,24 @@ what every task needs, the same way for all of them:
   (`Task.streams_predictions`) from each step's outputs as they come;
 - export: a SavedModel with the task's serving signatures.
 """
+import contextlib
 import os
 import sys
 
+import keras
+import tensorflow as tf
+from absl import logging
+
+from bert_tf.data.input_pipeline import find_bad_record
 from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.model import layers
+from bert_tf.model.checkpoints import (load_checkpoint, naming_damaged_checkpoint,
+                                       original_variable_map, require_complete,
+                                       write_tf1_checkpoint)
+from bert_tf.serving import export as export_lib
+from bert_tf.tasks.base import format_results, write_results
+from bert_tf.training import distribution, loops, optimization
+from bert_tf.training.distribution import is_chief
 
 # --save_original_checkpoint writes output_dir/<this>/model.ckpt-<step> in the original naming.
 ORIGINAL_FORMAT_DIR = "original_format"
@@ -34,16 +48,12 @@ def naming_damaged_records(task, mode):
     """Turns a DataLossError while reading the records of `mode` into an InputError naming the
     damaged file and offset (found by `input_pipeline.find_bad_record`, on the error path only);
     a DataLossError that no input file explains (a damaged checkpoint) propagates unchanged."""
-    import contextlib
-
-    import tensorflow as tf
 
     @contextlib.contextmanager
     def guard():
         try:
             yield
         except tf.errors.DataLossError as e:
-            from bert_tf.data.input_pipeline import find_bad_record
             records = task.config.records.get(mode)
             error = find_bad_record(records.paths if records else [])
             if error is None:
@@ -79,7 +89,6 @@ def build_strategy(settings, log=log):
 
     Call before TensorFlow runs any op: Mirrored on logical CPUs must split the CPU first.
     """
-    from bert_tf.training import distribution
     name = distribution.strategy_name(settings.distribution_strategy, settings.use_tpu)
     tpu_kwargs = distribution.tpu_resolver_kwargs(settings.tpu_name, settings.tpu_zone,
                                                   settings.gcp_project, settings.master)
@@ -109,9 +118,6 @@ def build_strategy(settings, log=log):
 def build_optimizer(model, settings):
     """The original's optimizer (or LAMB) with its schedule; weight-decay exclusions (LayerNorm,
     bias) matched against the model's original variable names."""
-    from bert_tf.training import optimization, loops
-    from bert_tf.model.checkpoints import original_variable_map
-
     original_names = {}
     for part in original_variable_map(model):
         original_names.setdefault(id(part.variable), part.name)
@@ -132,10 +138,6 @@ def check_init_checkpoint(build_model, settings):
     throwaway model: every variable's shape must match the config), and holds the whole model
     when eval/predict use it without training. Nothing to check when the run continues the
     latest checkpoint in output_dir instead (it reads no init_checkpoint then)."""
-    import tensorflow as tf
-
-    from bert_tf.model.checkpoints import load_checkpoint, require_complete
-
     if not settings.init_checkpoint or (settings.output_dir and
                                         tf.io.gfile.isdir(settings.output_dir) and
                                         tf.train.latest_checkpoint(settings.output_dir)):
@@ -147,11 +149,6 @@ def check_init_checkpoint(build_model, settings):
 
 def restore_for_inference(task, model, optimizer, settings, log=log):
     """Loads the weights eval/predict use (see the module docstring); returns the global step."""
-    import tensorflow as tf
-
-    from bert_tf.training import loops
-    from bert_tf.model.checkpoints import naming_damaged_checkpoint, require_complete
-
     latest = settings.output_dir and tf.train.latest_checkpoint(settings.output_dir)
     if latest:
         log(f"evaluating {latest}")
@@ -188,12 +185,6 @@ def _num_steps(task, mode, batch_size, settings):
 
 def evaluate(task, strategy, model, settings, step, log=log):
     """Runs eval on every eval record; writes eval_results.txt and summaries; returns results."""
-    import tensorflow as tf
-
-    from bert_tf.training import loops
-    from bert_tf.training.distribution import is_chief
-    from bert_tf.tasks.base import format_results, write_results
-
     batch_size = settings.eval_batch_size
     num_steps = _num_steps(task, "eval", batch_size, settings)
     log(f"***** Running evaluation *****  batch size {batch_size}, {num_steps} steps")
@@ -217,9 +208,6 @@ def evaluate(task, strategy, model, settings, step, log=log):
 
 def predict(task, strategy, model, settings, log=log):
     """Runs predict on every predict record; the task writes its files; returns their paths."""
-    from bert_tf.training import loops
-    from bert_tf.training.distribution import is_chief
-
     batch_size = settings.predict_batch_size
     num_steps = _num_steps(task, "predict", batch_size, settings)
     log(f"***** Running prediction *****  batch size {batch_size}, {num_steps} steps")
@@ -249,7 +237,6 @@ def predict(task, strategy, model, settings, log=log):
 def export(task, model, settings, log=log):
     """Saves the task's SavedModel into settings.export_dir (bert_tf.serving.export): the token-id
     signature, and with settings.vocab_file the raw-string signatures too."""
-    from bert_tf.serving import export as export_lib
     return export_lib.save(task, model, settings.export_dir, settings.vocab_file,
                            settings.do_lower_case, log=log)
 
@@ -257,13 +244,6 @@ def export(task, model, settings, log=log):
 def run(task, settings, log=log):
     """Runs the task's train / eval / predict / export as the settings say; returns the eval
     results (or None)."""
-    import keras
-    import tensorflow as tf
-    from absl import logging
-
-    from bert_tf.model import layers
-    from bert_tf.training import loops
-
     settings.validate()
     # The strategy first: Mirrored on logical CPUs must split the CPU before TF runs any op.
     strategy_name, strategy = build_strategy(settings, log)
@@ -313,10 +293,6 @@ def run(task, settings, log=log):
 
 
 def _train(task, strategy, model, optimizer, settings, log):
-    from bert_tf.training import loops
-    from bert_tf.model.checkpoints import write_tf1_checkpoint
-    from bert_tf.training.distribution import is_chief
-
     def init_fn():
         if settings.init_checkpoint:
             task.initialize(model, settings.init_checkpoint, log)

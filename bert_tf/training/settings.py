@@ -4,6 +4,9 @@ training loop (`bert_tf.training.loops.train`).
 The command lines fill it from their flags (run/common_flags.py maps each field to its flag,
 explicitly); Python callers construct it. `validate` checks what no task can run with before
 any work.
+
+No TensorFlow import at the top: run_pretraining checks its request (`check_request`) before
+it imports TensorFlow; `validate` imports bert_tf.serving.export (TensorFlow) for export_dir.
 """
 import dataclasses
 import os

@@ -1,0 +1,129 @@
+"""Imports (issue 23): the dependency graph is visible at the top of each module.
+
+- bert_tf/: an import inside a function is allowed only in the modules of LAZY_IMPORTS, only of
+  the modules listed there, for the reason given (each entry must still be needed: an entry
+  whose module no longer imports all of them lazily fails too).
+- run/ and data_tools/: the command lines import the library (bert_tf, TensorFlow) in the
+  functions that use it, after their flags are parsed; nothing else is imported in a function.
+- The modules of TENSORFLOW_FREE import no TensorFlow (checked each in a fresh interpreter):
+  `--help`, flag errors and the "install TensorFlow" message come without its start-up.
+"""
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROJECT_ROOT
+
+# module -> (what its functions may import, why not at the top).
+LAZY_IMPORTS = {
+    "bert_tf.cli": (
+        {"tensorflow", "absl"},
+        "TensorFlow-free (every command line imports it before parsing its flags); TensorFlow "
+        "only for a remote (gs://...) glob; absl's app and logging define flags (--verbosity, "
+        "...) when imported, so run_main imports them, not the command line's module"),
+    "bert_tf.io_utils": (
+        {"tensorflow"},
+        "TensorFlow-free (every command line imports it before parsing its flags); TensorFlow "
+        "only for remote (gs://...) paths"),
+    "bert_tf.data.pretraining_data": (
+        {"tensorflow", "bert_tf.text.fast_tokenization"},
+        "TensorFlow-free: create_pretraining_data never imports TensorFlow for local files and "
+        "forks its tokenizing processes; FastTokenizer (~0.3 s to import) for --tokenizer=fast"),
+    "bert_tf.text.fast_tokenization": (
+        {"tensorflow", "tensorflow_text"},
+        "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
+        "tensorflow-text is optional (not beside tensorflow-tpu) and slow to import"),
+    "bert_tf.model.checkpoints": (
+        {"bert_tf.model.models"},
+        "bert_tf.model.models imports this module (the checkpoint name tables); "
+        "resize_vocabulary builds a BertPretrainer"),
+    "bert_tf.text.vocab_extension": (
+        {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
+        "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
+        "TensorFlow's start-up (seconds)"),
+    "bert_tf.training.settings": (
+        {"bert_tf.serving.export"},
+        "TensorFlow-free: run_pretraining checks its request (check_request) before importing "
+        "TensorFlow; RunSettings.validate needs the export module for export_dir only"),
+}
+
+# module -> why it must import no TensorFlow.
+TENSORFLOW_FREE = {
+    "bert_tf": "the TensorFlow check of every command line (bert_tf._requirements)",
+    "bert_tf._requirements": "says which TensorFlow to install when there is none",
+    "bert_tf.errors": "imported by bert_tf.cli",
+    "bert_tf.cli": "imported by every command line before its flags are parsed",
+    "bert_tf.io_utils": "imported by bert_tf.cli",
+    "bert_tf.progress": "create_pretraining_data (no TensorFlow for local files)",
+    "bert_tf.tokenization": "create_pretraining_data's default tokenizer",
+    "bert_tf.data.pretraining_data": "create_pretraining_data (no TensorFlow for local files)",
+    "bert_tf.text.fast_tokenization": "constructing a FastTokenizer needs no TensorFlow",
+    "bert_tf.tasks.registry": "export_savedmodel's --task names, before its flags are parsed",
+    "bert_tf.training.settings": "run_pretraining's checks before TensorFlow",
+    **{f"run.{name}": "a command line: --help and flag errors" for name in (
+        "common_flags", "demo", "export_savedmodel", "extract_features", "run_classifier",
+        "run_ner", "run_pretraining", "run_squad")},
+    **{f"data_tools.{name}": "a command line: --help and flag errors" for name in (
+        "build_vocab", "create_pretraining_data", "demo_corpus")},
+}
+
+
+def _module_name(path):
+    parts = list(path.relative_to(PROJECT_ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _function_imports(folder):
+    """{module: {imported module, ...}} of the imports inside functions under `folder`."""
+    found = {}
+    for path in sorted((PROJECT_ROOT / folder).rglob("*.py")):
+        module = _module_name(path)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+        def visit(node, in_function):
+            for child in ast.iter_child_nodes(node):
+                if in_function and isinstance(child, ast.Import):
+                    found.setdefault(module, set()).update(a.name for a in child.names)
+                elif in_function and isinstance(child, ast.ImportFrom):
+                    base = package.rsplit(".", child.level - 1)[0] if child.level else ""
+                    name = ".".join(p for p in (base, child.module) if p)
+                    found.setdefault(module, set()).add(name)
+                visit(child, in_function or isinstance(
+                    child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+
+        visit(ast.parse(path.read_text(encoding="utf-8")), False)
+    return found
+
+
+def test_library_imports_at_the_top_but_where_a_reason_is_listed():
+    found = _function_imports("bert_tf")
+    unexplained = {module: sorted(names) for module, names in found.items()
+                   if module not in LAZY_IMPORTS or not names <= LAZY_IMPORTS[module][0]}
+    assert not unexplained, ("imports inside functions: move them to the top of the module, or "
+                             f"list them in LAZY_IMPORTS with the reason: {unexplained}")
+    stale = {module: sorted(allowed - found.get(module, set()))
+             for module, (allowed, _) in LAZY_IMPORTS.items()
+             if allowed - found.get(module, set())}
+    assert not stale, f"LAZY_IMPORTS lists imports these modules no longer make lazily: {stale}"
+
+
+@pytest.mark.parametrize("folder", ["run", "data_tools"])
+def test_command_lines_import_only_the_library_in_functions(folder):
+    other = {module: sorted(name for name in names
+                            if name.split(".")[0] not in ("bert_tf", "tensorflow"))
+             for module, names in _function_imports(folder).items()}
+    assert not {module: names for module, names in other.items() if names}
+
+
+@pytest.mark.parametrize("module", sorted(TENSORFLOW_FREE))
+def test_module_imports_without_tensorflow(module):
+    heavy = ("tensorflow", "tensorflow_text", "keras", "apache_beam")
+    code = (f"import sys\nimport {module}\n"
+            f"print(','.join(name for name in {heavy!r} if name in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "", (f"importing {module} imports {result.stdout.strip()} "
+                                         f"({TENSORFLOW_FREE[module]})")
