@@ -8,6 +8,11 @@ segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b`
 tokenized and packed in the graph as the original's convert_single_example), with the
 vocabulary and the config as assets. --init_checkpoint is any checkpoint the command lines take
 (ours, the original's, a Hugging Face directory); a task head it lacks is an error.
+
+--format=tfhub --task=encoder writes TF Hub's text contract instead (export_dir/preprocessor and
+export_dir/encoder: bert_tf.serving.tfhub); --format=litert --task=encoder|classifier writes
+export_dir/model.tflite on token ids, --quantization=int8 for dynamic-range int8
+(bert_tf.serving.litert). docs/export.md has each.
 """
 from absl import flags
 
@@ -36,6 +41,19 @@ flags.DEFINE_integer("n_best_size", 20, "squad: the best starts and ends the ans
                      "among (run_squad's).")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert"],
+                  "What to write: saved_model (the SavedModel above), tfhub (--task=encoder: TF "
+                  "Hub's preprocessor and encoder SavedModels in export_dir/preprocessor and "
+                  "export_dir/encoder) or litert (--task=encoder or classifier: "
+                  "export_dir/model.tflite on token ids).")
+flags.DEFINE_enum("quantization", "none", ["none", "int8"],
+                  "none, or int8 (--format=litert: dynamic-range int8 weights, the converter's "
+                  "Optimize.DEFAULT).")
+flags.DEFINE_enum("litert_signature", "serving_default",
+                  ["serving_default", "serve_text", "serve_text_pair"],
+                  "--format=litert: the signature converted; only serving_default (token ids): "
+                  "serve_text and serve_text_pair take strings, which LiteRT's builtin ops "
+                  "cannot tokenize.")
 
 
 def build_task(config, vocab_file=None):
@@ -67,16 +85,17 @@ def build_task(config, vocab_file=None):
 
 def main(argv):
     del argv
-    from bert_tf import api
-    from bert_tf.serving import export
-    from bert_tf.model.checkpoints import load_checkpoint, require_complete
+    from bert_tf.serving import formats
 
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
+    formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
+    from bert_tf import api
+    from bert_tf.model.checkpoints import load_checkpoint, require_complete
     from bert_tf.training.settings import checkpoint_folder
-    export.check_export_dir(FLAGS.export_dir,
-                            keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
+    formats.check_export_dir(FLAGS.export_dir, FLAGS.format,
+                             keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     config, vocab_file, do_lower_case = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
@@ -88,7 +107,8 @@ def main(argv):
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")
-    export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case)
+    formats.save(FLAGS.format, task, model, FLAGS.export_dir, vocab_file, do_lower_case,
+                 FLAGS.quantization)
 
 
 def console_main():
