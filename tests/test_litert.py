@@ -91,6 +91,13 @@ def exported(tmp_path_factory, uncased_vocab, shared_data):
             "dev_texts": [t for t, _ in dev], "dev_labels": np.array([int(y) for _, y in dev])}
 
 
+def tflite_runner(path):
+    from ai_edge_litert.interpreter import Interpreter
+
+    from bert_tf.serving import litert
+    return litert.Runner(Interpreter(model_path=str(path)))
+
+
 def run_in_batches(runner, inputs, batch_size):
     outputs = [runner(**{k: v[i:i + batch_size] for k, v in inputs.items()})
                for i in range(0, len(inputs["input_ids"]), batch_size)]
@@ -101,7 +108,6 @@ def test_fp32_classifier_and_encoder_equal_the_keras_model(exported, shared_data
     import tensorflow as tf
 
     from bert_tf import api
-    from bert_tf.serving import litert
     root = exported["root"]
     assert "outputs: logits, probabilities" in exported["logs"]["classifier"]
     description = json.loads((root / "classifier" / "bert_tf_export.json").read_text())
@@ -111,7 +117,7 @@ def test_fp32_classifier_and_encoder_equal_the_keras_model(exported, shared_data
 
     inputs = api.encode(exported["tokenizer"], exported["dev_texts"][:64], None, MAX_SEQ_LENGTH)
     logits = exported["model"](inputs, training=False)["logits"].numpy()
-    classifier = litert.Runner(root / "classifier" / "model.tflite")
+    classifier = tflite_runner(root / "classifier" / "model.tflite")
     for batch_size in (1, 32):  # the interpreter resized to each shape
         served = run_in_batches(classifier, inputs, batch_size)
         np.testing.assert_allclose(served["logits"], logits, rtol=0, atol=1e-5)
@@ -123,7 +129,7 @@ def test_fp32_classifier_and_encoder_equal_the_keras_model(exported, shared_data
     pair_inputs = api.encode(exported["tokenizer"], [a for a, _ in pairs],
                              [b for _, b in pairs], 48)
     expected = exported["model"].encoder(pair_inputs, training=False)
-    served = run_in_batches(litert.Runner(root / "encoder" / "model.tflite"), pair_inputs, 8)
+    served = run_in_batches(tflite_runner(root / "encoder" / "model.tflite"), pair_inputs, 8)
     assert sorted(served) == ["pooled_output", "sequence_output"]
     for name in served:
         np.testing.assert_allclose(served[name], expected[name].numpy(), rtol=0, atol=1e-5)
@@ -133,7 +139,6 @@ def test_int8_classifier_keeps_the_labels_on_sst2_dev(exported):
     import tensorflow as tf
 
     from bert_tf import api
-    from bert_tf.serving import litert
     root = exported["root"]
     fp32_size = os.path.getsize(root / "classifier" / "model.tflite")
     int8_size = os.path.getsize(root / "classifier_int8" / "model.tflite")
@@ -141,7 +146,7 @@ def test_int8_classifier_keeps_the_labels_on_sst2_dev(exported):
 
     inputs = api.encode(exported["tokenizer"], exported["dev_texts"], None, MAX_SEQ_LENGTH)
     probabilities = tf.nn.softmax(exported["model"](inputs, training=False)["logits"]).numpy()
-    served = run_in_batches(litert.Runner(root / "classifier_int8" / "model.tflite"), inputs, 32)
+    served = run_in_batches(tflite_runner(root / "classifier_int8" / "model.tflite"), inputs, 32)
     difference = np.abs(served["probabilities"] - probabilities).max()
     assert difference <= INT8_TOLERANCE, difference
     assert difference > 0  # it is quantized

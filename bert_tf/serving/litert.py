@@ -129,16 +129,18 @@ def save(task, model, export_dir, quantization="none", vocab_file=None, log=prin
 
 
 class Runner:
-    """A .tflite file's `serving_default` on numpy inputs, through ai-edge-litert's interpreter
-    (a test and bench dependency, not the package's): `runner(input_ids=..., input_mask=...,
-    segment_ids=...)` -> {output name: numpy array}. The inputs are resized (and the tensors
-    allocated again) only when a call's shape differs from the previous one's, which
-    ai-edge-litert's SignatureRunner does on every call."""
+    """A .tflite model's `serving_default` on numpy inputs: `runner(input_ids=...,
+    input_mask=..., segment_ids=...)` -> {output name: numpy array}.
 
-    def __init__(self, path, num_threads=None):
-        from ai_edge_litert.interpreter import Interpreter
-        self.interpreter = Interpreter(model_path=os.fspath(path), num_threads=num_threads)
-        signature = self.interpreter.get_signature_runner(SIGNATURE)
+    `interpreter`: a LiteRT interpreter of the model, e.g.
+    `ai_edge_litert.interpreter.Interpreter(model_path=...)` (ai-edge-litert is the tests' and
+    benches' dependency, not the package's). The inputs are resized (and the tensors allocated
+    again) only when a call's shape differs from the previous one's, which ai-edge-litert's
+    SignatureRunner does on every call."""
+
+    def __init__(self, interpreter):
+        self.interpreter = interpreter
+        signature = interpreter.get_signature_runner(SIGNATURE)
         self._inputs = {name: detail["index"]
                         for name, detail in signature.get_input_details().items()}
         self._outputs = {name: detail["index"]
