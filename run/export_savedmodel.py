@@ -17,6 +17,11 @@ it declares (its embeddings, served from strings):
 
     python -m run.export_savedmodel --init_checkpoint=all-MiniLM-L6-v2 --task=encoder \\
         --pooling=mean --export_dir=minilm_embedder
+
+--format=tfhub --task=encoder writes TF Hub's text contract instead (export_dir/preprocessor and
+export_dir/encoder: bert_tf.serving.tfhub); --format=litert --task=encoder|classifier writes
+export_dir/model.tflite on token ids, --quantization=int8 for dynamic-range int8
+(bert_tf.serving.litert). docs/export.md has each.
 """
 from absl import flags
 
@@ -49,9 +54,10 @@ flags.DEFINE_integer("max_answer_length", 30, "squad: the longest answer span, i
 flags.DEFINE_integer("n_best_size", 20, "squad: the best starts and ends the answer is chosen "
                      "among (run_squad's).")
 flags.DEFINE_enum("quantization", "none", ["none", "int8"],
-                  "int8: the transformer dense layers with int8 weights and int8 matmuls "
-                  "(oneDNN, x86 CPUs; about 2x the float32 throughput, docs/export.md); the "
-                  "embeddings, pooler and head stay float32.")
+                  "int8: --format=saved_model: the transformer dense layers with int8 weights "
+                  "and int8 matmuls (oneDNN, x86 CPUs; about 2x the float32 throughput, "
+                  "docs/export.md), the embeddings, pooler and head float32; --format=litert: "
+                  "dynamic-range int8 weights (the converter's Optimize.DEFAULT).")
 flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
                   "encoder: also serve `embed_text`, raw strings -> one embedding each: the "
                   "last layer's [CLS] hidden state, or its mean or max over the real tokens.")
@@ -60,6 +66,19 @@ flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: `embed_text` d
                   "whether its modules.json has a Normalize module.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert"],
+                  "What to write: saved_model (the SavedModel above), tfhub (--task=encoder: TF "
+                  "Hub's preprocessor and encoder SavedModels in export_dir/preprocessor and "
+                  "export_dir/encoder) or litert (--task=encoder or classifier: "
+                  "export_dir/model.tflite on token ids).")
+flags.DEFINE_enum("quantization", "none", ["none", "int8"],
+                  "none, or int8 (--format=litert: dynamic-range int8 weights, the converter's "
+                  "Optimize.DEFAULT).")
+flags.DEFINE_enum("litert_signature", "serving_default",
+                  ["serving_default", "serve_text", "serve_text_pair"],
+                  "--format=litert: the signature converted; only serving_default (token ids): "
+                  "serve_text and serve_text_pair take strings, which LiteRT's builtin ops "
+                  "cannot tokenize.")
 
 
 def build_task(config, vocab_file=None, max_seq_length=None):
@@ -110,11 +129,12 @@ def main(argv):
     if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
         raise flag_error("normalize_embeddings", "only with --pooling")
     from bert_tf import api
-    from bert_tf.serving import export
+    from bert_tf.serving import formats
+    formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
     from bert_tf.training.settings import checkpoint_folder
-    export.check_export_dir(FLAGS.export_dir,
-                            keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
+    formats.check_export_dir(FLAGS.export_dir, FLAGS.format,
+                             keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     config, vocab_file, do_lower_case = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
@@ -129,8 +149,8 @@ def main(argv):
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")
-    export.save(task, model, FLAGS.export_dir, vocab_file, do_lower_case,
-                quantization=FLAGS.quantization)
+    formats.save(FLAGS.format, task, model, FLAGS.export_dir, vocab_file, do_lower_case,
+                 FLAGS.quantization)
 
 
 def console_main():

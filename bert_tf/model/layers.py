@@ -411,7 +411,10 @@ class LayerNorm(keras.layers.LayerNormalization):
 def attention_bias_from_mask(input_mask, dtype):
     """[B, T] 0/1 mask -> [B, 1, 1, T] additive bias: 0 for real tokens, -10000 for padding."""
     mask = tf.cast(input_mask, dtype)
-    return (1.0 - mask)[:, tf.newaxis, tf.newaxis, :] * tf.cast(ATTENTION_MASK_ADDER, dtype)
+    # expand_dims, not [:, None, None, :]: TFLite's converter has no builtin for a strided
+    # slice that adds two axes (bert_tf.serving.litert).
+    bias = (1.0 - mask) * tf.cast(ATTENTION_MASK_ADDER, dtype)
+    return tf.expand_dims(tf.expand_dims(bias, 1), 1)
 
 
 def gather_positions(sequence_output, positions):

@@ -2,7 +2,8 @@
 
 `GraphTokenizer(vocab_file, do_lower_case)` is a `tf.Module` whose `tokenize` maps a [B]
 tf.string tensor to a [B, (pieces)] RaggedTensor of int32 ids (`word_pieces`: per whitespace
-word, [B, (words), (pieces)]; `id_to_token`: ids back to strings), and whose `bert_inputs` builds
+word, [B, (words), (pieces)]; `token_pieces`: per basic token, [B, (tokens), (pieces)];
+`id_to_token`: ids back to strings), and whose `bert_inputs` builds
 the model's inputs (`[CLS] a [SEP] (b [SEP])`, segment ids, mask, padded or truncated to
 `max_seq_length`, pairs truncated like the original's `_truncate_seq_pair`). Both are plain
 TensorFlow graph code made of core TensorFlow ops only: they run eagerly, inside `tf.function`,
@@ -192,9 +193,15 @@ class GraphTokenizer(tf.Module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, texts):
         """[B] strings -> [B, (pieces)] int32 word piece ids, FullTokenizer's ids."""
+        return self.token_pieces(texts).merge_dims(1, 2)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def token_pieces(self, texts):
+        """[B] strings -> [B, (tokens), (pieces)] int32: each BasicTokenizer token's word piece
+        ids (`tokenize` before the merge; the shape of TF Hub preprocessors' `tokenize`, whose
+        "words" are the basic tokens too: punctuation is a token of its own)."""
         words = self.basic_tokens(texts)
-        pieces = self._wordpiece(words.flat_values)
-        return words.with_flat_values(pieces).merge_dims(1, 2)
+        return words.with_flat_values(self._wordpiece(words.flat_values))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def word_pieces(self, texts):

@@ -1,0 +1,76 @@
+"""The export formats of export_savedmodel, and which task and quantization each can take.
+
+  saved_model  bert_tf.serving.export: every task; token ids and raw strings (the default);
+  tfhub        bert_tf.serving.tfhub: task encoder: export_dir/preprocessor and
+               export_dir/encoder, TF Hub's text contract;
+  litert       bert_tf.serving.litert: tasks encoder and classifier, on token ids:
+               export_dir/model.tflite, fp32 or dynamic-range int8.
+(saved_model and litert take quantization int8; tfhub's encoder is float32, to be fine-tuned.)
+
+`check_options` refuses a combination before any work (an InputError naming the argument);
+`check_export_dir` accepts a new or empty folder or an earlier export; `save` writes the chosen
+format.
+"""
+import os
+
+from bert_tf.errors import argument_error
+from bert_tf.io_utils import check_replaceable_dir
+from bert_tf.serving import export, litert, tfhub
+from bert_tf.serving.export import QUANTIZATIONS
+
+FORMATS = ("saved_model", "tfhub", "litert")
+
+
+def check_options(export_format, task_name, quantization="none",
+                  litert_signature="serving_default"):
+    """Raises an InputError naming `format`, `task`, `quantization` or `litert_signature` when
+    the format cannot export the task that way."""
+    if export_format not in FORMATS:
+        raise argument_error("format", f"unknown format {export_format!r}: one of "
+                                       f"{', '.join(FORMATS)}")
+    if quantization not in QUANTIZATIONS:
+        raise argument_error("quantization", f"unknown quantization {quantization!r}: one of "
+                                             f"{', '.join(QUANTIZATIONS)}")
+    if export_format == "litert":
+        litert.check_options(task_name, quantization, litert_signature)
+        return
+    if litert_signature != litert.SIGNATURE:
+        raise argument_error("litert_signature", f"is for format litert, not {export_format}")
+    if export_format == "tfhub":
+        if task_name != "encoder":
+            raise argument_error("task", f"the TF Hub format exports the encoder (task "
+                                         f"encoder), not {task_name}")
+        if quantization != "none":
+            raise argument_error("quantization", "the TF Hub encoder is exported to be "
+                                                 "fine-tuned: float32 only (int8: format "
+                                                 "litert or saved_model)")
+
+
+def is_export(path):
+    """Whether folder `path` is an export of any format written here (which a new export may
+    replace)."""
+    return (export.is_bert_tf_export(path) or tfhub.is_tfhub_export(path)
+            or litert.is_litert_export(path))
+
+
+def check_export_dir(export_dir, export_format="saved_model", keep=None, name="export_dir"):
+    """Before any work: `export_dir` is new, empty, or an earlier export of ours, which `save`
+    then replaces (format saved_model: an earlier SavedModel, as `export.check_export_dir`;
+    tfhub and litert: an earlier export of any format). Anything else, or a folder that is or
+    holds one of `keep` ({argument name: path}), raises an InputError naming `name`."""
+    if export_format == "saved_model":
+        export.check_export_dir(export_dir, keep=keep, name=name)
+    else:
+        check_replaceable_dir(export_dir, name, is_export, "an export of bert_tf", keep=keep)
+
+
+def save(export_format, task, model, export_dir, vocab_file=None, do_lower_case=True,
+         quantization="none", log=print):
+    """Writes `task`'s `model` to export_dir in `export_format` (`check_options` first)."""
+    check_options(export_format, task.name, quantization)
+    if export_format == "tfhub":
+        return tfhub.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
+    if export_format == "litert":
+        return litert.save(task, model, export_dir, quantization, vocab_file, log=log)
+    return export.save(task, model, os.fspath(export_dir), vocab_file, do_lower_case, log=log,
+                       quantization=quantization)
