@@ -71,9 +71,6 @@ flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert"],
                   "Hub's preprocessor and encoder SavedModels in export_dir/preprocessor and "
                   "export_dir/encoder) or litert (--task=encoder or classifier: "
                   "export_dir/model.tflite on token ids).")
-flags.DEFINE_enum("quantization", "none", ["none", "int8"],
-                  "none, or int8 (--format=litert: dynamic-range int8 weights, the converter's "
-                  "Optimize.DEFAULT).")
 flags.DEFINE_enum("litert_signature", "serving_default",
                   ["serving_default", "serve_text", "serve_text_pair"],
                   "--format=litert: the signature converted; only serving_default (token ids): "
