@@ -217,11 +217,14 @@ def test_ner_string_signature_tags_each_word_as_run_ner(tmp_path, uncased_vocab,
 
 
 def best_span(start_logits, end_logits, doc_start, doc_end, n_best=20, max_answer_length=30):
-    """The original's post-processing of one window, numpy: (start, end) or None."""
-    starts = sorted(range(len(start_logits)), key=lambda i: start_logits[i], reverse=True)
-    ends = sorted(range(len(end_logits)), key=lambda i: end_logits[i], reverse=True)
+    """The original's post-processing of one window, numpy: (start, end) or None; the n-best
+    starts and ends among the context's positions (the served signature's rule: the answer does
+    not depend on the padding)."""
+    context = range(doc_start, doc_end)
+    starts = sorted(context, key=lambda i: start_logits[i], reverse=True)
+    ends = sorted(context, key=lambda i: end_logits[i], reverse=True)
     spans = [(start_logits[s] + end_logits[e], s, e) for s in starts[:n_best]
-             for e in ends[:n_best] if doc_start <= s <= e < doc_end
+             for e in ends[:n_best] if s <= e
              and e - s + 1 <= max_answer_length]
     if not spans:
         return None

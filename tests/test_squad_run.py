@@ -357,9 +357,10 @@ def check_export_packs_as_run_squad(workspace, output_dir, exported):
     start_logits = outputs["start_logits"].numpy()[0]
     end_logits = outputs["end_logits"].numpy()[0]
     context_positions = range(len(query) + 2, length - 1)
-    scores = [start_logits[s] + end_logits[e]  # the original's n-best (20) and max length (30)
-              for s in np.argsort(-start_logits, kind="stable")[:20]
-              for e in np.argsort(-end_logits, kind="stable")[:20]
-              if s in context_positions and e in context_positions and s <= e < s + 30]
+    def best(logits):  # the n-best (20) among the context's positions
+        return [p for p in np.argsort(-logits, kind="stable") if p in context_positions][:20]
+
+    scores = [start_logits[s] + end_logits[e]  # the original's max answer length (30)
+              for s in best(start_logits) for e in best(end_logits) if s <= e < s + 30]
     np.testing.assert_allclose(served["score"].numpy()[0], max(scores) if scores else 0.0,
                                rtol=1e-5, atol=1e-5)

@@ -157,7 +157,10 @@ class SquadTask(Task):
         `max_query_length` pieces, the context to what is left), and its best span as the
         original's post-processing of one window: among the `n_best_size` best starts and
         ends, both in the context, end >= start, at most `max_answer_length` pieces, the
-        highest start + end logit; its text de-tokenized as the original's `tok_text` (pieces
+        highest start + end logit. The best starts and ends are taken among the context's
+        positions (the original takes them among all, padding included, and then drops those
+        outside the context): the answer does not depend on the padding, so a batch cut to its
+        longest text answers as one padded to max_seq_length; its text de-tokenized as the original's `tok_text` (pieces
         joined with spaces, " ##" and "##" removed): no mapping back to the context's own
         words. No valid span: "empty" with logits 0, as the original. `serve_text` as the
         base's (the logits of a single text)."""
@@ -173,12 +176,16 @@ class SquadTask(Task):
                                     truncate="second", pad_to_longest=True)
             outputs = self.serving_outputs(self.outputs(model, inputs, training=False))
             start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
-            k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
-            starts = tf.math.top_k(start_logits, k).indices  # [B, k], best first
-            ends = tf.math.top_k(end_logits, k).indices
             # The context: segment 1 without its closing [SEP].
-            doc_start = tf.cast(query.row_lengths() + 2, tf.int32)[:, None, None]
-            doc_end = tf.reduce_sum(inputs["input_mask"], axis=1)[:, None, None] - 1
+            doc_start = tf.cast(query.row_lengths() + 2, tf.int32)[:, None]
+            doc_end = tf.reduce_sum(inputs["input_mask"], axis=1)[:, None] - 1
+            position = tf.range(tf.shape(start_logits)[1])[None, :]
+            in_context = (position >= doc_start) & (position < doc_end)
+            k = tf.minimum(n_best_size, tf.shape(start_logits)[1])
+            starts = tf.math.top_k(tf.where(in_context, start_logits, -float("inf")),
+                                   k).indices  # [B, k], best first
+            ends = tf.math.top_k(tf.where(in_context, end_logits, -float("inf")), k).indices
+            doc_start, doc_end = doc_start[:, :, None], doc_end[:, :, None]
             s, e = starts[:, :, None], ends[:, None, :]
             valid = ((s >= doc_start) & (s < doc_end) & (e >= doc_start) & (e < doc_end)
                      & (e >= s) & (e - s + 1 <= max_answer_length))
