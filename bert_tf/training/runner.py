@@ -22,6 +22,7 @@ what every task needs, the same way for all of them:
 - export: a SavedModel with the task's serving signatures.
 """
 import contextlib
+import gc
 import os
 import sys
 
@@ -143,6 +144,9 @@ def check_init_checkpoint(build_model, settings):
                                         tf.train.latest_checkpoint(settings.output_dir)):
         return
     report = load_checkpoint(build_model(), settings.init_checkpoint)
+    # The throwaway model's layers hold reference cycles: free its weights now, not at the
+    # collector's next turn, which may come after the run's own model has doubled the peak.
+    gc.collect()
     if not settings.do_train:
         require_complete(report, "init_checkpoint", hint=_incomplete_for_inference())
 
@@ -275,7 +279,9 @@ def run(task, settings, log=log):
             if settings.do_train:
                 step = loops.global_step(optimizer)
             else:
-                if settings.output_dir:  # its checkpoints hold the optimizer (slots, step)
+                if settings.output_dir and tf.train.latest_checkpoint(settings.output_dir):
+                    # Its checkpoints hold the optimizer (slots, step); none are needed to
+                    # predict from init_checkpoint.
                     with strategy.scope():
                         optimizer.build(model.trainable_variables)
                 step = restore_for_inference(task, model, optimizer, settings, log)
