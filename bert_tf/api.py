@@ -117,8 +117,9 @@ def load_tokenizer(files, do_lower_case=None):
 
 def build_model(task, config, num_labels=None):
     """A fresh Keras model: "encoder" (BertEncoder), "pretraining" (BertPretrainer),
-    "classifier" (BertClassifier, num_labels; 1 = regression), "squad" (BertSpanLabeler) or
-    "ner" (BertTokenClassifier, num_labels)."""
+    "classifier" (BertClassifier, num_labels; 1 = regression), "squad" (BertSpanLabeler),
+    "ner" (BertTokenClassifier, num_labels) or "multiple_choice" (BertMultipleChoice: [B, N, T]
+    inputs, a score per choice)."""
     if task not in TASK_MODELS:
         raise InputError(f"task must be one of {', '.join(TASK_MODELS)}, got {task!r}")
     options = {}

@@ -115,6 +115,46 @@ def write_tagging_task(directory, num_train=2000, num_valid=300, num_test=200, s
     return sizes
 
 
+def choice_questions(num_questions, rng, num_choices=4):
+    """(context, endings, label) questions: a sentence of a new person's document, its true
+    next sentence and num_choices - 1 sentences of other people's documents, in random order
+    (label: the true one's index). Learnable because a document repeats its person's facts."""
+    questions = []
+    while len(questions) < num_questions:
+        documents = list(generate_documents(num_choices + 4, seed=rng.randrange(1 << 30)))
+        for d, document in enumerate(documents):
+            if len(questions) == num_questions:
+                break
+            i = rng.randrange(len(document) - 1)
+            others = rng.sample([k for k in range(len(documents)) if k != d], num_choices - 1)
+            endings = [rng.choice(documents[k]) for k in others]
+            label = rng.randrange(num_choices)
+            endings.insert(label, document[i + 1])
+            questions.append((document[i], endings, label))
+    return questions
+
+
+CHOICE_TASK_HEADER = ["context", "ending0", "ending1", "ending2", "ending3", "label"]
+
+
+def write_choice_task(directory, num_train=2000, num_dev=300, num_test=200, seed=2):
+    """Writes the demo's multiple-choice task (run_multiple_choice --task_name=tsv
+    --skip_header --context_column=context --ending_columns=ending0,ending1,ending2,ending3
+    --label_column=label) in `directory`: train.tsv, dev.tsv and test.tsv (no label column),
+    each about other new people: which of 4 sentences comes next (`choice_questions`)."""
+    import os
+    sizes = {"train.tsv": num_train, "dev.tsv": num_dev, "test.tsv": num_test}
+    for offset, (name, size) in enumerate(sizes.items()):
+        rng = random.Random(seed * 1000 + offset)
+        header = CHOICE_TASK_HEADER[:-1] if name == "test.tsv" else CHOICE_TASK_HEADER
+        with atomic_open(os.path.join(directory, name), "w") as f:
+            f.write("\t".join(header) + "\n")
+            for context, endings, label in choice_questions(size, rng):
+                row = [context] + endings + ([] if name == "test.tsv" else [str(label)])
+                f.write("\t".join(row) + "\n")
+    return sizes
+
+
 FLAGS = flags.FLAGS
 
 
@@ -127,6 +167,9 @@ def define_flags():
     flags.DEFINE_integer("seed", 0, "Random seed; the same seed gives the same corpus.")
     flags.DEFINE_string("task_dir", None, "Also write a tagging task here (CoNLL train/valid/"
                         "test.txt: the person's name B-PER, the city B-LOC, other words O).")
+    flags.DEFINE_string("choice_task_dir", None, "Also write a multiple-choice task here "
+                        "(train/dev/test.tsv: a sentence, and its next sentence among 3 of other "
+                        "documents; see docs/fine_tuning.md, run_multiple_choice).")
 
 
 def main(argv):
@@ -141,6 +184,10 @@ def main(argv):
         sizes = write_tagging_task(FLAGS.task_dir, seed=FLAGS.seed + 1)
         print(f"wrote the tagging task in {FLAGS.task_dir}: "
               + ", ".join(f"{name} {size} sentences" for name, size in sizes.items()))
+    if FLAGS.choice_task_dir:
+        sizes = write_choice_task(FLAGS.choice_task_dir, seed=FLAGS.seed + 2)
+        print(f"wrote the multiple-choice task in {FLAGS.choice_task_dir}: "
+              + ", ".join(f"{name} {size} questions" for name, size in sizes.items()))
 
 
 def console_main():

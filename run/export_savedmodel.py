@@ -5,8 +5,8 @@
 
 The SavedModel's signatures (bert_tf.serving.export): `serving_default` on input_ids / input_mask /
 segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b` (raw strings,
-tokenized and packed in the graph as the original's convert_single_example), with the
-vocabulary and the config as assets. --init_checkpoint is any checkpoint the command lines take
+tokenized and packed in the graph as the original's convert_single_example; multiple_choice:
+`serve_choices` on `context` / `endings`), with the vocabulary and the config as assets. --init_checkpoint is any checkpoint the command lines take
 (ours, the original's, a Hugging Face directory); a task head it lacks is an error.
 
 --task=encoder --pooling=cls|mean|max adds `embed_text`: `text` (string [batch]) -> `embedding`
@@ -39,7 +39,8 @@ flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (defau
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (uncased models).")
 flags.DEFINE_enum("task", "encoder", list(registry.NAMES),
                   "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
-                  "run_squad's, run_ner's or run_pretraining's (the masked-LM top-k tokens).")
+                  "run_squad's, run_ner's, run_pretraining's (the masked-LM top-k tokens) or "
+                  "run_multiple_choice's (a score per ending).")
 flags.DEFINE_integer("top_k", 5, "pretraining: the most probable tokens returned at each [MASK].")
 flags.DEFINE_list("label_list", None, "classifier, ner: the labels in output order (the "
                   "classifier's probabilities and label names; one label: regression).")

@@ -167,7 +167,8 @@ def test_the_registry_builds_every_task_for_a_loaded_model():
         registry.build("encoder", config, labels=["a"])
 
 
-RUN_COMMAND_LINES = ["run.run_pretraining", "run.run_classifier", "run.run_ner", "run.run_squad"]
+RUN_COMMAND_LINES = ["run.run_pretraining", "run.run_classifier", "run.run_ner", "run.run_squad",
+                     "run.run_multiple_choice"]
 # Shared flags that no RunSettings field reads: the command lines use them themselves.
 USED_BY_THE_COMMAND_LINES = {"bert_config_file", "vocab_file", "do_lower_case",
                              "num_train_epochs", "warmup_proportion", "bucket_by_length"}

@@ -3,7 +3,8 @@
 One place for what every task shares with the original release (the packing of its inputs is
 `bert_tf.text.packing`'s):
 - the feature specs of each task's records (`pretraining_feature_spec`,
-  `classifier_feature_spec`, `tagging_feature_spec`, `squad_feature_spec`), in the original's
+  `classifier_feature_spec`, `tagging_feature_spec`, `squad_feature_spec`,
+  `multiple_choice_feature_spec`), in the original's
   names: run_classifier's `input_ids`, `input_mask`, `segment_ids`, `label_ids`,
   `is_real_example`; run_squad's `unique_ids`, `start_positions`, `end_positions`,
   `is_impossible`;
@@ -61,6 +62,19 @@ def tagging_feature_spec(max_seq_length):
     return dict(_input_spec(max_seq_length),
                 label_ids=_fixed(max_seq_length, tf.int64),
                 label_mask=_fixed(max_seq_length, tf.int64),
+                is_real_example=tf.io.FixedLenFeature([], tf.int64))
+
+
+def multiple_choice_feature_spec(num_choices, max_seq_length):
+    """Multiple-choice records (no original: SWAG's task of the paper): one record per question,
+    its `num_choices` packed sequences flattened (`input_ids`, `input_mask`, `segment_ids`
+    [num_choices * max_seq_length], parsed as [num_choices, max_seq_length]), `label_ids` []
+    (the right ending's index) and `is_real_example` [], as run_classifier's."""
+    import tensorflow as tf
+    shape = [num_choices, max_seq_length]
+    return dict({name: tf.io.FixedLenFeature(shape, tf.int64)
+                 for name in ("input_ids", "input_mask", "segment_ids")},
+                label_ids=tf.io.FixedLenFeature([], tf.int64),
                 is_real_example=tf.io.FixedLenFeature([], tf.int64))
 
 

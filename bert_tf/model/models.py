@@ -7,6 +7,7 @@ holding its head outputs (float32) plus the encoder outputs.
     BertPretrainer(config)                 + "masked_lm_positions" [B, P]
         -> masked_lm_log_probs [B, P, V], next_sentence_log_probs [B, 2]
     BertClassifier(config, num_labels)     -> logits [B, num_labels] (num_labels=1: regression)
+    BertMultipleChoice(config)             inputs [B, N, T] -> logits [B, N]
     BertSpanLabeler(config)                -> start_logits [B, T], end_logits [B, T]
     BertTokenClassifier(config, num_labels) -> logits [B, T, num_labels]
 """
@@ -113,6 +114,45 @@ class BertClassifier(_TaskModel):
     def get_config(self):
         config = super().get_config()
         config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate)
+        return config
+
+
+class BertMultipleChoice(BertClassifier):
+    """Encoder + one score per choice: the paper's SWAG model, transformers'
+    BertForMultipleChoice. Inputs are [B, N, T] (N packed `[CLS] context [SEP] ending [SEP]`
+    sequences per question); each of the B*N sequences goes through the encoder, its pooled
+    output (dropout in training) through one vector, `output_weights` [1, hidden] and
+    `output_bias` [1]: run_classifier's head names with one output, which is where a Hugging
+    Face checkpoint's `classifier.weight` / `classifier.bias` of that architecture load. The
+    scores make "logits" [B, N], softmaxed over the N choices by the task.
+
+    The encoder's outputs come back per choice: "pooled_output" [B, N, H] (and with
+    `return_encoder_outputs`, "sequence_output" and each of "encoder_outputs" [B, N, T, H]).
+    """
+
+    def __init__(self, config, dropout_rate=0.1, name="bert_multiple_choice", **kwargs):
+        super().__init__(config, 1, dropout_rate, name=name, **kwargs)
+
+    def call(self, inputs, training=False, return_encoder_outputs=True):
+        input_ids = inputs["input_ids"]
+        # Static sizes where known (TPU, XLA), else the batch's.
+        choices = input_ids.shape[1] or tf.shape(input_ids)[1]
+        length = input_ids.shape[2] or tf.shape(input_ids)[2]
+        flat = {name: tf.reshape(inputs[name], [-1, length]) for name in inputs}
+        outputs = super().call(flat, training=training,
+                               return_encoder_outputs=return_encoder_outputs)
+
+        def per_choice(x):
+            return tf.reshape(x, tf.concat([[-1, choices], tf.shape(x)[1:]], axis=0))
+
+        result = {name: tf.nest.map_structure(per_choice, value)
+                  for name, value in outputs.items() if name != "logits"}
+        result["logits"] = tf.reshape(outputs["logits"], [-1, choices])
+        return result
+
+    def get_config(self):
+        config = super().get_config()
+        del config["num_labels"]  # always 1
         return config
 
 

@@ -2,7 +2,8 @@
 
 A SavedModel written here has:
 - `serving_default`: the task's signature on token ids (`input_ids`, `input_mask`,
-  `segment_ids`: int32 [batch, length]; `token_id_signature`);
+  `segment_ids`: int32 [batch, length], multiple choice [batch, choices, length];
+  `token_id_signature`);
 - `serve_text` (`text`: string [batch]) and `serve_text_pair` (`text_a`, `text_b`): the same
   outputs from raw strings, tokenized and packed in the graph as the original's
   convert_single_example (`bert_tf.text.graph_tokenization.GraphTokenizer.bert_inputs`: `[CLS] a
@@ -21,7 +22,8 @@ each word's first piece) and `num_words`; squad: `serve_text_pair` (question, co
 the best span's `answer` (de-tokenized WordPiece text), `score`, `start_logit` and
 `end_logit`; pretraining (the masked LM): `serve_text` only, on texts where the literal
 "[MASK]" is the mask token; at each mask, the `top_k` `tokens`, `token_ids` and
-`probabilities`.
+`probabilities`; multiple_choice: `serve_choices` only (`context` [batch], `endings` [batch, N]
+strings), `probabilities` and `logits` [batch, N] and the best ending's index `choice`.
 """
 import json
 import os
@@ -57,8 +59,9 @@ def check_export_dir(export_dir, keep=None, name="export_dir"):
 
 def token_id_signature(task, model):
     """`serving_default`: the task's model on input_ids, input_mask, segment_ids (int32
-    [batch, length]), returning `task.serving_outputs`."""
-    spec = tf.TensorSpec([None, None], tf.int32)
+    [batch, length]; [batch, choices, length] for multiple choice: `task.token_id_rank`),
+    returning `task.serving_outputs`."""
+    spec = tf.TensorSpec([None] * task.token_id_rank, tf.int32)
 
     @tf.function(input_signature=[spec, spec, spec])
     def serve(input_ids, input_mask, segment_ids):

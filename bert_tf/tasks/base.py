@@ -96,6 +96,8 @@ class Task(abc.ABC):
       streams_predictions: `write_predictions` gets an iterator over each predict step's
         outputs (dicts of numpy arrays, in the dataset's order) as the model produces them,
         instead of every record's at once: for outputs too large to hold (extract_features).
+      token_id_rank: the rank of the token ids the model takes, and `serving_default` serves:
+        2 ([batch, length]), or 3 for multiple choice ([batch, choices, length]).
     """
 
     name = "task"
@@ -103,6 +105,7 @@ class Task(abc.ABC):
     train_metric_names = ("loss",)
     sequence_features = None
     streams_predictions = False
+    token_id_rank = 2
 
     def __init__(self, config):
         if not isinstance(config, self.Config):

@@ -696,6 +696,28 @@ class StsbProcessor(FileLayoutProcessor):
 _DELIMITERS = {"\t": "\t", "\\t": "\t", "tab": "\t", ",": ",", "comma": ","}
 
 
+def parse_delimiter(delimiter):
+    """The field delimiter named by `delimiter`: a tab (a tab character, a backslash-t, "tab")
+    or a comma ("," or "comma"); an InputError naming `delimiter` otherwise."""
+    if delimiter not in _DELIMITERS:
+        raise argument_error("delimiter", f"must be a tab (\\t) or a comma, got {delimiter!r}")
+    return _DELIMITERS[delimiter]
+
+
+def parse_column(value, argument):
+    """A column as an int index or a header name ("3" from a command line is an index); None
+    for none. InputError naming `argument` for anything else."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise argument_error(argument, f"must be a column index or name, got {value!r}")
+    if isinstance(value, int) and value < 0:
+        raise argument_error(argument, f"must be a 0-based column index or name, got {value}")
+    return value
+
+
 class TsvProcessor(DataProcessor):
     """A classification (or regression) task on the user's own TSV or CSV files.
 
@@ -727,13 +749,10 @@ class TsvProcessor(DataProcessor):
                  label_list=None, skip_header=False, delimiter="\t", regression=False,
                  train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv",
                  multi_label=False, label_separator=","):
-        if delimiter not in _DELIMITERS:
-            raise argument_error("delimiter",
-                                 f"must be a tab (\\t) or a comma, got {delimiter!r}")
-        self.delimiter = _DELIMITERS[delimiter]
-        self.columns = {"text_a_column": self._column(text_a_column, "text_a_column"),
-                        "text_b_column": self._column(text_b_column, "text_b_column"),
-                        "label_column": self._column(label_column, "label_column")}
+        self.delimiter = parse_delimiter(delimiter)
+        self.columns = {"text_a_column": parse_column(text_a_column, "text_a_column"),
+                        "text_b_column": parse_column(text_b_column, "text_b_column"),
+                        "label_column": parse_column(label_column, "label_column")}
         if self.columns["text_a_column"] is None:
             raise argument_error("text_a_column",
                                  "is required for a task read from TSV/CSV files")
@@ -768,20 +787,6 @@ class TsvProcessor(DataProcessor):
                                                    f"{label_separator!r}")
         self._labels = label_list or None  # inferred from the training file when None
         self.file_names = {"train": train_file, "dev": dev_file, "test": test_file}
-
-    @staticmethod
-    def _column(value, argument):
-        """A column as an int index or a header name ("3" from a command line is an index)."""
-        if value is None or value == "":
-            return None
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
-        if isinstance(value, bool) or not isinstance(value, (int, str)):
-            raise argument_error(argument, f"must be a column index or name, got {value!r}")
-        if isinstance(value, int) and value < 0:
-            raise argument_error(argument,
-                                 f"must be a 0-based column index or name, got {value}")
-        return value
 
     def get_train_examples(self, data_dir):
         examples = self._read_split(data_dir, "train")
@@ -887,11 +892,18 @@ def get_processor(task_name, **tsv_options):
                                           f"{', '.join(PROCESSORS)}")
     if name == "tsv":
         return TsvProcessor(**tsv_options)
-    defaults = inspect.signature(TsvProcessor).parameters
-    for option, value in tsv_options.items():
+    refuse_options(name, TsvProcessor, tsv_options)
+    return PROCESSORS[name]()
+
+
+def refuse_options(name, options_class, options):
+    """For a named task with fixed files and columns: each of `options` (`options_class`'s
+    arguments) left at its default (or None) is ignored, any other value is an InputError
+    naming it (rather than silently unused)."""
+    defaults = inspect.signature(options_class).parameters
+    for option, value in options.items():
         if option not in defaults:
             raise TypeError(f"get_processor() got an unexpected option {option!r}")
         if value is not None and value != defaults[option].default:
             raise argument_error(option, f"is for {arg('task_name')}=tsv; task {name!r} has "
                                          f"fixed files and columns")
-    return PROCESSORS[name]()

@@ -16,6 +16,7 @@ _TASKS = {
     "classifier": ("bert_tf.tasks.classification", "ClassificationTask"),
     "squad": ("bert_tf.tasks.squad", "SquadTask"),
     "ner": ("bert_tf.tasks.tagging", "TaggingTask"),
+    "multiple_choice": ("bert_tf.tasks.multiple_choice", "MultipleChoiceTask"),
 }
 NAMES = tuple(_TASKS)
 

@@ -13,7 +13,8 @@ max_seq_length. Truncation, as the original:
 `pack` is TensorFlow graph code on ragged ids, made of core ops: the SavedModels' string
 signatures call it in their graphs (through `GraphTokenizer.pack`), and the data preparation
 of every fine-tuning task calls it from Python through `pack_lists` on id lists
-(classifier records, NER windows, SQuAD windows, extract_features, `bert_tf.api.encode`): the
+(classifier records, NER windows, SQuAD windows, multiple-choice questions (`pack_choices`),
+extract_features, `bert_tf.api.encode`): the
 records a model trains on and the inputs it is served are one function's output.
 (create_pretraining_data packs its instances in its own kernels: the original's pretraining
 truncation removes pieces from the front or the back at random, another rule.)
@@ -182,6 +183,31 @@ def pack_texts(tokenizer, texts_a, texts_b=None, *, max_seq_length):
     cls_id, sep_id = special_ids(tokenizer)
     return pack_lists(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=cls_id,
                       sep_id=sep_id)
+
+
+def pack_choices(tokenizer, contexts, endings, *, max_seq_length):
+    """Multiple-choice questions: `[CLS] context [SEP] ending [SEP]` for each of a question's
+    N endings (a pair each, truncated longest first as the original's pairs; an empty ending
+    makes `[CLS] context [SEP]`). `endings`: one list of N texts per context, N the same for
+    all. Each context is tokenized once. Returns {name: int32 numpy [len(contexts), N,
+    max_seq_length]}."""
+    contexts, endings = list(contexts), [list(row) for row in endings]
+    if len(endings) != len(contexts):
+        raise ValueError(f"{len(contexts)} contexts but {len(endings)} lists of endings")
+    num_choices = len(endings[0]) if endings else 0
+    if any(len(row) != num_choices for row in endings):
+        raise ValueError(f"every question needs the same number of endings ({num_choices})")
+    flat = [text for row in endings for text in row]
+    pieces = tokenize_all(tokenizer, contexts + [text for text in flat if text])
+    ids = [tokenizer.convert_tokens_to_ids(p) for p in pieces]
+    context_ids, ending_ids = ids[:len(contexts)], iter(ids[len(contexts):])
+    ids_a = [context_ids[q] for q in range(len(contexts)) for _ in range(num_choices)]
+    ids_b = [next(ending_ids) if text else None for text in flat]
+    cls_id, sep_id = special_ids(tokenizer)
+    packed = pack_lists(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=cls_id,
+                        sep_id=sep_id)
+    return {name: value.reshape(len(contexts), num_choices, max_seq_length)
+            for name, value in packed.items()}
 
 
 def packed_tokens(tokenizer, input_ids, input_mask):
