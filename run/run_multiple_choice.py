@@ -22,7 +22,6 @@ are bert_tf.tasks.multiple_choice (`prepare_task`), the data bert_tf.tasks.multi
 from absl import flags
 
 from bert_tf.cli import run_main
-from bert_tf.errors import flag_error
 from . import common_flags
 
 FLAGS = flags.FLAGS
@@ -70,9 +69,6 @@ def main(argv):
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
-    if FLAGS.bucket_by_length:
-        raise flag_error("bucket_by_length", "not for run_multiple_choice: its batches are "
-                                             "[questions, endings, max_seq_length]")
     processor = multiple_choice_data.get_processor(FLAGS.task_name, **file_options())
     common_flags.start_strategy()
     bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
@@ -81,7 +77,8 @@ def main(argv):
     prepared = multiple_choice.prepare_task(
         bert_config, examples, processor.num_choices,
         FastTokenizer(vocab_file, do_lower_case=do_lower_case), FLAGS.max_seq_length,
-        FLAGS.output_dir, **common_flags.preparation_options())
+        FLAGS.output_dir, bucket_by_length=FLAGS.bucket_by_length,
+        **common_flags.preparation_options())
     common_flags.run_prepared(prepared, vocab_file, do_lower_case)
 
 

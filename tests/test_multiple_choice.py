@@ -187,6 +187,11 @@ def test_bad_headers_and_python_examples(tmp_path):
             multiple_choice.prepare_task(config, {"train": [example]}, 4, None, 16,
                                          tmp_path / "out")
         assert not (tmp_path / "out").exists()
+    # Length bucketing would cut [B, T] batches; these are [B, N, T].
+    with pytest.raises(InputError, match="^bucket_by_length: is not for multiple choice"):
+        multiple_choice.prepare_task(config, {"train": [ChoiceExample("q", "c", list("abcd"), 0)]},
+                                     4, None, 16, tmp_path / "out", bucket_by_length=True)
+    assert not (tmp_path / "out").exists()
 
 
 # ---- Records: each choice is the original's convert_single_example of (context, ending).
@@ -424,13 +429,15 @@ def trained_logits(trained, contexts, endings):
 
 
 def test_training_on_the_demo_set_beats_chance(trained):
-    """Chance is 0.25; 200 held-out questions make its standard deviation 0.03."""
+    """Chance is 0.25; 200 held-out questions make its standard deviation 0.03, so 0.40 is
+    5 of them above it (this seed gives 0.575; others 0.44-0.75)."""
     results = trained["results"]
-    assert results["eval_accuracy"] >= 0.45, results
+    assert results["eval_accuracy"] >= 0.40, results
     assert results["eval_loss"] < 1.25, results  # chance: log(4) = 1.386
-    assert results["global_step"] == trained["settings"].num_train_steps == 150
+    # 3,200 questions, 2 epochs, batch 32.
+    assert results["global_step"] == trained["settings"].num_train_steps == 200
     text = (trained["root"] / "out" / "eval_results.txt").read_text()
-    assert re.fullmatch(r"eval_accuracy = \S+\neval_loss = \S+\nglobal_step = 150\n"
+    assert re.fullmatch(r"eval_accuracy = \S+\neval_loss = \S+\nglobal_step = 200\n"
                         r"loss = \S+\n", text), text
 
 
@@ -522,6 +529,7 @@ def test_command_lines_evaluate_predict_and_export_as_the_run(trained, tmp_path)
 def bad_swag_dir(root):
     data = swag_dir(root / "swag")
     (data / "val.csv").write_text(SWAG_TRAIN.replace(",3\n1,", ",7\n1,"))  # line 2's label
+    (data / "train.csv").write_text(SWAG_TRAIN.replace(",is ripping level tiles off.,", ",,"))
     tsv = root / "tsv"
     tsv.mkdir()
     (tsv / "train.tsv").write_text("c\ta\tb\tc\td\t0\nc\ta\tb\tc\td\t1\n")
@@ -538,12 +546,8 @@ COMMAND_LINE_CASES = [
                                                    do_eval=True),
      "error: {tsv}/dev.tsv:2: has 7 field(s) where line 1 has 6: every question has the same "
      "columns, its context and 4 endings"),
-    ("columns for swag", lambda d, t: {"task_name": "swag", "data_dir": d, "do_train": True,
-                                       "ending_columns": "a,b"},
-     "error: --ending_columns: is for --task_name=tsv; task 'swag' has fixed files and columns"),
-    ("length bucketing", lambda d, t: dict(TSV_FLAGS, data_dir=t, do_train=True,
-                                           bucket_by_length=True),
-     "error: --bucket_by_length: not for run_multiple_choice"),
+    ("a missing ending", lambda d, t: {"task_name": "swag", "data_dir": d, "do_train": True},
+     "error: {swag}/train.csv:3: ending 1 (column 8) is empty"),
 ]
 
 

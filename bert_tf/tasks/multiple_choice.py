@@ -46,6 +46,15 @@ class MultipleChoiceConfig(TaskConfig):
     task_metric = None  # accuracy is SWAG's metric
     original_pads_eval = False  # no original to mirror: eval's "loss" averages real questions
     regression = False
+    multi_label = False  # one right ending
+    windowed = False  # a question is its N sequences, each truncated as the original's pairs
+
+    def __post_init__(self):
+        super().__post_init__()
+        from bert_tf.errors import argument_error
+        if self.bucket_by_length:
+            raise argument_error("bucket_by_length", "is not for multiple choice: its batches "
+                                                     "are [questions, endings, max_seq_length]")
 
     @property
     def num_labels(self):
@@ -65,6 +74,14 @@ class MultipleChoiceTask(ClassificationTask):
     def feature_spec(self, mode):
         return multiple_choice_feature_spec(self.config.num_choices, self.config.max_seq_length)
 
+    def _per_label_results(self, scores):
+        """None: an ending's position is no class (SWAG shuffles the right one's)."""
+        return {}
+
+    def write_eval_outputs(self, outputs, output_dir):
+        """No eval_confusion_matrix.tsv, for the same reason."""
+        return []
+
     def build_model(self):
         from bert_tf.model.models import BertMultipleChoice
         return BertMultipleChoice(self.config.bert_config, self.config.dropout_rate)
@@ -82,8 +99,8 @@ class MultipleChoiceTask(ClassificationTask):
 
     def text_signatures(self, model, tokenizer):
         """`serve_choices`: `context` [batch] and `endings` [batch, N] strings; each (context,
-        ending) packed as `[CLS] context [SEP] ending [SEP]` to `config.max_seq_length`,
-        truncated as the records (`bert_tf.text.packing.pack_choices`)."""
+        ending) packed as `[CLS] context [SEP] ending [SEP]`, truncated to
+        `config.max_seq_length` as the records (`bert_tf.text.packing.pack_choices`)."""
         max_seq_length = self.config.max_seq_length
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
@@ -92,10 +109,12 @@ class MultipleChoiceTask(ClassificationTask):
             num_choices = tf.shape(endings)[1]
             context_ids = tokenizer.tokenize(context)
             question = tf.repeat(tf.range(tf.shape(context)[0]), num_choices)
+            # Cut to the batch's longest pair, as every string signature (the model masks
+            # padding, so the outputs are the padded ones).
             packed = tokenizer.pack(tf.gather(context_ids, question),
                                     tokenizer.tokenize(tf.reshape(endings, [-1])),
-                                    max_seq_length)
-            inputs = {name: tf.reshape(value, [-1, num_choices, max_seq_length])
+                                    max_seq_length, pad_to_longest=True)
+            inputs = {name: tf.reshape(value, [-1, num_choices, tf.shape(value)[1]])
                       for name, value in packed.items()}
             return self.serving_outputs(self.outputs(model, inputs, training=False),
                                         from_text=True)
