@@ -142,7 +142,6 @@ def write_choice_task(directory, num_train=2000, num_dev=300, num_test=200, seed
     --skip_header --context_column=context --ending_columns=ending0,ending1,ending2,ending3
     --label_column=label) in `directory`: train.tsv, dev.tsv and test.tsv (no label column),
     each about other new people: which of 4 sentences comes next (`choice_questions`)."""
-    import os
     sizes = {"train.tsv": num_train, "dev.tsv": num_dev, "test.tsv": num_test}
     for offset, (name, size) in enumerate(sizes.items()):
         rng = random.Random(seed * 1000 + offset)

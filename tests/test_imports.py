@@ -64,7 +64,7 @@ TENSORFLOW_FREE = {
     "bert_tf.training.settings": "run_pretraining's checks before TensorFlow",
     **{f"run.{name}": "a command line: --help and flag errors" for name in (
         "common_flags", "demo", "export_savedmodel", "extract_features", "run_classifier",
-        "run_ner", "run_pretraining", "run_squad")},
+        "run_multiple_choice", "run_ner", "run_pretraining", "run_squad")},
     **{f"data_tools.{name}": "a command line: --help and flag errors" for name in (
         "build_vocab", "create_pretraining_data", "demo_corpus")},
 }

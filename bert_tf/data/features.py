@@ -70,7 +70,6 @@ def multiple_choice_feature_spec(num_choices, max_seq_length):
     its `num_choices` packed sequences flattened (`input_ids`, `input_mask`, `segment_ids`
     [num_choices * max_seq_length], parsed as [num_choices, max_seq_length]), `label_ids` []
     (the right ending's index) and `is_real_example` [], as run_classifier's."""
-    import tensorflow as tf
     shape = [num_choices, max_seq_length]
     return dict({name: tf.io.FixedLenFeature(shape, tf.int64)
                  for name in ("input_ids", "input_mask", "segment_ids")},

@@ -27,9 +27,13 @@ import os
 import tensorflow as tf
 
 from bert_tf.data.features import multiple_choice_feature_spec
+from bert_tf.errors import argument_error
+from bert_tf.model.models import BertMultipleChoice
+from bert_tf.tasks import classifier_data, multiple_choice_data
 from bert_tf.tasks.base import PreparedTask, Records, TaskConfig, preparing
 from bert_tf.tasks.classification import RECORD_FILES, ClassificationTask
 from bert_tf.text.packing import INPUT_NAMES
+from bert_tf.training import runner
 
 
 @dataclasses.dataclass
@@ -51,7 +55,6 @@ class MultipleChoiceConfig(TaskConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        from bert_tf.errors import argument_error
         if self.bucket_by_length:
             raise argument_error("bucket_by_length", "is not for multiple choice: its batches "
                                                      "are [questions, endings, max_seq_length]")
@@ -83,7 +86,6 @@ class MultipleChoiceTask(ClassificationTask):
         return []
 
     def build_model(self):
-        from bert_tf.model.models import BertMultipleChoice
         return BertMultipleChoice(self.config.bert_config, self.config.dropout_rate)
 
     def outputs(self, model, batch, training):
@@ -146,9 +148,6 @@ def prepare_task(bert_config, examples, num_choices, tokenizer, max_seq_length, 
       task_options: MultipleChoiceConfig's other fields (dropout_rate, shuffle_buffer_size, ...).
     Records are written atomically; on failure what was created in output_dir is removed.
     """
-    from bert_tf.tasks import classifier_data, multiple_choice_data
-    from bert_tf.training import runner
-
     log = log or runner.log
     output_dir = os.fspath(output_dir)
     for split in examples.values():
