@@ -9,8 +9,8 @@ fly: "dynamic" quantization, as ONNX Runtime's quantize_dynamic), then multiplie
 and dequantizes in one oneDNN kernel with the bias (and GELU) fused (`quantized_dense`).
 
 Why this op: in TensorFlow 2.21 on an AVX-512 VNNI CPU, measured on MiniLM-L6's dense shapes
-(bench/bench_serving.py's notes), oneDNN's `_QuantizedMatMul` runs 3.2-3.7x the float32 matmul
-at 32 rows and 2.3-2.4x at 1,024, while an int8 `tf.matmul` (Eigen) is 4-12x slower than float32
+(`python bench/bench_int8_matmul.py`), oneDNN's `_QuantizedMatMul` runs 3.0-3.7x the float32
+matmul at 32 rows and 2.3-3.1x at 1,024, while an int8 `tf.matmul` (Eigen) is 4-12x slower than float32
 and weight-only int8 (dequantize, then a float matmul) is no faster. `_QuantizedMatMul` is an
 internal op of TensorFlow's x86 builds with oneDNN (registered in the `tensorflow` wheels for
 Linux and Windows on x86-64, without tensorflow-text): a SavedModel holding it loads there and
