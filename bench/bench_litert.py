@@ -17,8 +17,9 @@ max_seq_length 128, exported by the library as export_savedmodel writes it:
                    interpreter (XNNPACK, --num_threads), tokenized as savedmodel_ids;
   litert_int8      the same with quantization int8 (dynamic range).
 
-Every peer pads to 128 tokens (serve_text's packing), so each does the same model work per
-text, and each time includes its tokenization: for the Python-tokenized peers a fresh
+Every peer cuts each batch to its longest text (as serve_text does; at most 128 tokens), so
+each does the same model work per text, and each time includes its tokenization (the LiteRT
+runner resizes its inputs when a batch's shape changes, inside the timing): for the Python-tokenized peers a fresh
 FastTokenizer per round and peer (its word cache then fills within the round, as in a serving
 process; the library build is warmed outside the timing). Per round, peers interleaved:
   latency     --latency_texts single-text calls, one after the other: median and 90th
@@ -100,7 +101,9 @@ class Peers:
 
     def packed(self, texts):
         from bert_tf.text.packing import pack_texts
-        return pack_texts(self.tokenizer, texts, max_seq_length=MAX_SEQ_LENGTH)
+        inputs = pack_texts(self.tokenizer, texts, max_seq_length=MAX_SEQ_LENGTH)
+        longest = int(inputs["input_mask"].sum(axis=1).max())  # as serve_text cuts a batch
+        return {name: value[:, :longest] for name, value in inputs.items()}
 
     def __call__(self, peer, texts):
         import tensorflow as tf
