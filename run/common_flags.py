@@ -93,7 +93,7 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                       "Compute in bfloat16 or float16 with float32 weights. float16 (GPUs "
                       "without bfloat16, e.g. a T4; not on TPU) uses dynamic loss scaling: a "
                       "step whose gradients are not finite is skipped, not counted in "
-                      "num_train_steps, and halves the scale (docs/fine_tuning.md).")
+                      "num_train_steps, and halves the scale (docs/run_pretraining.md).")
     flags.DEFINE_float("initial_loss_scale", 2.0 ** 15,
                        "--mixed_precision=float16: the loss scale to start from (>= 1).")
     flags.DEFINE_integer("loss_scale_growth_steps", 2000,

@@ -138,7 +138,7 @@ CASES = [
      lambda f: ("run.run_pretraining", {"bert_config_file": f["config"], "input_file": f["config"],
                                         "output_dir": f["root"] / "pretraining_out",
                                         "do_train": True, "distribution_strategy": "tpu",
-                                        "mixed_precision": "float16"}),
+                                        "mixed_precision": "float16", "max_seq_length": 64}),
      "error: --mixed_precision: float16 is for GPUs, not TPUs (--distribution_strategy=tpu)"),
     # 8. What can be checked before any work is: no record is written.
     ("dev label outside the training labels",
