@@ -400,13 +400,16 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
         loss_scale.finite_steps = optimizer.step_counter.value
     checkpoint = tf.train.Checkpoint(**checkpoint_objects(model, optimizer),
                                      dropout_seeds=dropout_seeds)
-    manager = tf.train.CheckpointManager(
-        tf.train.Checkpoint(**checkpoint_objects(model, optimizer), dropout_seeds=dropout_seeds,
-                            **({"loss_scale": loss_scale} if scaled else {})),
-        settings.output_dir, max_to_keep=settings.keep_checkpoint_max,
-        checkpoint_name=CHECKPOINT_NAME)
+    manager = tf.train.CheckpointManager(checkpoint, settings.output_dir,
+                                         max_to_keep=settings.keep_checkpoint_max,
+                                         checkpoint_name=CHECKPOINT_NAME)
     restored = restore_latest(checkpoint, manager, model, optimizer, task,
                               optional=tf.train.Checkpoint(loss_scale=loss_scale))
+    if scaled:
+        # Saved from now on; attached after the restore, whose check that every object has an
+        # entry would refuse a float32 run's checkpoint. One Checkpoint object restores and
+        # saves, so its save_counter goes on from the restored one.
+        checkpoint.loss_scale = loss_scale
     skipped = int(skipped_steps.numpy())
     if restored:
         log(f"resuming from {restored} at step {global_step(optimizer)}"
@@ -416,8 +419,8 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
         init_fn()
     if not chief:
         manager = tf.train.CheckpointManager(
-            manager.checkpoint, _worker_checkpoint_dir(settings.output_dir, strategy),
-            max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
+            checkpoint, _worker_checkpoint_dir(settings.output_dir, strategy), max_to_keep=1,
+            checkpoint_name=CHECKPOINT_NAME)
 
     step = global_step(optimizer)
     if step >= settings.num_train_steps:
