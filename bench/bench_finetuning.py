@@ -272,7 +272,7 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
     iterator = loops.input_iterator(strategy, task.dataset_fn("train", TRAIN_BATCH, SEED))
     float(loop(iterator, tf.constant(warmup))[2])
     with Stopwatch() as train:
-        steps_run, _, loss = loop(iterator, tf.constant(steps))
+        steps_run, _, loss, _ = loop(iterator, tf.constant(steps))
         float(loss)
     assert int(steps_run) == steps
 

@@ -179,18 +179,20 @@ _POSITIVE_INTEGERS = (
     "max_predictions_per_seq", "max_eval_steps", "shuffle_buffer_size", "doc_stride",
     "n_best_size", "max_answer_length", "top_k", "vocab_size", "dupe_factor", "num_workers",
     "output_shards", "window_bytes", "num_documents", "min_frequency", "limit_alphabet",
-    "num_words", "min_count")
+    "num_words", "min_count", "loss_scale_growth_steps")
 _NON_NEGATIVE_NUMBERS = (
     "num_gpus", "num_train_steps", "num_warmup_steps", "num_train_epochs", "finetune_epochs",
     "weight_decay_rate", "max_query_length", "num_unused", "seed", "random_seed",
     "progress_interval")
 _POSITIVE_NUMBERS = ("learning_rate",)
+_AT_LEAST_ONE = ("initial_loss_scale",)
 _PROPORTIONS = ("warmup_proportion", "short_seq_prob")
 _OPEN_PROPORTIONS = ("masked_lm_prob",)
 FLAG_RANGES = {
     **{name: (lambda v: v >= 1, "must be a positive integer") for name in _POSITIVE_INTEGERS},
     **{name: (lambda v: v >= 0, "must be >= 0") for name in _NON_NEGATIVE_NUMBERS},
     **{name: (lambda v: v > 0, "must be > 0") for name in _POSITIVE_NUMBERS},
+    **{name: (lambda v: v >= 1, "must be >= 1") for name in _AT_LEAST_ONE},
     **{name: (lambda v: 0 <= v <= 1, "must be in [0, 1]") for name in _PROPORTIONS},
     **{name: (lambda v: 0 < v < 1, "must be in the open interval (0, 1)")
        for name in _OPEN_PROPORTIONS},

@@ -90,8 +90,19 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                          "mirrored without GPUs: split the CPU into this many logical devices "
                          "(for testing data parallelism on one machine).")
     flags.DEFINE_enum("mixed_precision", "off", ["off", "bfloat16", "float16"],
-                      "Compute in bfloat16 or float16 with float32 weights; float16 uses dynamic "
-                      "loss scaling.")
+                      "Compute in bfloat16 or float16 with float32 weights. float16 (GPUs "
+                      "without bfloat16, e.g. a T4; not on TPU) uses dynamic loss scaling: a "
+                      "step whose gradients are not finite is skipped, not counted in "
+                      "num_train_steps, and halves the scale (docs/run_pretraining.md).")
+    flags.DEFINE_float("initial_loss_scale", 2.0 ** 15,
+                       "--mixed_precision=float16: the loss scale to start from (>= 1).")
+    flags.DEFINE_integer("loss_scale_growth_steps", 2000,
+                         "--mixed_precision=float16: double the loss scale after this many "
+                         "finite steps in a row.")
+    flags.DEFINE_bool("recompute_layers", False,
+                      "Recompute each transformer layer's activations in the backward pass "
+                      "instead of keeping them (gradient checkpointing): much less memory for "
+                      "long sequences, about a third more compute per step; same gradients.")
     flags.DEFINE_bool("jit_compile", False, "Compile the forward/backward pass with XLA.")
     flags.DEFINE_enum("cpu_kernels", None, ["auto", "on", "off"],
                       "The CPU-tuned kernels of bert_tf/model/layers.py (fused GELU, LayerNorm and "

@@ -126,6 +126,20 @@ CASES = [
     ("export_savedmodel: top_k 0", lambda f: export(f, task="pretraining", top_k=0,
                                                     export_dir=f["root"] / "mlm"),
      "error: flag --top_k=0: must be a positive integer"),
+    ("loss scale below 1", lambda f: classifier(f, do_train=True, mixed_precision="float16",
+                                                initial_loss_scale=0.5),
+     "error: flag --initial_loss_scale=0.5: must be >= 1"),
+    # float16 asked of a TPU: refused before the strategy connects to it.
+    ("run_classifier: float16 with --use_tpu",
+     lambda f: classifier(f, do_train=True, use_tpu=True, mixed_precision="float16"),
+     "error: --mixed_precision: float16 is for GPUs, not TPUs (--use_tpu): use "
+     "--mixed_precision=bfloat16, which TPUs compute natively and which needs no loss scaling"),
+    ("run_pretraining: float16 with --distribution_strategy=tpu",
+     lambda f: ("run.run_pretraining", {"bert_config_file": f["config"], "input_file": f["config"],
+                                        "output_dir": f["root"] / "pretraining_out",
+                                        "do_train": True, "distribution_strategy": "tpu",
+                                        "mixed_precision": "float16", "max_seq_length": 64}),
+     "error: --mixed_precision: float16 is for GPUs, not TPUs (--distribution_strategy=tpu)"),
     # 8. What can be checked before any work is: no record is written.
     ("dev label outside the training labels",
      lambda f: classifier(f, do_train=True, do_eval=True, label_list="pos,neg",

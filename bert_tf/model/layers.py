@@ -312,16 +312,28 @@ class Dropout(keras.layers.Dropout):
     (BERT-Base pretraining has 3 dropouts per layer, ~3M elements each per batch of 8 x 128).
     """
 
-    def call(self, inputs, training=False):
+    def draws(self):
+        """Whether a training call draws random bits (a seed from the seed generator)."""
+        return 0 < self.rate < 1 and self.noise_shape is None
+
+    def next_seed(self):
+        """The stateless seed of the next training call (advancing the seed generator): to
+        draw it outside a function that runs twice (`TransformerLayer`'s recomputation) and
+        pass it to `call` as `seed`."""
+        # Keras' seed handling (tensorflow backend): uint32 state -> int32 stateless seed.
+        seed = self.seed_generator.next()
+        return tf.cast(tf.math.floormod(tf.cast(seed, tf.int64), tf.int32.max - 1), tf.int32)
+
+    def call(self, inputs, training=False, seed=None):
+        """`seed`: the mask's seed, drawn beforehand by `next_seed` (None: drawn now)."""
         if not training or self.rate == 0:
             return inputs
-        if self.noise_shape is not None or self.rate >= 1:
+        if not self.draws():
             return super().call(inputs, training=training)
         threshold = round(self.rate * 2 ** _DROPOUT_BITS)
         scale = 2 ** _DROPOUT_BITS / (2 ** _DROPOUT_BITS - threshold)
-        # Keras' seed handling (tensorflow backend): uint32 state -> int32 stateless seed.
-        seed = self.seed_generator.next()
-        seed = tf.cast(tf.math.floormod(tf.cast(seed, tf.int64), tf.int32.max - 1), tf.int32)
+        if seed is None:
+            seed = self.next_seed()
         bits = _random_bits_like(inputs, seed)
         if not cpu_kernels_enabled():  # the same bits, masked by plain ops
             kept = tf.cast(tf.cast(inputs, tf.float32) * scale, inputs.dtype)
@@ -528,9 +540,11 @@ class BertSelfAttention(keras.layers.Layer):
             kernel, bias = kernel[:, columns], bias[columns]
         return tf.nn.bias_add(tf.matmul(x, kernel), bias)
 
-    def call(self, x, attention_bias, seq_length, training=False, query=None):
+    def call(self, x, attention_bias, seq_length, training=False, query=None,
+             dropout_seed=None):
         """`query`: optional flat [B * P, H] rows (e.g. the hidden states at P chosen positions)
-        that attend over the whole sequence `x` instead of every position of `x`."""
+        that attend over the whole sequence `x` instead of every position of `x`.
+        `dropout_seed`: the attention dropout's seed, drawn beforehand (`Dropout.next_seed`)."""
         n, d, h = self.num_attention_heads, self.head_size, self.hidden_size
         if query is None:
             qkv = self._project(x)
@@ -552,7 +566,7 @@ class BertSelfAttention(keras.layers.Layer):
             probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32)), scores.dtype)
         else:
             probs = tf.nn.softmax(scores)
-        probs = self.dropout(probs, training=training)
+        probs = self.dropout(probs, training=training, seed=dropout_seed)
         context = tf.matmul(probs, value)  # [B, N, T (or P), D]
         context = tf.transpose(context, [0, 2, 1, 3])
         return tf.reshape(context, [-1, h])
@@ -571,12 +585,21 @@ class TransformerLayer(keras.layers.Layer):
     dense -> dropout -> LayerNorm(+ attention output). Works on flat [B * T, H] hidden states.
     Sub-layer names follow the original: attention/self, attention/output/dense,
     attention/output/LayerNorm, intermediate/dense, output/dense, output/LayerNorm.
+
+    `recompute` (`set_recompute`): in training, keep only the layer's input for the backward
+    pass and compute its activations again there (tf.recompute_grad; "gradient
+    checkpointing"). The activations of a layer at sequence length T hold a few [B, N, T, T]
+    attention tensors and [B * T, 4H] ones: BERT-Large at 512 keeps ~24 x 0.5 GB of them per
+    8 sequences. Recomputing costs one more forward pass of the layers (about a third more
+    compute per step), the gradients are the same: the dropout masks are drawn once, before
+    the layer runs, and the recomputation reuses their seeds.
     """
 
     def __init__(self, hidden_size, num_attention_heads, intermediate_size, hidden_act="gelu",
                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
-                 initializer_range=0.02, **kwargs):
+                 initializer_range=0.02, recompute=False, **kwargs):
         super().__init__(**kwargs)
+        self.recompute = recompute
         self.hidden_size = hidden_size
         self.num_attention_heads = num_attention_heads
         self.intermediate_size = intermediate_size
@@ -612,18 +635,31 @@ class TransformerLayer(keras.layers.Layer):
         """`positions`: optional [B, P] int; then the layer's output is computed only at those
         positions ([B * P, H]; their attention still reads every position). A model whose loss
         reads a few positions of the last layer (masked-LM, [CLS]) skips the rest of its work."""
+        if not (training and self.recompute):
+            return self._forward(x, attention_bias, seq_length, training, positions)
+        # The seeds of the three dropout masks, drawn in the order the forward pass draws them:
+        # the recomputation then drops what the forward pass dropped (drawing again would give
+        # other masks, and other gradients), and what the layer drops without recompute.
+        seeds = [dropout.next_seed() if dropout.draws() else None
+                 for dropout in (self.attention.dropout, self.dropout, self.dropout)]
+        forward = tf.recompute_grad(
+            lambda h: self._forward(h, attention_bias, seq_length, True, positions, seeds))
+        return forward(x)
+
+    def _forward(self, x, attention_bias, seq_length, training, positions, seeds=(None,) * 3):
         query = None
         if positions is not None:
             query = gather_positions(tf.reshape(x, [-1, seq_length, self.hidden_size]), positions)
             query = tf.reshape(query, [-1, self.hidden_size])
         context = self.attention(x, attention_bias, seq_length=seq_length, training=training,
-                                 query=query)
+                                 query=query, dropout_seed=seeds[0])
         if query is not None:
             x = query
-        attention_output = self.dropout(self.attention_output(context), training=training)
+        attention_output = self.dropout(self.attention_output(context), training=training,
+                                        seed=seeds[1])
         attention_output = self.attention_layer_norm(attention_output, x)
         hidden = self.output_dense(self.intermediate(attention_output, training=training))
-        hidden = self.dropout(hidden, training=training)
+        hidden = self.dropout(hidden, training=training, seed=seeds[2])
         return self.output_layer_norm(hidden, attention_output)
 
     def get_config(self):
@@ -632,8 +668,19 @@ class TransformerLayer(keras.layers.Layer):
                       intermediate_size=self.intermediate_size, hidden_act=self.hidden_act,
                       hidden_dropout_prob=self.hidden_dropout_prob,
                       attention_probs_dropout_prob=self.attention_probs_dropout_prob,
-                      initializer_range=self.initializer_range)
+                      initializer_range=self.initializer_range, recompute=self.recompute)
         return config
+
+
+def set_recompute(model, on=True):
+    """Turns `TransformerLayer.recompute` on (or off) in every transformer layer of `model`
+    (any model holding BertEncoders); returns how many. Read when the training function is
+    traced: set it before."""
+    layers = [layer for layer in model._flatten_layers(include_self=True)
+              if isinstance(layer, TransformerLayer)]
+    for layer in layers:
+        layer.recompute = bool(on)
+    return len(layers)
 
 
 class BertPooler(keras.layers.Layer):

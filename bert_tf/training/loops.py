@@ -14,6 +14,12 @@ restore_foreign). `bert_tf.training.runner.run` drives these loops for the comma
   tf.while_loop), gradients all-reduced across replicas before clipping (global norm of the global
   gradient), mixed precision (bfloat16; float16 with dynamic loss scaling through
   keras.optimizers.LossScaleOptimizer), XLA (`jit_compile` on the forward/backward pass).
+- float16: a step whose loss or gradients are not finite is skipped (no update, the loss scale
+  halves) and does not count: the global step (optimizer.iterations, which num_train_steps, the
+  learning-rate schedule and the checkpoint numbers count) is the number of updates applied, as
+  in NVIDIA's float16 BERT (its global_step only grows when all gradients are finite); a run
+  reads num_train_steps + skipped batches. The scale, its growth count and the skipped steps
+  are saved in the checkpoints (`loss_scale`) and restored on resuming.
 - Checkpoints (model, optimizer slots, step = optimizer.iterations) every `save_checkpoints_steps`
   through tf.train.CheckpointManager, keeping `keep_checkpoint_max`; TF writes the data and index
   under temporary names and replaces the `checkpoint` state file atomically, so a crash never
@@ -23,8 +29,9 @@ restore_foreign). `bert_tf.training.runner.run` drives these loops for the comma
   run_pretraining: weights, Adam moments, step).
 - Eval and predict: per-example outputs gathered across replicas and steps, in record order.
 - TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
-  progress lines (bert_tf.progress) with steps/s, examples/s and ETA, and a stop with a message
-  naming the step when the loss is not finite.
+  progress lines (bert_tf.progress) with steps/s, examples/s and ETA (float16: the loss scale and
+  the steps skipped), and a stop with a message naming the step when the loss is not finite
+  (float16: when a step is skipped with the scale at its minimum, MIN_LOSS_SCALE).
 """
 import math
 import os
@@ -58,11 +65,30 @@ def set_mixed_precision(mode):
     keras.mixed_precision.set_global_policy(policies[mode])
 
 
-def wrap_optimizer(optimizer, mixed_precision):
-    """float16 needs dynamic loss scaling; bfloat16 has float32's range and does not."""
+# Dynamic loss scaling (float16): Keras' and TensorFlow's defaults. The scale halves at every
+# step whose loss or gradients are not finite (the step is skipped) and doubles after
+# LOSS_SCALE_GROWTH_STEPS finite steps in a row; a step skipped with the scale at
+# MIN_LOSS_SCALE stops the run (a smaller scale amplifies nothing: the model or the data is
+# broken; DeepSpeed's fp16 loss scaler stops at its minimum of 1 too).
+INITIAL_LOSS_SCALE = 2.0 ** 15
+LOSS_SCALE_GROWTH_STEPS = 2000
+MIN_LOSS_SCALE = 1.0
+
+
+def wrap_optimizer(optimizer, mixed_precision, initial_loss_scale=INITIAL_LOSS_SCALE,
+                   loss_scale_growth_steps=LOSS_SCALE_GROWTH_STEPS):
+    """float16 needs dynamic loss scaling (keras.optimizers.LossScaleOptimizer, whose rule
+    `train` follows: see INITIAL_LOSS_SCALE); bfloat16 has float32's range and does not."""
     if mixed_precision == "float16":
-        return keras.optimizers.LossScaleOptimizer(optimizer)
+        return keras.optimizers.LossScaleOptimizer(
+            optimizer, initial_scale=initial_loss_scale,
+            dynamic_growth_steps=loss_scale_growth_steps)
     return optimizer
+
+
+def scales_loss(optimizer):
+    """Whether `optimizer` scales the loss (float16): its steps may be skipped."""
+    return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
 
 def _scalar_metadata():
@@ -81,8 +107,18 @@ def global_step(optimizer):
     return int(optimizer.iterations.numpy())
 
 
-def _inner(optimizer):
+def inner_optimizer(optimizer):
+    """The optimizer that updates the weights (inside a LossScaleOptimizer, its inner one)."""
     return getattr(optimizer, "inner_optimizer", optimizer)
+
+
+def checkpoint_objects(model, optimizer):
+    """What our checkpoints hold under `tf.train.Checkpoint(**...)`: the model and the optimizer
+    (slots, step). The optimizer is the inner one under float16 too, so a checkpoint has the
+    same keys whatever the precision: eval, predict or a resumed run may use another
+    mixed_precision than the training that wrote it (the loss scale is saved beside it,
+    `train`'s `loss_scale` entry)."""
+    return {"model": model, "optimizer": inner_optimizer(optimizer)}
 
 
 def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=1,
@@ -91,10 +127,11 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
 
     Returns this replica's shares of the task's train metrics.
     """
-    scales_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    scaled = scales_loss(optimizer)
     # Our optimizers take gradients summed here, before the loss-scale check and clipping see
     # them (Keras' own optimizers sum inside `apply`).
-    sums_here = isinstance(_inner(optimizer), optimization.DecoupledWeightDecayOptimizer)
+    sums_here = isinstance(inner_optimizer(optimizer),
+                           optimization.DecoupledWeightDecayOptimizer)
     names = tuple(task.train_metric_names)
 
     def forward_backward(batch, normalizers):
@@ -102,7 +139,7 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
         with tf.GradientTape() as tape:
             outputs = task.outputs(model, batch, training=True)
             metrics = task.train_metrics(batch, outputs, normalizers)
-            loss = optimizer.scale_loss(metrics["loss"]) if scales_loss else metrics["loss"]
+            loss = optimizer.scale_loss(metrics["loss"]) if scaled else metrics["loss"]
         grads = tape.gradient(loss, variables)
         grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v)
                  for g, v in zip(grads, variables)]
@@ -131,9 +168,11 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
 
             _, metrics, grads = tf.while_loop(lambda i, *_: i < k, body,
                                               (tf.constant(1), metrics, grads))
+        if scaled:
+            grads = _poisoned_by_loss(grads, metrics[names.index("loss")])
         if sums_here:
             grads = optimization.sum_across_replicas(grads)
-            with optimization.gradients_summed_across_replicas():
+            with optimization.gradients_summed_across_replicas(optimizer):
                 optimizer.apply(grads, model.trainable_variables)
         else:
             optimizer.apply(grads, model.trainable_variables)
@@ -142,6 +181,16 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
     # Its Python ifs are on Python values; AutoGraph's rewrite of it and of every function it
     # calls (model, task, optimizer) cost ~1-2 s of the first step.
     return tf.autograph.experimental.do_not_convert(replica_step)
+
+
+def _poisoned_by_loss(grads, loss):
+    """`grads`, not finite if `loss` is not: LossScaleOptimizer skips a step on its gradients
+    alone, and a float16 overflow in the forward pass (an inf loss) must be skipped too. Adds
+    loss - loss (0, or NaN) to the smallest gradient: one scalar's worth of work."""
+    smallest = min(range(len(grads)), key=lambda i: grads[i].shape.num_elements() or 0)
+    grads = list(grads)
+    grads[smallest] = grads[smallest] + tf.cast(loss - loss, grads[smallest].dtype)
+    return grads
 
 
 def _skipping_steps(dataset_fn, steps):
@@ -170,11 +219,21 @@ def input_iterator(strategy, dataset_fn):
     return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
 
-def make_train_loop(strategy, replica_step, metric_names):
-    """tf.function running up to `num_steps` steps; stops early at a non-finite loss.
+def make_train_loop(strategy, replica_step, metric_names, optimizer=None):
+    """tf.function running up to `num_steps` steps.
 
-    Returns (steps run, {metric: sum over the steps}, loss of the last step run).
+    Returns (steps run, {metric: sum over the applied steps}, loss of the last step run, steps
+    applied). Every step is applied, and the loop stops early at a non-finite loss, unless
+    `optimizer` scales the loss (float16): then a step whose loss or gradients are not finite is
+    skipped (no update: weights, slots and optimizer.iterations stay; the scale halves), its
+    metrics are left out of the sums, and the loop stops early only when the loss scale falls
+    below MIN_LOSS_SCALE.
     """
+    scaled = optimizer is not None and scales_loss(optimizer)
+
+    def reduced(per_replica):
+        return {name: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[name], axis=None)
+                for name in metric_names}
 
     @tf.function
     def train_loop(iterator, num_steps):
@@ -182,17 +241,34 @@ def make_train_loop(strategy, replica_step, metric_names):
         last_loss = tf.constant(0.0)
         steps = tf.constant(0)
         for _ in tf.range(num_steps):
-            per_replica = strategy.run(replica_step, args=(next(iterator),))
-            metrics = {name: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica[name],
-                                             axis=None) for name in metric_names}
+            metrics = reduced(strategy.run(replica_step, args=(next(iterator),)))
             totals = {name: totals[name] + metrics[name] for name in metric_names}
             last_loss = metrics["loss"]
             steps += 1
             if not tf.math.is_finite(last_loss):
                 break
-        return steps, totals, last_loss
+        return steps, totals, last_loss, steps
 
-    return train_loop
+    @tf.function
+    def scaled_train_loop(iterator, num_steps):
+        totals = {name: tf.constant(0.0) for name in metric_names}
+        last_loss = tf.constant(0.0)
+        steps = tf.constant(0)
+        applied = tf.constant(0)
+        for _ in tf.range(num_steps):
+            before = tf.identity(optimizer.iterations.value)
+            metrics = reduced(strategy.run(replica_step, args=(next(iterator),)))
+            done = optimizer.iterations.value > before
+            totals = {name: totals[name] + tf.where(done, metrics[name], 0.0)
+                      for name in metric_names}
+            last_loss = metrics["loss"]
+            steps += 1
+            applied += tf.cast(done, tf.int32)
+            if optimizer.dynamic_scale.value < MIN_LOSS_SCALE:
+                break
+        return steps, totals, last_loss, applied
+
+    return scaled_train_loop if scaled else train_loop
 
 
 def _worker_checkpoint_dir(model_dir, strategy):
@@ -271,16 +347,20 @@ def remove_dead_checkpoint_writes(model_dir):
     return removed
 
 
-def restore_latest(checkpoint, manager, model, optimizer, task=None):
+def restore_latest(checkpoint, manager, model, optimizer, task=None, optional=None):
     """Restores the latest checkpoint of `manager`; returns its path or None.
 
     The latest may be ours, or one the task knows how to continue (`Task.restore_foreign`: the
     original run_pretraining's, whose later checkpoints, being ours and newer, win on reruns).
+    `optional`: a tf.train.Checkpoint of entries restored where the checkpoint has them (the
+    loss scale: a float32 run's checkpoint has none) and left as they are where it does not.
     """
     latest = manager.latest_checkpoint
     with naming_damaged_checkpoint(latest):
         if latest and not (task is not None and task.restore_foreign(model, optimizer, latest)):
             checkpoint.restore(latest).assert_existing_objects_matched()
+            if optional is not None:
+                optional.restore(latest).expect_partial()
     return latest
 
 
@@ -297,7 +377,8 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     given) initialises the model (e.g. from --init_checkpoint). `on_checkpoint(step)` runs
     after each checkpoint is saved (eval during training). `deterministic_input`: the input
     order is a function of the seed (or file order), so a resumed run replays its input up
-    to the restored step and trains on what an uninterrupted run would.
+    to the restored step and trains on what an uninterrupted run would (float16: to the
+    restored step plus the steps skipped before it).
     """
     chief = is_chief(strategy)
     if chief:
@@ -305,16 +386,35 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
             log(f"removed {path}: left by a checkpoint write that did not finish")
     with strategy.scope():
         optimizer.build(model.trainable_variables)
+    scaled = scales_loss(optimizer)
     # The dropout layers' seed states too (Keras keeps them out of the model's checkpoint): a
     # resumed run then draws the masks an uninterrupted one would.
     dropout_seeds = [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, dropout_seeds=dropout_seeds)
+    # float16: the loss scale, its count of finite steps since it last changed, and the steps
+    # skipped so far (batches read but not counted in the global step; a resumed run replays
+    # them). Restored when the checkpoint has them (not from a float32 run's).
+    skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+    loss_scale = tf.train.Checkpoint(skipped_steps=skipped_steps)
+    if scaled:
+        loss_scale.scale = optimizer.dynamic_scale.value
+        loss_scale.finite_steps = optimizer.step_counter.value
+    checkpoint = tf.train.Checkpoint(**checkpoint_objects(model, optimizer),
+                                     dropout_seeds=dropout_seeds)
     manager = tf.train.CheckpointManager(checkpoint, settings.output_dir,
                                          max_to_keep=settings.keep_checkpoint_max,
                                          checkpoint_name=CHECKPOINT_NAME)
-    restored = restore_latest(checkpoint, manager, model, optimizer, task)
+    restored = restore_latest(checkpoint, manager, model, optimizer, task,
+                              optional=tf.train.Checkpoint(loss_scale=loss_scale))
+    if scaled:
+        # Saved from now on; attached after the restore, whose check that every object has an
+        # entry would refuse a float32 run's checkpoint. One Checkpoint object restores and
+        # saves, so its save_counter goes on from the restored one.
+        checkpoint.loss_scale = loss_scale
+    skipped = int(skipped_steps.numpy())
     if restored:
-        log(f"resuming from {restored} at step {global_step(optimizer)}")
+        log(f"resuming from {restored} at step {global_step(optimizer)}"
+            + (f" (loss scale {_loss_scale(optimizer):g}, {skipped} steps skipped so far)"
+               if scaled else ""))
     elif init_fn is not None:
         init_fn()
     if not chief:
@@ -329,9 +429,9 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     names = tuple(task.train_metric_names)
     replica_step = make_replica_train_step(model, optimizer, task,
                                            settings.gradient_accumulation_steps, settings.jit_compile)
-    train_loop = make_train_loop(strategy, replica_step, names)
+    train_loop = make_train_loop(strategy, replica_step, names, optimizer)
     if restored and deterministic_input:
-        dataset_fn = _skipping_steps(dataset_fn, step)
+        dataset_fn = _skipping_steps(dataset_fn, step + skipped)
     iterator = input_iterator(strategy, dataset_fn)
     writer = (tf.summary.create_file_writer(os.path.join(settings.output_dir, "train"))
               if chief else tf.summary.create_noop_writer())
@@ -341,43 +441,65 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     def distance_to_multiple(every):
         return every - step % every if every and every > 0 else math.inf
 
-    last_metrics = {}
+    last_metrics, scale_report = {}, {}
     while step < settings.num_train_steps:
         num_steps = int(min(settings.iterations_per_loop, settings.num_train_steps - step,
                             distance_to_multiple(settings.save_checkpoints_steps),
                             distance_to_multiple(settings.log_steps)))
         start = time.monotonic()
-        steps_run, totals, last_loss = train_loop(iterator, tf.constant(num_steps))
-        steps_run = int(steps_run)
+        steps_run, totals, last_loss, applied = train_loop(iterator, tf.constant(num_steps))
+        steps_run, applied = int(steps_run), int(applied)
         elapsed = time.monotonic() - start
-        if not math.isfinite(float(last_loss)):
+        if scaled and _loss_scale(optimizer) < MIN_LOSS_SCALE:
+            raise NonFiniteLossError(
+                f"loss or gradients not finite at step {global_step(optimizer) + 1} (loss "
+                f"{float(last_loss)}) with the float16 loss scale at its minimum "
+                f"{MIN_LOSS_SCALE:g}; stopping (last checkpoint: "
+                f"{manager.latest_checkpoint or 'none'})")
+        if not scaled and not math.isfinite(float(last_loss)):
             bad_step = step + steps_run
             raise NonFiniteLossError(
                 f"loss is {float(last_loss)} at step {bad_step}; stopping (last checkpoint: "
                 f"{manager.latest_checkpoint or 'none'})")
         previous_step = step
         step = global_step(optimizer)
-        last_metrics = {n: float(totals[n]) / max(steps_run, 1) for n in names}
+        skipped += steps_run - applied
+        if applied:
+            last_metrics = {n: float(totals[n]) / applied for n in names}
+        if scaled:
+            scale_report = {"loss_scale": _loss_scale(optimizer), "skipped_steps": skipped}
         examples_per_second = steps_run * settings.train_batch_size / elapsed
         with writer.as_default():
-            for name, value in last_metrics.items():
+            for name, value in (last_metrics.items() if applied else ()):
                 write_scalar(name, value, step)
-            write_scalar("learning_rate", _inner(optimizer).learning_rate, step)
+            for name, value in scale_report.items():
+                write_scalar(name, value, step)
+            write_scalar("learning_rate", inner_optimizer(optimizer).learning_rate, step)
             write_scalar("steps_per_second", steps_run / elapsed, step)
             write_scalar("examples_per_second", examples_per_second, step)
+        if step == previous_step:  # every step skipped (float16): nothing to log or save
+            continue
         at_log = bool(settings.log_steps) and step % settings.log_steps == 0
         progress.update(step - previous_step, secondary=steps_run * settings.train_batch_size,
-                        force=at_log or step >= settings.num_train_steps, **last_metrics)
+                        force=at_log or step >= settings.num_train_steps, **last_metrics,
+                        **scale_report)
         if (settings.save_checkpoints_steps and step % settings.save_checkpoints_steps == 0
                 or step >= settings.num_train_steps):
+            skipped_steps.assign(skipped)
             manager.save(checkpoint_number=step)
             if on_checkpoint is not None:
                 on_checkpoint(step)
     writer.flush()
-    progress.summary(**last_metrics)
+    progress.summary(**last_metrics, **scale_report)
     if not chief:
         _remove_worker_checkpoints(_worker_checkpoint_dir(settings.output_dir, strategy))
     return last_metrics
+
+
+def _loss_scale(optimizer):
+    """The float16 loss scale now (an int when it is one: 32768, not 3.277e+04, in the logs)."""
+    scale = float(optimizer.dynamic_scale.numpy())
+    return int(scale) if scale.is_integer() else scale
 
 
 def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):

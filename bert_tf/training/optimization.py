@@ -64,19 +64,29 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "num_warmup_steps": self.num_warmup_steps}
 
 
-_CALLER_SUMMED = threading.local()
+_CALLER_SUMMED_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
-def gradients_summed_across_replicas():
-    """While active (at trace time), our optimizers take the gradients given to `apply` as
-    already summed across replicas (see `DecoupledWeightDecayOptimizer._backend_update_step`)."""
-    previous = getattr(_CALLER_SUMMED, "active", False)
-    _CALLER_SUMMED.active = True
+def gradients_summed_across_replicas(optimizer):
+    """While active (at trace time), `optimizer` (ours, or a LossScaleOptimizer around ours)
+    takes the gradients given to `apply` as already summed across replicas (see
+    `DecoupledWeightDecayOptimizer._backend_update_step`).
+
+    The mark is on the optimizer, not on the thread: under MirroredStrategy, Keras'
+    LossScaleOptimizer applies the update from threads of its own (merge_call, then
+    call_for_each_replica starts one per replica), which a thread-local mark did not reach, and
+    float16 training on N replicas summed the gradients a second time (N times the gradient).
+    Every replica thread enters it, hence a count under a lock.
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    with _CALLER_SUMMED_LOCK:
+        inner._summed_by_caller += 1
     try:
         yield
     finally:
-        _CALLER_SUMMED.active = previous
+        with _CALLER_SUMMED_LOCK:
+            inner._summed_by_caller -= 1
 
 
 def sum_across_replicas(grads):
@@ -114,6 +124,7 @@ class DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
         self.exclude_patterns = tuple(exclude_from_weight_decay or ())
         self.variable_name_fn = variable_name_fn or default_variable_name
         self._decay_flags = []
+        self._summed_by_caller = 0  # see gradients_summed_across_replicas
 
     def is_excluded(self, variable_name):
         """True if any exclusion pattern (LayerNorm, bias, ...) is found in the name."""
@@ -149,13 +160,13 @@ class DecoupledWeightDecayOptimizer(keras.optimizers.Optimizer):
 
         Under a multi-replica strategy, a caller that has summed the gradients itself (the
         training loop of bert_tf.training.loops, which must also show the loss-scale check the global
-        gradient) says so with `gradients_summed_across_replicas()`; otherwise (plain
+        gradient) says so with `gradients_summed_across_replicas(optimizer)`; otherwise (plain
         `model.fit`, `optimizer.apply`) they are summed here, as Keras does for its optimizers.
         Keras would clip with one Square, one Sum and one Multiply writing a clipped copy of every
         gradient (four passes over 110M floats for BERT-Base); here the global norm is one read
         of each gradient and each update multiplies its gradient by the scale as it reads it.
         """
-        if not getattr(_CALLER_SUMMED, "active", False):
+        if not self._summed_by_caller:
             grads = sum_across_replicas(grads)
         scale = (global_norm_clip_scale([g for g in grads if g is not None],
                                         self.global_clipnorm)

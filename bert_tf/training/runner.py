@@ -4,7 +4,8 @@ A command line parses its flags into `RunSettings` and a `bert_tf.tasks.base.Tas
 what every task needs, the same way for all of them:
 - the tf.distribute strategy (one_device, mirrored, multi_worker_mirrored, tpu with the
   original's TPU flags) and the checks that batch sizes divide over its replicas;
-- precision (float32, mixed bfloat16 / float16 with loss scaling) and XLA;
+- precision (float32, mixed bfloat16 / float16 with loss scaling), XLA, and the recomputation
+  of each transformer layer in the backward pass (`recompute_layers`);
 - the model (under the strategy's scope) and the optimizer: the original's AdamWeightDecay or
   LAMB, with the weight-decay exclusions matched against the original variable names;
 - training (`bert_tf.training.loops.train`): resumes from the latest checkpoint in output_dir, else
@@ -126,7 +127,8 @@ def build_optimizer(model, settings):
         settings.learning_rate, max(settings.num_train_steps, 1), settings.num_warmup_steps,
         settings.optimizer, weight_decay_rate=settings.weight_decay_rate,
         variable_name_fn=lambda v: original_names.get(id(v), v.path))
-    return loops.wrap_optimizer(optimizer, settings.mixed_precision)
+    return loops.wrap_optimizer(optimizer, settings.mixed_precision, settings.initial_loss_scale,
+                                settings.loss_scale_growth_steps)
 
 
 def _incomplete_for_inference():
@@ -158,7 +160,7 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
         log(f"evaluating {latest}")
         with naming_damaged_checkpoint(latest):
             if not task.restore_foreign(model, optimizer, latest):
-                tf.train.Checkpoint(model=model, optimizer=optimizer).restore(
+                tf.train.Checkpoint(**loops.checkpoint_objects(model, optimizer)).restore(
                     latest).expect_partial()
         return loops.global_step(optimizer)
     if settings.init_checkpoint:
@@ -268,9 +270,13 @@ def run(task, settings, log=log):
         with strategy.scope():
             model = task.build_model()
             optimizer = build_optimizer(model, settings)
+        if settings.recompute_layers and not layers.set_recompute(model):
+            log(f"note: {arg('recompute_layers')}: the {task.name} model has no transformer "
+                f"layer to recompute")
         log(f"*** {task.name}: strategy {strategy_name} with {strategy.num_replicas_in_sync} "
             f"replica(s); mixed_precision={settings.mixed_precision} "
-            f"jit_compile={settings.jit_compile} optimizer={settings.optimizer}")
+            f"jit_compile={settings.jit_compile} optimizer={settings.optimizer}"
+            + (" recompute_layers=True" if settings.recompute_layers else ""))
 
         results = None
         if settings.do_train:

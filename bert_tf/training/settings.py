@@ -52,6 +52,9 @@ class RunSettings:
     num_gpus: int = 0
     num_cpu_devices: int = 1
     mixed_precision: str = "off"
+    initial_loss_scale: float = 2.0 ** 15  # float16's dynamic loss scaling (training.loops)
+    loss_scale_growth_steps: int = 2000
+    recompute_layers: bool = False  # bert_tf.model.layers.set_recompute
     jit_compile: bool = False
     cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
     seed: int = None
@@ -81,6 +84,17 @@ class RunSettings:
             raise argument_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
         if self.mixed_precision not in ("off", "bfloat16", "float16"):
             raise argument_error("mixed_precision", "must be off, bfloat16 or float16")
+        if self.mixed_precision == "float16" and (self.use_tpu
+                                                  or self.distribution_strategy == "tpu"):
+            tpu = arg("use_tpu") if self.use_tpu else f"{arg('distribution_strategy')}=tpu"
+            raise argument_error("mixed_precision", f"float16 is for GPUs, not TPUs ({tpu}): "
+                                                    f"use {arg('mixed_precision')}=bfloat16, "
+                                                    f"which TPUs compute natively and which "
+                                                    f"needs no loss scaling")
+        if self.initial_loss_scale < 1:
+            raise argument_error("initial_loss_scale", "must be >= 1 (the smallest loss scale)")
+        if self.loss_scale_growth_steps < 1:
+            raise argument_error("loss_scale_growth_steps", "must be positive")
         if self.output_dir is None:
             if self.do_train or self.do_eval:
                 raise argument_error("output_dir", "required to train or evaluate")
