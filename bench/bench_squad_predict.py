@@ -42,7 +42,6 @@ peers; the table gives medians over rounds and the ratio ours / transformers (> 
 import argparse
 import json
 import os
-import pathlib
 import statistics
 import subprocess
 import sys

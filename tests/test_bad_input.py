@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import PROJECT_ROOT, assert_one_line_error, run_command_line
+from conftest import assert_one_line_error, run_command_line
 
 SEQ, PREDICTIONS = 16, 3
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "ran", "far", "home", "red", "big"]

@@ -75,6 +75,13 @@ def token_id_signature(task, model):
 QUANTIZATIONS = ("none", "int8")
 
 
+def check_quantization(quantization):
+    """An InputError naming `quantization` unless it is one of QUANTIZATIONS (every format's)."""
+    if quantization not in QUANTIZATIONS:
+        raise argument_error("quantization", f"must be one of {', '.join(QUANTIZATIONS)}, got "
+                                             f"{quantization!r}")
+
+
 def quantized_copy(task, model):
     """A copy of `model` (the task's) with its transformer dense layers in int8
     (bert_tf.model.quantization); `model` itself is left as it is."""
@@ -92,9 +99,7 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     exports the same model with tensorflow-text's tokenizers). `quantization`: "none", or
     "int8": the transformer dense layers in int8 (`quantized_copy`; a SavedModel for x86 CPUs,
     bert_tf.model.quantization)."""
-    if quantization not in QUANTIZATIONS:
-        raise argument_error("quantization", f"must be one of {', '.join(QUANTIZATIONS)}, got "
-                                             f"{quantization!r}")
+    check_quantization(quantization)
     if quantization == "int8":
         try:
             model = quantized_copy(task, model)

@@ -16,7 +16,6 @@ import os
 from bert_tf.errors import argument_error
 from bert_tf.io_utils import check_replaceable_dir
 from bert_tf.serving import export, litert, tfhub
-from bert_tf.serving.export import QUANTIZATIONS
 
 FORMATS = ("saved_model", "tfhub", "litert")
 
@@ -28,9 +27,7 @@ def check_options(export_format, task_name, quantization="none",
     if export_format not in FORMATS:
         raise argument_error("format", f"unknown format {export_format!r}: one of "
                                        f"{', '.join(FORMATS)}")
-    if quantization not in QUANTIZATIONS:
-        raise argument_error("quantization", f"unknown quantization {quantization!r}: one of "
-                                             f"{', '.join(QUANTIZATIONS)}")
+    export.check_quantization(quantization)
     if export_format == "litert":
         litert.check_options(task_name, quantization, litert_signature)
         return

@@ -39,7 +39,6 @@ from bert_tf.serving import export
 from bert_tf.serving.export import EXPORT_MARKER, token_id_signature
 
 MODEL_FILE = "model.tflite"
-QUANTIZATIONS = export.QUANTIZATIONS
 TASKS = ("encoder", "classifier")
 SIGNATURE = "serving_default"
 TEXT_SIGNATURES = ("serve_text", "serve_text_pair")
@@ -64,9 +63,7 @@ def check_options(task_name, quantization="none", signature=SIGNATURE):
     if task_name not in TASKS:
         raise argument_error("task", f"the LiteRT format exports {' or '.join(TASKS)}, not "
                                      f"{task_name}")
-    if quantization not in QUANTIZATIONS:
-        raise argument_error("quantization", f"unknown quantization {quantization!r}: one of "
-                                             f"{', '.join(QUANTIZATIONS)}")
+    export.check_quantization(quantization)
     check_signature(signature)
 
 
