@@ -109,6 +109,8 @@ def test_assets_hold_the_vocabulary_and_config(exported):
     assert "bert_config.json" in assets and any(a.startswith("vocab") for a in assets)
     assert json.loads((export_dir / "assets" / "bert_config.json").read_text())[
         "hidden_size"] == 32
+    marker = json.loads((export_dir / "assets" / "bert_tf_export.json").read_text())
+    assert (marker["task"], marker["labels"]) == ("classifier", ["a", "b", "c"])
     graph = (export_dir / "saved_model.pb").read_bytes()
     assert str(exported["root"]).encode() not in graph  # no absolute path baked in
 

@@ -116,9 +116,7 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     max_seq_length = task.config.max_seq_length if vocab_file else None
     assets = {EXPORT_MARKER: {"task": task.name, "signatures": sorted(signatures),
                               "max_seq_length": max_seq_length, "quantization": quantization}}
-    if getattr(task.config, "pooling", None) is not None and "embed_text" in signatures:
-        assets[EXPORT_MARKER].update(pooling=task.config.pooling,
-                                     normalize=bool(task.config.normalize))
+    assets[EXPORT_MARKER].update(task.export_description())
     if task.config.bert_config is not None:
         assets["bert_config.json"] = task.config.bert_config.to_dict()
     with atomic_output(export_dir) as tmp:

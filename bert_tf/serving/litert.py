@@ -104,9 +104,7 @@ def save(task, model, export_dir, quantization="none", vocab_file=None, log=prin
     description = {"task": task.name, "format": "litert", "quantization": quantization,
                    "max_seq_length": task.config.max_seq_length, "signature": SIGNATURE,
                    "inputs": ["input_ids", "input_mask", "segment_ids"], "outputs": outputs}
-    labels = getattr(task.config, "labels", None)
-    if labels:
-        description["labels"] = list(labels)
+    description.update(task.export_description())
     with atomic_output(export_dir) as tmp:
         os.makedirs(tmp)
         with open(os.path.join(tmp, MODEL_FILE), "wb") as f:

@@ -204,6 +204,11 @@ class Task(abc.ABC):
         raise NotImplementedError(f"{self.name} does not predict")
 
     # ---- Serving (bert_tf.serving.export saves the signatures).
+    def export_description(self):
+        """What an export records of the task beside its name and length (the export marker,
+        assets/bert_tf_export.json, and LiteRT's): the default, nothing."""
+        return {}
+
     def serving_outputs(self, outputs, from_text=False):
         """What a signature returns from the model's `outputs` on packed inputs: on token ids
         (`serving_default`), and with `from_text` on raw strings (the default

@@ -389,6 +389,10 @@ class ClassificationTask(Task):
         return [path]
 
     # ---- Serving.
+    def export_description(self):
+        """The label names in output order (none for regression)."""
+        return {"labels": list(self.config.labels)} if self.config.labels else {}
+
     def serving_outputs(self, outputs, from_text=False):
         """Probabilities and logits (regression: the score); on raw strings also each row's
         label name. Multi-label: each label's probability; on raw strings `labels`, the names

@@ -34,6 +34,12 @@ class EncoderTask(Task):
     def build_model(self):
         return BertEncoder(self.config.bert_config)
 
+    def export_description(self):
+        """The pooling of `embed_text`, when there is one."""
+        if self.config.pooling is None:
+            return {}
+        return {"pooling": self.config.pooling, "normalize": bool(self.config.normalize)}
+
     def serving_outputs(self, outputs, from_text=False):
         served = {name: tf.cast(outputs[name], tf.float32)
                   for name in ("sequence_output", "pooled_output")}

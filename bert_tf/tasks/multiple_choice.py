@@ -93,6 +93,10 @@ class MultipleChoiceTask(ClassificationTask):
         return model({name: batch[name] for name in INPUT_NAMES}, training=training,
                      return_encoder_outputs=False)
 
+    def export_description(self):
+        """The endings of each question in the records."""
+        return {"num_choices": self.config.num_choices}
+
     def serving_outputs(self, outputs, from_text=False):
         """`probabilities` and `logits` [batch, N], `choice` [batch]: the best ending."""
         logits = tf.cast(outputs["logits"], tf.float32)
