@@ -97,7 +97,11 @@ def test_texts_that_fit_give_exactly_todays_output(sentences, tokenizer, tmp_pat
     expected_results, expected_lines = run_task(plain, model, tmp_path / "plain")
     results, lines = run_task(windowed, model, tmp_path / "windowed")
     assert len(lines) == 45 and lines == expected_lines
-    assert results == expected_results
+    # The same results; the losses are means summed in another order (per example, then
+    # over the examples), which may move their last bit (measured: 1 unit in the last place).
+    assert results.keys() == expected_results.keys()
+    for key, value in results.items():
+        assert value == pytest.approx(expected_results[key], rel=1e-6, abs=0), key
 
 
 class TokenMaxModel:
