@@ -39,6 +39,14 @@ LAZY_IMPORTS = {
         {"bert_tf.model.models"},
         "bert_tf.model.models imports this module (the checkpoint name tables); "
         "resize_vocabulary builds a BertPretrainer"),
+    "bert_tf.serving.litert": (
+        {"bert_tf.serving"},
+        "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
+        "export_dir by its rule"),
+    "bert_tf.serving.tfhub": (
+        {"bert_tf.serving"},
+        "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
+        "export_dir by its rule"),
     "bert_tf.text.vocab_extension": (
         {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "

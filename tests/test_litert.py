@@ -209,3 +209,24 @@ def test_the_converter_cannot_take_the_string_signatures(exported, uncased_vocab
         converter.convert()
     for op in ("UnicodeDecode", "StringSplitV2", "Substr", "LookupTableFindV2"):
         assert f"'tf.{op}' op is neither a custom op nor a flex op" in str(failure.value)
+
+
+def test_a_users_folder_is_never_replaced_from_python(exported, uncased_vocab, tmp_path):
+    """litert.save and tfhub.save, called from Python (no command line checked the folder),
+    refuse a folder that holds anything but an earlier export, and leave it as it was."""
+    from bert_tf.errors import InputError
+    from bert_tf.serving import litert, tfhub
+    from bert_tf.tasks import registry
+    task = registry.build("encoder", exported["model"].config, max_seq_length=MAX_SEQ_LENGTH)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="export_dir"):
+        litert.save(task, exported["model"].encoder, mine)
+    with pytest.raises(InputError, match="export_dir"):
+        tfhub.save(task, exported["model"].encoder, mine, str(uncased_vocab))
+    assert os.listdir(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "mine"
+    # An earlier export is replaced.
+    litert.save(task, exported["model"].encoder, tmp_path / "out")
+    litert.save(task, exported["model"].encoder, tmp_path / "out")
+    assert litert.is_litert_export(str(tmp_path / "out"))

@@ -99,7 +99,11 @@ def is_litert_export(path):
 
 def save(task, model, export_dir, quantization="none", vocab_file=None, log=print):
     """Writes export_dir/model.tflite (`convert`), the vocabulary (vocab.txt, when given), the
-    config and the export's description, under a temporary name renamed when complete."""
+    config and the export's description, under a temporary name renamed when complete.
+    `export_dir` must be new, empty or an earlier export (`formats.check_export_dir`): nothing
+    else is replaced."""
+    from bert_tf.serving import formats  # (it imports this module)
+    formats.check_export_dir(export_dir, "litert")
     flatbuffer, outputs = _convert(task, model, quantization)
     description = {"task": task.name, "format": "litert", "quantization": quantization,
                    "max_seq_length": task.config.max_seq_length, "signature": SIGNATURE,

@@ -179,7 +179,11 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
 
     Model Garden's export_tfhub writes one of the two per run (--export_type=preprocessing or
     model, each to its --export_path); here one run writes both, side by side, with the same
-    vocabulary and the task's max_seq_length as the preprocessor's default seq_length."""
+    vocabulary and the task's max_seq_length as the preprocessor's default seq_length.
+    `export_dir` must be new, empty or an earlier export (`formats.check_export_dir`): nothing
+    else is replaced."""
+    from bert_tf.serving import formats  # (it imports this module)
+    formats.check_export_dir(export_dir, "tfhub")
     if task.name != "encoder":
         raise argument_error("task", f"the TF Hub format exports the encoder (task encoder), "
                                      f"not {task.name}")
