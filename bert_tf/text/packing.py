@@ -160,19 +160,18 @@ def special_ids(tokenizer):
 
 
 def text_ids(tokenizer, texts_a, texts_b=None):
-    """(ids_a, ids_b): each text's piece ids, tokenized by `tokenizer` (`tokenize_all`, one
-    call for all); ids_b None without second texts, else a list with None where a text_b is
-    false (None or ""), which `pack_lists` packs as a single text."""
+    """(ids_a, ids_b): each text's piece ids, tokenized by `tokenizer` in one call
+    (`tokenize_all`); ids_b None without second texts, else a list with None where a text_b is
+    false (None or ""), which `pack_lists` packs as a single text. (texts_b may be longer than
+    texts_a: `pack_choices` pairs each context with N endings.)"""
     texts_a = list(texts_a)
-    seconds = None if texts_b is None else [i for i, text in enumerate(texts_b) if text]
-    pieces = tokenize_all(tokenizer, texts_a + [texts_b[i] for i in seconds or ()])
-    ids_a = [tokenizer.convert_tokens_to_ids(p) for p in pieces[:len(texts_a)]]
-    ids_b = None
-    if texts_b is not None:
-        ids_b = [None] * len(texts_a)
-        for i, p in zip(seconds, pieces[len(texts_a):]):
-            ids_b[i] = tokenizer.convert_tokens_to_ids(p)
-    return ids_a, ids_b
+    texts = texts_a + (list(texts_b) if texts_b is not None else [])
+    present = [i for i, text in enumerate(texts) if text]
+    ids = [None] * len(texts)
+    for i, pieces in zip(present, tokenize_all(tokenizer, [texts[i] for i in present])):
+        ids[i] = tokenizer.convert_tokens_to_ids(pieces)
+    ids_a = [i if i is not None else [] for i in ids[:len(texts_a)]]  # "": no pieces
+    return ids_a, (ids[len(texts_a):] if texts_b is not None else None)
 
 
 def pack_texts(tokenizer, texts_a, texts_b=None, *, max_seq_length):
@@ -197,12 +196,9 @@ def pack_choices(tokenizer, contexts, endings, *, max_seq_length):
     num_choices = len(endings[0]) if endings else 0
     if any(len(row) != num_choices for row in endings):
         raise ValueError(f"every question needs the same number of endings ({num_choices})")
-    flat = [text for row in endings for text in row]
-    pieces = tokenize_all(tokenizer, contexts + [text for text in flat if text])
-    ids = [tokenizer.convert_tokens_to_ids(p) for p in pieces]
-    context_ids, ending_ids = ids[:len(contexts)], iter(ids[len(contexts):])
+    # One tokenizer call; each context once, the endings as second texts (None where empty).
+    context_ids, ids_b = text_ids(tokenizer, contexts, [text for row in endings for text in row])
     ids_a = [context_ids[q] for q in range(len(contexts)) for _ in range(num_choices)]
-    ids_b = [next(ending_ids) if text else None for text in flat]
     cls_id, sep_id = special_ids(tokenizer)
     packed = pack_lists(ids_a, ids_b, max_seq_length=max_seq_length, cls_id=cls_id,
                         sep_id=sep_id)
