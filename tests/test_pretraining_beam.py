@@ -74,4 +74,11 @@ def test_bad_runner_and_empty_input_are_errors(uncased_vocab, tmp_path):
     empty.write_text("\n\n", encoding="utf-8")
     result = run_cli(f"--input_file={empty}", "--runner=DirectRunner", *common, check=False)
     assert result.returncode == 2 and "no text in" in result.stderr
-    assert not list(tmp_path.glob("o*"))
+    assert not list(tmp_path.glob("o*")) and not list(tmp_path.glob(".o*"))
+    # A file the user has at the output path is left as it was (the run writes its shards
+    # under temporary names, renamed only once it has counted documents).
+    (tmp_path / "o").write_text("the user's", encoding="utf-8")
+    result = run_cli(f"--input_file={empty}", "--runner=DirectRunner", *common, check=False)
+    assert result.returncode == 2 and "no text in" in result.stderr
+    assert (tmp_path / "o").read_text(encoding="utf-8") == "the user's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt", "in.txt", "o"]

@@ -27,6 +27,7 @@ tokens, masked fraction, random-next share) come back as Beam metrics.
 
 apache-beam is an optional dependency (`pip install bert_tf[beam]`).
 """
+import contextlib
 import os
 import shlex
 import uuid
@@ -165,37 +166,40 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
         pipeline = beam.Pipeline(options=options_for_beam)
     except ValueError as e:  # an unknown runner
         raise argument_error("runner", str(e)) from None
-    try:
-        with pipeline:
-            results = (pipeline
-                       | "Windows" >> beam.Create(windows, reshuffle=False)
-                       | "Spread" >> beam.Reshuffle()
-                       | "CreateInstances" >> beam.ParDo(WindowDoFn(
-                           tokenizer_factory, options, random_seed, num_outputs, parts_dir)))
-            prefix = (results
-                      | "InstancesPerWindow" >> beam.Map(lambda r: (r[0], r[1]))
-                      | "AllWindows" >> beam.combiners.ToDict()
-                      | "PrefixSums" >> beam.Map(_prefix_sums))
-            parts = results | "ByShard" >> beam.FlatMap(
-                _parts_by_shard, beam.pvalue.AsSingleton(prefix), num_outputs)
-            every_shard = (pipeline | "Shards" >> beam.Create(range(num_outputs))
-                           | "NoPart" >> beam.Map(lambda shard: (shard, None)))
-            _ = ((parts, every_shard) | beam.Flatten() | "PartsOfShard" >> beam.GroupByKey()
-                 | "WriteShards" >> beam.Map(_write_shard, output_files, gzip))
-        metrics = pipeline.result.metrics().query(MetricsFilter().with_namespace(_NAMESPACE))
-    finally:
-        io_utils.remove_path(parts_dir)
-    counts = {}
-    for counter in metrics["counters"]:
-        value = counter.committed if counter.committed is not None else counter.attempted
-        counts[counter.key.metric.name] = counts.get(counter.key.metric.name, 0) + value
-    summary = pretraining_data.Summary(
-        **{name: counts.get(name, 0) for name in ("documents", "input_tokens", "instances")})
-    summary.add_records(tuple(counts.get(name, 0) for name in _COUNTERS[3:]))
-    if not summary.documents:  # the (empty) shards are written by then: remove them
-        for path in output_files:
-            io_utils.remove_path(path)
-        pretraining_data.check_documents(0, input_files)
+    # Shards are written under temporary names, which replace output_files only once the run
+    # has counted its documents: an input without any leaves a user's earlier files as they were.
+    with contextlib.ExitStack() as outputs:
+        staged_files = [outputs.enter_context(io_utils.atomic_output(path))
+                        for path in output_files]
+        try:
+            with pipeline:
+                results = (pipeline
+                           | "Windows" >> beam.Create(windows, reshuffle=False)
+                           | "Spread" >> beam.Reshuffle()
+                           | "CreateInstances" >> beam.ParDo(WindowDoFn(
+                               tokenizer_factory, options, random_seed, num_outputs, parts_dir)))
+                prefix = (results
+                          | "InstancesPerWindow" >> beam.Map(lambda r: (r[0], r[1]))
+                          | "AllWindows" >> beam.combiners.ToDict()
+                          | "PrefixSums" >> beam.Map(_prefix_sums))
+                parts = results | "ByShard" >> beam.FlatMap(
+                    _parts_by_shard, beam.pvalue.AsSingleton(prefix), num_outputs)
+                every_shard = (pipeline | "Shards" >> beam.Create(range(num_outputs))
+                               | "NoPart" >> beam.Map(lambda shard: (shard, None)))
+                _ = ((parts, every_shard) | beam.Flatten() | "PartsOfShard" >> beam.GroupByKey()
+                     | "WriteShards" >> beam.Map(_write_shard, staged_files, gzip))
+            metrics = pipeline.result.metrics().query(
+                MetricsFilter().with_namespace(_NAMESPACE))
+        finally:
+            io_utils.remove_path(parts_dir)
+        counts = {}
+        for counter in metrics["counters"]:
+            value = counter.committed if counter.committed is not None else counter.attempted
+            counts[counter.key.metric.name] = counts.get(counter.key.metric.name, 0) + value
+        summary = pretraining_data.Summary(
+            **{name: counts.get(name, 0) for name in ("documents", "input_tokens", "instances")})
+        summary.add_records(tuple(counts.get(name, 0) for name in _COUNTERS[3:]))
+        pretraining_data.check_documents(summary.documents, input_files)
     summary.records_per_file = {path: counts.get(f"records_{i}", 0)
                                 for i, path in enumerate(output_files)}
     return summary
