@@ -1,5 +1,6 @@
 """The int8 dense layer (bert_tf.model.quantization.quantized_dense: oneDNN's _QuantizedMatMul,
-dynamic per-tensor activations) beside the float32 one, on MiniLM-L6's dense shapes.
+activations quantized to uint8 per tensor on the fly) beside the float32 one, on MiniLM-L6's
+dense shapes.
 
     python bench/bench_int8_matmul.py              # 5 rounds
     python bench/bench_int8_matmul.py --rows=32,1024 --rounds=7
@@ -56,8 +57,8 @@ def int8_pass(layers):
     def run(inputs):
         outputs = []
         for layer in quantized:
-            for (w, scale, b, activation), x in zip(layer, inputs):
-                y, activated = quantization.quantized_dense(x, w, scale, b, activation)
+            for (w, scale, sums, b, activation), x in zip(layer, inputs):
+                y, activated = quantization.quantized_dense(x, w, scale, sums, b, activation)
                 outputs.append(tf.nn.gelu(y, approximate=False)
                                if activation and not activated else y)
         return outputs

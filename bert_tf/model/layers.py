@@ -219,22 +219,25 @@ def _matmul_with_transposed_kernel_gradient(x, kernel):
 
 
 def _quantize_kernel(layer, name, mode):
-    """Replaces `layer`'s float kernel attribute `name` by `kernel_int8` and `kernel_scale`
-    (bert_tf.model.quantization: int8 per output unit, for inference only)."""
+    """Replaces `layer`'s float kernel attribute `name` by `kernel_int8`, `kernel_scale` and
+    `kernel_sum` (bert_tf.model.quantization: int8 per output unit, for inference only)."""
     if mode != "int8":
         raise NotImplementedError(f"{type(layer).__name__} quantizes to int8 only, not {mode}")
     if layer.kernel_int8 is not None:
         raise ValueError(f"layer {layer.name} is already quantized")
-    values, scale = quantization.quantize_kernel(getattr(layer, name).numpy())
+    values, scale, column_sums = quantization.quantize_kernel(getattr(layer, name).numpy())
     layer._tracker.unlock()
     delattr(layer, name)
     layer.kernel_int8 = layer.add_weight(name=f"{name}_int8", shape=values.shape,
                                          initializer="zeros", dtype="int8", trainable=False)
     layer.kernel_scale = layer.add_weight(name=f"{name}_scale", shape=scale.shape,
                                           initializer="ones", dtype="float32", trainable=False)
+    layer.kernel_sum = layer.add_weight(name=f"{name}_sum", shape=scale.shape,
+                                        initializer="zeros", dtype="float32", trainable=False)
     layer._tracker.lock()
     layer.kernel_int8.assign(values)
     layer.kernel_scale.assign(scale)
+    layer.kernel_sum.assign(column_sums)
 
 
 class Dense(keras.layers.Layer):
@@ -244,7 +247,7 @@ class Dense(keras.layers.Layer):
     rewrite then fuses matmul + bias + GELU into one kernel (the BERT-Base intermediate layer,
     [4096, 768] x [768, 3072] + GELU in bfloat16: 142 ms instead of 193 ms with matmul + add).
     Weights: kernel [in, units], bias; quantized for inference (`quantize("int8")`,
-    bert_tf.model.quantization): kernel_int8 and kernel_scale instead of the kernel.
+    bert_tf.model.quantization): kernel_int8, kernel_scale and kernel_sum instead of the kernel.
     """
 
     kernel_int8 = None  # set by quantize("int8")
@@ -271,7 +274,8 @@ class Dense(keras.layers.Layer):
     def call(self, x, training=False):
         if self.kernel_int8 is not None:
             y, activated = quantization.quantized_dense(
-                x, self.kernel_int8, self.kernel_scale, self.bias, self.activation_name)
+                x, self.kernel_int8, self.kernel_scale, self.kernel_sum, self.bias,
+                self.activation_name)
             activation = not activated and self.activation_name and get_activation(
                 self.activation_name)
             return tf.cast(activation(y) if activation else y, self.compute_dtype)
@@ -498,7 +502,8 @@ class BertSelfAttention(keras.layers.Layer):
     [B * T, H] (before the output projection, as the original's `attention_layer`), or [B * P, H]
     for P query rows per sequence given as `query`.
     Weights: qkv_kernel [H, 3H] = concat(query, key, value kernels), qkv_bias [3H]; quantized
-    for inference (`quantize("int8")`): kernel_int8 and kernel_scale instead of qkv_kernel.
+    for inference (`quantize("int8")`): kernel_int8, kernel_scale and kernel_sum instead of
+    qkv_kernel.
     """
 
     kernel_int8 = None  # set by quantize("int8")
@@ -531,10 +536,13 @@ class BertSelfAttention(keras.layers.Layer):
     def _project(self, x, columns=None):
         """x @ qkv_kernel + qkv_bias, or their `columns` (a slice) only (float or int8)."""
         if self.kernel_int8 is not None:
-            kernel, scale, bias = self.kernel_int8, self.kernel_scale, self.qkv_bias
+            kernel, scale, sums, bias = (self.kernel_int8, self.kernel_scale, self.kernel_sum,
+                                         self.qkv_bias)
             if columns is not None:
-                kernel, scale, bias = kernel[:, columns], scale[columns], bias[columns]
-            return tf.cast(quantization.quantized_dense(x, kernel, scale, bias)[0], self.compute_dtype)
+                kernel, scale, sums, bias = (kernel[:, columns], scale[columns], sums[columns],
+                                             bias[columns])
+            return tf.cast(quantization.quantized_dense(x, kernel, scale, sums, bias)[0],
+                           self.compute_dtype)
         kernel, bias = self.qkv_kernel, self.qkv_bias
         if columns is not None:
             kernel, bias = kernel[:, columns], bias[columns]

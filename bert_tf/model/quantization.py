@@ -4,26 +4,29 @@
 `quantize("int8")`, Keras 3's method name: `bert_tf.model.layers.Dense` and the QKV projection
 of `BertSelfAttention`). Such a layer keeps its kernel as int8 with one float32 scale per output
 unit (symmetric, round(kernel / scale), scale = max |kernel column| / 127) and, when called,
-quantizes its input to int8 with one scale for the whole tensor (max |x| / 127, computed on the
-fly: "dynamic" quantization, as ONNX Runtime's quantize_dynamic), then multiplies int8 by int8
-and dequantizes in one oneDNN kernel with the bias (and GELU) fused (`quantized_dense`).
+quantizes its input to uint8 over the tensor's [min, max] (zero included; computed on the fly:
+"dynamic" quantization with a zero point, as ONNX Runtime's quantize_dynamic does), then
+multiplies uint8 by int8 and dequantizes in one oneDNN kernel with the bias (and GELU) fused
+(`quantized_dense`; the zero point's share comes back through the bias and the kernel's column
+sums, kept beside it).
 
 Why this op: in TensorFlow 2.21 on an AVX-512 VNNI CPU, measured on MiniLM-L6's dense shapes
 (`python bench/bench_int8_matmul.py`), oneDNN's `_QuantizedMatMul` runs 3.0-3.7x the float32
-matmul at 32 rows and 2.3-3.1x at 1,024, while an int8 `tf.matmul` (Eigen) is 4-12x slower than float32
-and weight-only int8 (dequantize, then a float matmul) is no faster. `_QuantizedMatMul` is an
+matmul at 32 rows and 2.3-3.1x at 1,024, while an int8 `tf.matmul` (Eigen) is 4-12x slower
+than float32 and weight-only int8 (dequantize, then a float matmul) is no faster. `_QuantizedMatMul` is an
 internal op of TensorFlow's x86 builds with oneDNN (registered in the `tensorflow` wheels for
 Linux and Windows on x86-64, without tensorflow-text): a SavedModel holding it loads there and
 runs on the CPU; elsewhere (ARM, a GPU) serve the float32 export. `available()` says whether
 this TensorFlow has it.
 
-What is quantized (`DEFAULT_SKIP`): every transformer dense layer except the feed-forward
-output (the 1536 -> 384 projection of MiniLM-L6); measured after fine-tuning MiniLM-L6, with
-that one quantized too the accuracy fell 0.7 points on MRPC dev and 0.5 on SST-2 dev, and kept
-in float32 it moved by at most 0.1 (docs/export.md). The embeddings, the pooler and the task
-heads stay float32. The per-tensor input scale makes an example's int8 outputs depend a little
-on the other texts of its batch (as ONNX Runtime's dynamic quantization does); padding rows
-(zeros) do not change it.
+What is quantized (`quantize`'s `skip`): every transformer dense layer, the feed-forward output
+(1536 -> 384 in MiniLM-L6, whose input is the GELU's output, in [-0.17, large)) included. With a
+symmetric int8 input (max |x| / 127: half the levels for a side GELU's output barely has) that
+layer cost 0.7 points on MRPC dev and 0.5 on SST-2 dev after fine-tuning MiniLM-L6 and had to
+stay float32, where it took 40% of an int8 batch's time; with uint8 over [min, max] it keeps
+both accuracies (docs/export.md). The embeddings, the pooler and the task heads stay float32.
+The per-tensor input range makes an example's int8 outputs depend a little on the other texts
+of its batch (as ONNX Runtime's dynamic quantization does).
 """
 import numpy as np
 import tensorflow as tf
@@ -31,8 +34,6 @@ from tensorflow.core.framework import attr_value_pb2
 from tensorflow.python.framework import op_def_registry
 
 OP = "_QuantizedMatMul"
-# Dense layers (by name) left in float32 by default: the feed-forward output projection.
-DEFAULT_SKIP = ("output_dense",)
 # The oneDNN fused activations, by our activation names.
 _FUSED_ACTIVATIONS = {"gelu": "GeluApproximate", "gelu_exact": "GeluExact", "relu": "Relu",
                       "tanh": "Tanh"}
@@ -44,12 +45,13 @@ def available():
 
 
 def quantize_kernel(kernel):
-    """(int8 kernel [in, units], float32 scale [units]): symmetric per output unit, the int8
-    values in [-127, 127] (oneDNN's narrow range)."""
+    """(int8 kernel [in, units], float32 scale [units], float32 column sums [units] of the
+    dequantized kernel): symmetric per output unit, the int8 values in [-127, 127] (oneDNN's
+    narrow range)."""
     kernel = np.asarray(kernel, np.float32)
-    scale = np.maximum(np.abs(kernel).max(axis=0), 1e-12) / 127.0
+    scale = (np.maximum(np.abs(kernel).max(axis=0), 1e-12) / 127.0).astype(np.float32)
     values = np.clip(np.round(kernel / scale), -127, 127).astype(np.int8)
-    return values, scale.astype(np.float32)
+    return values, scale, (values.astype(np.float32) * scale).sum(axis=0)
 
 
 def _attr(value):
@@ -69,17 +71,18 @@ def _attr(value):
         s=[v.encode() for v in values]))
 
 
-def _quantized_matmul(x_int8, x_range, kernel, scale, bias, fused_activation):
-    """dequantize(x_int8 @ kernel) + bias (+ activation) as one `_QuantizedMatMul` node: x is
-    qint8 over [-x_range, x_range], kernel qint8 with per-unit ranges [-127 s, 127 s]."""
+def _quantized_matmul(x_uint8, x_high, kernel, scale, bias, fused_activation):
+    """dequantize(x_uint8 @ kernel) + bias (+ activation) as one `_QuantizedMatMul` node: x is
+    quint8 over [0, x_high], kernel qint8 with per-unit ranges [-127 s, 127 s]; the bias is
+    computed per call (not cached as a constant by oneDNN)."""
     ranges = scale * 127.0
     fused_ops = ["BiasAdd"] + ([fused_activation] if fused_activation else []) + ["Dequantize"]
-    inputs = [x_int8, kernel, bias, -x_range, x_range, -ranges, ranges]
+    inputs = [x_uint8, kernel, bias, tf.zeros_like(x_high), x_high, -ranges, ranges]
     attrs = {"Tdevice_inputs": [], "Thost_inputs": [t.dtype for t in inputs],
-             "Tdevice_outputs": [], "Thost_outputs": [tf.float32], "T1": tf.qint8,
+             "Tdevice_outputs": [], "Thost_outputs": [tf.float32], "T1": tf.quint8,
              "T2": tf.qint8, "Tbias": tf.float32, "U": tf.float32, "Tout": tf.float32,
              "transpose_a": False, "transpose_b": False, "is_weight_const": True,
-             "is_bias_const": True, "fused_ops": fused_ops, "input_quant_mode": "SCALED",
+             "is_bias_const": False, "fused_ops": fused_ops, "input_quant_mode": "SCALED",
              "output_quant_mode": "SCALED", "leakyrelu_alpha": 0.2}
     graph = tf.compat.v1.get_default_graph()
     op = graph.create_op(OP, inputs, [tf.float32], name="QuantizedMatMul",
@@ -88,36 +91,44 @@ def _quantized_matmul(x_int8, x_range, kernel, scale, bias, fused_activation):
 
 
 @tf.function(autograph=False, reduce_retracing=True)
-def _quantized_dense(x, kernel_int8, kernel_scale, bias, activation):
+def _quantized_dense(x, kernel_int8, kernel_scale, kernel_sum, bias, activation):
     x = tf.cast(x, tf.float32)
-    x_range = tf.maximum(tf.reduce_max(tf.abs(x)), 1e-12)
-    quantized = tf.raw_ops.QuantizeV2(input=x, min_range=-x_range, max_range=x_range,
-                                      T=tf.qint8, mode="SCALED", round_mode="HALF_TO_EVEN",
-                                      narrow_range=True)
-    return _quantized_matmul(quantized.output, x_range, tf.bitcast(kernel_int8, tf.qint8),
-                             kernel_scale, bias, activation)
+    # x - min(x) >= 0 over [0, max - min] onto 0..255, and the min's product with the kernel
+    # back through the bias: (x - m) @ W + (b + m * column sums of W) = x @ W + b. (oneDNN's
+    # own zero point, MIN_FIRST, gives the same result but sums the kernel's columns at every
+    # call: 1.5x the float32 time at batch 1.)
+    low = tf.minimum(tf.reduce_min(x), 0.0)
+    shifted = x - low
+    high = tf.maximum(tf.reduce_max(shifted), 1e-12)
+    quantized = tf.raw_ops.QuantizeV2(input=shifted, min_range=0.0, max_range=high,
+                                      T=tf.quint8, mode="SCALED", round_mode="HALF_TO_EVEN")
+    return _quantized_matmul(quantized.output, high, tf.bitcast(kernel_int8, tf.qint8),
+                             kernel_scale, bias + low * kernel_sum, activation)
 
 
-def quantized_dense(x, kernel_int8, kernel_scale, bias, activation=None):
+def quantized_dense(x, kernel_int8, kernel_scale, kernel_sum, bias, activation=None):
     """float32 [N, units] = activation(x @ dequantized kernel + bias), the int8 way (module
-    docstring). `activation`: one of our activation names, fused when oneDNN has it; returns
+    docstring); `kernel_sum`: the dequantized kernel's column sums (`quantize_kernel`).
+    `activation`: one of our activation names, fused when oneDNN has it; returns
     (y, whether the activation was applied)."""
     fused = _FUSED_ACTIVATIONS.get(activation) if activation else None
     # Tensors (not Keras variables) into the tf.function, which traces on their specs.
-    kernel_int8, kernel_scale, bias = (tf.convert_to_tensor(t) for t in (kernel_int8,
-                                                                         kernel_scale, bias))
+    kernel_int8, kernel_scale, kernel_sum, bias = (
+        tf.convert_to_tensor(t) for t in (kernel_int8, kernel_scale, kernel_sum, bias))
     # The op is a graph node (it has no eager kernel wrapper): inside a traced function it is
     # built in place, eagerly through a small tf.function.
     dense = _quantized_dense if tf.executing_eagerly() else _quantized_dense.python_function
-    return dense(x, kernel_int8, kernel_scale, tf.cast(bias, tf.float32), fused or ""), \
+    return dense(x, kernel_int8, kernel_scale, kernel_sum, tf.cast(bias, tf.float32),
+                 fused or ""), \
         bool(fused)
 
 
-def quantize(model, skip=DEFAULT_SKIP):
+def quantize(model, skip=()):
     """Quantizes the transformer layers of `model` (a BertEncoder or a task model holding one as
     `encoder`) to int8 in place (module docstring): in each layer the QKV projection, the
-    attention output and the intermediate dense, and the feed-forward output unless "output_dense"
-    is in `skip`. Raises RuntimeError when this TensorFlow lacks the op."""
+    attention output, the intermediate dense and the feed-forward output, less those named in
+    `skip` ("self", "attention_output_dense", "intermediate_dense", "output_dense"). Raises
+    RuntimeError when this TensorFlow lacks the op."""
     if not available():
         raise RuntimeError(f"this TensorFlow has no {OP} (oneDNN's int8 matmul, in the x86 "
                            f"builds): export the float32 model instead")
