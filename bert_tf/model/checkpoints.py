@@ -44,7 +44,7 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from safetensors.numpy import load_file
+from safetensors import safe_open
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.errors import arg, argument_error, file_error
@@ -229,7 +229,7 @@ def load_checkpoint(model, path):
     """
     kind, location = resolve_checkpoint(path)
     if kind == "hf":
-        return _load_named(model, _read_hf_weights(location), location, "hugging face")
+        return _load_named(model, _HFValues(location), location, "hugging face")
     reader = open_checkpoint(location)
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
         return _load_object_checkpoint(model, reader, location)
@@ -316,11 +316,6 @@ class _ReaderValues:
         return self.reader.get_tensor(name)
 
 
-class _DictValues(dict):
-    def shape(self, name):
-        return tuple(self[name].shape)
-
-
 def _part_shape(part):
     shape = tuple(part.variable.shape)
     if part.index is None:
@@ -332,13 +327,16 @@ def _assign_parts(parts, values, path):
     """Assigns each variable of `parts` from a name -> array mapping in the original naming.
 
     A variable stored as several original parts (the fused QKV) gets their concatenation.
+    Every name and shape is checked before any variable is assigned; then the variables are
+    read and assigned one at a time, so that a lazy mapping (a checkpoint reader, a
+    safetensors file) never holds more than one variable's value beside the model's weights.
     Returns (loaded names, new names: not in `values`, used names).
     """
     by_variable = collections.OrderedDict()
     for part in parts:
         by_variable.setdefault(id(part.variable), []).append(part)
     loaded, new, used = [], [], set()
-    assignments = []
+    to_assign = []
     for variable_parts in by_variable.values():
         present = [p for p in variable_parts if p.name in values]
         if not present:
@@ -351,13 +349,15 @@ def _assign_parts(parts, values, path):
             if values.shape(p.name) != _part_shape(p):
                 raise file_error(path, f"variable {p.name} has shape {list(values.shape(p.name))} "
                                        f"in the checkpoint but {list(_part_shape(p))} in the model")
-        arrays = [np.asarray(values[p.name]) for p in variable_parts]
-        value = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
-        assignments.append((variable_parts[0].variable, value))
+        to_assign.append(variable_parts)
         loaded.extend(p.name for p in variable_parts)
         used.update(p.name for p in variable_parts)
-    for variable, value in assignments:
-        variable.assign(value.astype(variable.dtype))
+    for variable_parts in to_assign:
+        arrays = [np.asarray(values[p.name]) for p in variable_parts]
+        value = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-1)
+        del arrays
+        variable = variable_parts[0].variable
+        variable.assign(value.astype(variable.dtype, copy=False))
     return loaded, new, used
 
 
@@ -558,23 +558,55 @@ def hf_to_original_name(hf_name):
     return None
 
 
+class _HFValues:
+    """A name -> numpy mapping in the original naming over a Hugging Face directory's
+    model.safetensors, read lazily: one tensor at a time, each through its own short-lived
+    mapping of the file, so that loading holds no second copy of the model (neither arrays nor
+    the file's pages, which would count in the process's resident set). Parameters without an
+    original name keep their Hugging Face name (reported as unused); buffers and tied copies
+    (_HF_IGNORED) are left out."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "model.safetensors")
+        self.sources = {}  # name -> (Hugging Face name, transpose?, shape in the original)
+        with self._open() as f:
+            for hf_name in f.keys():
+                mapped = hf_to_original_name(hf_name)
+                if mapped is None and _HF_IGNORED.search(hf_name):
+                    continue
+                name, transpose = mapped or (hf_name, False)
+                shape = tuple(f.get_slice(hf_name).get_shape())
+                self.sources[name] = (hf_name, transpose, shape[::-1] if transpose else shape)
+
+    @contextlib.contextmanager
+    def _open(self):
+        try:
+            with safe_open(self.path, framework="numpy") as f:
+                yield f
+        except Exception as e:  # safetensors raises its own error types on a corrupt file
+            raise file_error(self.path, f"cannot read safetensors file: {e}") from None
+
+    def __contains__(self, name):
+        return name in self.sources
+
+    def __iter__(self):
+        return iter(self.sources)
+
+    def shape(self, name):
+        return self.sources[name][2]
+
+    def __getitem__(self, name):
+        hf_name, transpose, _ = self.sources[name]
+        with self._open() as f:
+            array = f.get_tensor(hf_name)
+        return np.ascontiguousarray(array.T) if transpose else array
+
+
 def _read_hf_weights(directory):
-    """A Hugging Face directory's weights renamed to the original naming (numpy, no torch)."""
-    weights_path = os.path.join(directory, "model.safetensors")
-    try:
-        tensors = load_file(weights_path)
-    except Exception as e:  # safetensors raises its own error types on a corrupt file
-        raise file_error(weights_path, f"cannot read safetensors file: {e}") from None
-    values = _DictValues()
-    for hf_name, array in tensors.items():
-        mapped = hf_to_original_name(hf_name)
-        if mapped is None:
-            if not _HF_IGNORED.search(hf_name):
-                values[hf_name] = array  # reported as unused
-            continue
-        original, transpose = mapped
-        values[original] = np.ascontiguousarray(array.T) if transpose else array
-    return values
+    """A Hugging Face directory's weights renamed to the original naming (numpy, no torch):
+    {name: array} of `_HFValues`, all read."""
+    values = _HFValues(directory)
+    return {name: values[name] for name in values}
 
 
 def original_weights(model):
