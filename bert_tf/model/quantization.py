@@ -93,16 +93,17 @@ def _quantized_matmul(x_uint8, x_high, kernel, scale, bias, fused_activation):
 @tf.function(autograph=False, reduce_retracing=True)
 def _quantized_dense(x, kernel_int8, kernel_scale, kernel_sum, bias, activation):
     x = tf.cast(x, tf.float32)
-    # x - min(x) >= 0 over [0, max - min] onto 0..255, and the min's product with the kernel
-    # back through the bias: (x - m) @ W + (b + m * column sums of W) = x @ W + b. (oneDNN's
-    # own zero point, MIN_FIRST, gives the same result but sums the kernel's columns at every
-    # call: 1.5x the float32 time at batch 1.)
+    # uint8 q = (x - low) * 255 / (high - low) (MIN_COMBINED), multiplied as x - low over
+    # [0, high - low]; the low's product with the kernel comes back through the bias:
+    # (x - low) @ W + (b + low * column sums of W) = x @ W + b. (oneDNN's own zero point,
+    # MIN_FIRST, gives the same result but sums the kernel's columns at every call: 1.5x the
+    # float32 time at batch 1.)
     low = tf.minimum(tf.reduce_min(x), 0.0)
-    shifted = x - low
-    high = tf.maximum(tf.reduce_max(shifted), 1e-12)
-    quantized = tf.raw_ops.QuantizeV2(input=shifted, min_range=0.0, max_range=high,
-                                      T=tf.quint8, mode="SCALED", round_mode="HALF_TO_EVEN")
-    return _quantized_matmul(quantized.output, high, tf.bitcast(kernel_int8, tf.qint8),
+    high = tf.maximum(tf.reduce_max(x), low + 1e-12)
+    quantized = tf.raw_ops.QuantizeV2(input=x, min_range=low, max_range=high, T=tf.quint8,
+                                      mode="MIN_COMBINED")
+    low, high = quantized.output_min, quantized.output_max
+    return _quantized_matmul(quantized.output, high - low, tf.bitcast(kernel_int8, tf.qint8),
                              kernel_scale, bias + low * kernel_sum, activation)
 
 
