@@ -41,7 +41,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 
 from bench_finetuning import REPO, load_average, minilm_dir, write_init_dir  # noqa: E402
-from bench_serving import batches, glue_texts  # noqa: E402
+from bench_serving import batches, classifier, glue_texts  # noqa: E402
 
 MAX_SEQ_LENGTH = 128
 BATCH = 32
@@ -51,21 +51,10 @@ PEERS = ("savedmodel_text", "savedmodel_ids", "litert_fp32", "litert_int8")
 def export_all(work_dir):
     """The classifier as a SavedModel and as fp32 and int8 .tflite files; returns
     ({peer: path}, vocab_file, do_lower_case)."""
-    import keras
-
-    from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.serving import export, litert
-    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 
     init_dir = write_init_dir(minilm_dir(), os.path.join(work_dir, "init"))
-    config, vocab_file, do_lower_case = hf_directory_files(init_dir)
-    do_lower_case = do_lower_case is not False
-    task = ClassificationTask(ClassificationConfig(bert_config=config,
-                                                   max_seq_length=MAX_SEQ_LENGTH,
-                                                   labels=["0", "1"]))
-    keras.utils.set_random_seed(0)
-    model = task.build_model()
-    task.initialize(model, init_dir, log=lambda message: None)
+    task, model, vocab_file, do_lower_case = classifier(init_dir, MAX_SEQ_LENGTH)
     quiet = lambda message: None  # noqa: E731
     paths = {"savedmodel": export.save(task, model, os.path.join(work_dir, "savedmodel"),
                                        vocab_file, do_lower_case, log=quiet)}

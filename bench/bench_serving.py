@@ -112,22 +112,29 @@ def glue_texts():
     return [e.text_a for e in sst], [(e.text_a, e.text_b) for e in mrpc]
 
 
-def export_ours(init_dir, work_dir, variants):
-    """Exports the classifier for each of our variants; returns {variant: export_dir}."""
+def classifier(init_dir, max_seq_length=MAX_SEQ_LENGTH):
+    """(task, model, vocab_file, do_lower_case): the 2-class classifier of a Hugging Face
+    directory (bench_finetuning.write_init_dir's), seeded, its weights loaded."""
     import keras
 
     from bert_tf.model.checkpoints import hf_directory_files
-    from bert_tf.serving import export
     from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
 
     config, vocab_file, do_lower_case = hf_directory_files(init_dir)
-    do_lower_case = do_lower_case is not False
     task = ClassificationTask(ClassificationConfig(bert_config=config,
-                                                   max_seq_length=MAX_SEQ_LENGTH,
+                                                   max_seq_length=max_seq_length,
                                                    labels=["0", "1"]))
     keras.utils.set_random_seed(0)
     model = task.build_model()
     task.initialize(model, init_dir, log=lambda message: None)
+    return task, model, vocab_file, do_lower_case is not False
+
+
+def export_ours(init_dir, work_dir, variants):
+    """Exports the classifier for each of our variants; returns {variant: export_dir}."""
+    from bert_tf.serving import export
+
+    task, model, vocab_file, do_lower_case = classifier(init_dir)
     dirs = {}
     for variant in variants:
         tokenizer = None
