@@ -11,13 +11,13 @@ multiplies uint8 by int8 and dequantizes in one oneDNN kernel with the bias (and
 sums, kept beside it).
 
 Why this op: in TensorFlow 2.21 on an AVX-512 VNNI CPU, measured on MiniLM-L6's dense shapes
-(`python bench/bench_int8_matmul.py`), oneDNN's `_QuantizedMatMul` runs 3.0-3.7x the float32
-matmul at 32 rows and 2.3-3.1x at 1,024, while an int8 `tf.matmul` (Eigen) is 4-12x slower
-than float32 and weight-only int8 (dequantize, then a float matmul) is no faster. `_QuantizedMatMul` is an
-internal op of TensorFlow's x86 builds with oneDNN (registered in the `tensorflow` wheels for
-Linux and Windows on x86-64, without tensorflow-text): a SavedModel holding it loads there and
-runs on the CPU; elsewhere (ARM, a GPU) serve the float32 export. `available()` says whether
-this TensorFlow has it.
+(`python bench/bench_int8_matmul.py`, the input's quantization included), oneDNN's
+`_QuantizedMatMul` runs 1.7x the float32 matmul at 32 rows and 3.2x at 1,024, while an int8
+`tf.matmul` (Eigen) is 4-12x slower than float32 and weight-only int8 (dequantize, then a float
+matmul) is no faster. `_QuantizedMatMul` is an internal op of TensorFlow's x86 builds with
+oneDNN (registered in the `tensorflow` wheels for Linux and Windows on x86-64, without
+tensorflow-text): a SavedModel holding it loads there and runs on the CPU; elsewhere (ARM, a
+GPU) serve the float32 export. `available()` says whether this TensorFlow has it.
 
 What is quantized (`quantize`'s `skip`): every transformer dense layer, the feed-forward output
 (1536 -> 384 in MiniLM-L6, whose input is the GELU's output, in [-0.17, large)) included. With a
