@@ -115,22 +115,20 @@ for i in range(0, len(rows), 32):
 np.savetxt(out_file, np.concatenate(probabilities), delimiter="\t")
 """
 
-# ONNX Runtime with serving_peers' session options; BertTokenizerFast's tokenizer.json.
+# ONNX Runtime with serving_peers' session (its module imports only the standard library at the
+# top); BertTokenizerFast's tokenizer.json.
 ORT_SERVE = r"""
 import csv, sys
-import numpy as np, onnxruntime as ort, tokenizers
-onnx_file, tokenizer_file, test_file, out_file = sys.argv[1:5]
+import numpy as np, tokenizers
+bench, onnx_file, tokenizer_file, test_file, out_file = sys.argv[1:6]
+sys.path.insert(0, bench)
+from serving_peers import ort_session, softmax
 with open(test_file, encoding="utf-8") as f:
     rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
 tokenizer = tokenizers.Tokenizer.from_file(tokenizer_file)
 tokenizer.enable_truncation(max_length=128, strategy="longest_first")
 tokenizer.enable_padding(pad_id=tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")
-options = ort.SessionOptions()
-options.intra_op_num_threads = 2
-options.inter_op_num_threads = 1
-options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-session = ort.InferenceSession(onnx_file, options, providers=["CPUExecutionProvider"])
+session = ort_session(onnx_file, threads=2)
 names = [i.name for i in session.get_inputs()]
 probabilities = []
 for i in range(0, len(rows), 32):
@@ -139,8 +137,7 @@ for i in range(0, len(rows), 32):
                "attention_mask": [e.attention_mask for e in encodings],
                "token_type_ids": [e.type_ids for e in encodings]}
     logits = session.run(None, {n: np.array(encoded[n], np.int64) for n in names})[0]
-    e = np.exp(logits - logits.max(-1, keepdims=True))
-    probabilities.append(e / e.sum(-1, keepdims=True))
+    probabilities.append(softmax(logits))
 np.savetxt(out_file, np.concatenate(probabilities), delimiter="\t")
 """
 
@@ -247,7 +244,7 @@ def command(peer, init_dir, work_dir, round_index, files=None):
                 os.path.join(data_dir, "test.tsv"),
                 os.path.join(work_dir, f"ours_savedmodel_{round_index}.tsv")]
     if peer == "ort_fp32":
-        return [SERVING_PYTHON, "-c", ORT_SERVE, files["onnx"], files["tokenizer"],
+        return [SERVING_PYTHON, "-c", ORT_SERVE, BENCH, files["onnx"], files["tokenizer"],
                 os.path.join(data_dir, "test.tsv"),
                 os.path.join(work_dir, f"ort_fp32_{round_index}.tsv")]
     if peer == "import_onnxruntime":

@@ -51,6 +51,19 @@ def load_average():
         return float("nan")
 
 
+def ort_session(path, threads):
+    """An ONNX Runtime CPU session on `path`, as the peers serve: `threads` intra-op threads,
+    one inter-op, sequential execution, every graph optimization."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
 def softmax(logits):
     import numpy as np
     logits = logits - logits.max(-1, keepdims=True)
@@ -129,14 +142,8 @@ class Peers:
 
     def _ort_runner(self, path):
         import numpy as np
-        import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        session = ort_session(path, self.threads)
         names = [i.name for i in session.get_inputs()]
         self.info.setdefault("onnx_inputs", names)
 

@@ -50,6 +50,7 @@ from bert_tf.model.checkpoints import naming_damaged_checkpoint
 from bert_tf.progress import Progress
 from bert_tf.training import optimization
 from bert_tf.training.distribution import is_chief
+from bert_tf.training.settings import INITIAL_LOSS_SCALE, LOSS_SCALE_GROWTH_STEPS, MIN_LOSS_SCALE
 
 CHECKPOINT_NAME = "model.ckpt"  # -> model.ckpt-<step>, as the original's checkpoints
 
@@ -65,20 +66,11 @@ def set_mixed_precision(mode):
     keras.mixed_precision.set_global_policy(policies[mode])
 
 
-# Dynamic loss scaling (float16): Keras' and TensorFlow's defaults. The scale halves at every
-# step whose loss or gradients are not finite (the step is skipped) and doubles after
-# LOSS_SCALE_GROWTH_STEPS finite steps in a row; a step skipped with the scale at
-# MIN_LOSS_SCALE stops the run (a smaller scale amplifies nothing: the model or the data is
-# broken; DeepSpeed's fp16 loss scaler stops at its minimum of 1 too).
-INITIAL_LOSS_SCALE = 2.0 ** 15
-LOSS_SCALE_GROWTH_STEPS = 2000
-MIN_LOSS_SCALE = 1.0
-
-
 def wrap_optimizer(optimizer, mixed_precision, initial_loss_scale=INITIAL_LOSS_SCALE,
                    loss_scale_growth_steps=LOSS_SCALE_GROWTH_STEPS):
     """float16 needs dynamic loss scaling (keras.optimizers.LossScaleOptimizer, whose rule
-    `train` follows: see INITIAL_LOSS_SCALE); bfloat16 has float32's range and does not."""
+    `train` follows: see
+    bert_tf.training.settings.INITIAL_LOSS_SCALE); bfloat16 has float32's range and does not."""
     if mixed_precision == "float16":
         return keras.optimizers.LossScaleOptimizer(
             optimizer, initial_scale=initial_loss_scale,
@@ -240,35 +232,23 @@ def make_train_loop(strategy, replica_step, metric_names, optimizer=None):
         totals = {name: tf.constant(0.0) for name in metric_names}
         last_loss = tf.constant(0.0)
         steps = tf.constant(0)
-        for _ in tf.range(num_steps):
-            metrics = reduced(strategy.run(replica_step, args=(next(iterator),)))
-            totals = {name: totals[name] + metrics[name] for name in metric_names}
-            last_loss = metrics["loss"]
-            steps += 1
-            if not tf.math.is_finite(last_loss):
-                break
-        return steps, totals, last_loss, steps
-
-    @tf.function
-    def scaled_train_loop(iterator, num_steps):
-        totals = {name: tf.constant(0.0) for name in metric_names}
-        last_loss = tf.constant(0.0)
-        steps = tf.constant(0)
         applied = tf.constant(0)
         for _ in tf.range(num_steps):
-            before = tf.identity(optimizer.iterations.value)
+            before = tf.identity(optimizer.iterations.value) if scaled else None
             metrics = reduced(strategy.run(replica_step, args=(next(iterator),)))
-            done = optimizer.iterations.value > before
-            totals = {name: totals[name] + tf.where(done, metrics[name], 0.0)
-                      for name in metric_names}
             last_loss = metrics["loss"]
+            done = optimizer.iterations.value > before if scaled else tf.constant(True)
+            if scaled:  # a skipped step (the iterations did not move) is left out of the sums
+                metrics = {name: tf.where(done, metrics[name], 0.0) for name in metric_names}
+            totals = {name: totals[name] + metrics[name] for name in metric_names}
             steps += 1
             applied += tf.cast(done, tf.int32)
-            if optimizer.dynamic_scale.value < MIN_LOSS_SCALE:
+            if (optimizer.dynamic_scale.value < MIN_LOSS_SCALE if scaled
+                    else not tf.math.is_finite(last_loss)):
                 break
         return steps, totals, last_loss, applied
 
-    return scaled_train_loop if scaled else train_loop
+    return train_loop
 
 
 def _worker_checkpoint_dir(model_dir, strategy):

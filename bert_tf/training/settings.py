@@ -15,6 +15,17 @@ from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import check_writable_dir
 
 
+# Dynamic loss scaling (float16): Keras' and TensorFlow's defaults. The scale halves at every
+# step whose loss or gradients are not finite (the step is skipped) and doubles after
+# LOSS_SCALE_GROWTH_STEPS finite steps in a row; a step skipped with the scale at
+# MIN_LOSS_SCALE stops the run (a smaller scale amplifies nothing: the model or the data is
+# broken; DeepSpeed's fp16 loss scaler stops at its minimum of 1 too). bert_tf.training.loops
+# applies them.
+INITIAL_LOSS_SCALE = 2.0 ** 15
+LOSS_SCALE_GROWTH_STEPS = 2000
+MIN_LOSS_SCALE = 1.0
+
+
 @dataclasses.dataclass
 class RunSettings:
     """Everything `run` needs besides the task; the command lines' flags of the same names.
@@ -52,8 +63,8 @@ class RunSettings:
     num_gpus: int = 0
     num_cpu_devices: int = 1
     mixed_precision: str = "off"
-    initial_loss_scale: float = 2.0 ** 15  # float16's dynamic loss scaling (training.loops)
-    loss_scale_growth_steps: int = 2000
+    initial_loss_scale: float = INITIAL_LOSS_SCALE  # float16's dynamic loss scaling
+    loss_scale_growth_steps: int = LOSS_SCALE_GROWTH_STEPS
     recompute_layers: bool = False  # bert_tf.model.layers.set_recompute
     jit_compile: bool = False
     cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
@@ -91,8 +102,9 @@ class RunSettings:
                                                     f"use {arg('mixed_precision')}=bfloat16, "
                                                     f"which TPUs compute natively and which "
                                                     f"needs no loss scaling")
-        if self.initial_loss_scale < 1:
-            raise argument_error("initial_loss_scale", "must be >= 1 (the smallest loss scale)")
+        if self.initial_loss_scale < MIN_LOSS_SCALE:
+            raise argument_error("initial_loss_scale", f"must be >= {MIN_LOSS_SCALE:g} (the "
+                                                       f"smallest loss scale)")
         if self.loss_scale_growth_steps < 1:
             raise argument_error("loss_scale_growth_steps", "must be positive")
         if self.output_dir is None:
