@@ -32,6 +32,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_pretraining import random_batch  # noqa: E402
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 MODELS = {
@@ -42,23 +46,8 @@ MODELS = {
     "large": dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
                   num_attention_heads=16, intermediate_size=4096),
 }
-PREDICTIONS = {128: 20, 512: 80}  # the original's max_predictions_per_seq for each length
-
-
-def random_batch(np, seq, batch, vocab):
-    rng = np.random.RandomState(0)
-    predictions = PREDICTIONS.get(seq, max(1, seq // 7))
-    positions = np.sort(np.stack([rng.choice(np.arange(1, seq), predictions, replace=False)
-                                  for _ in range(batch)]), axis=1)
-    return {
-        "input_ids": rng.randint(1000, vocab, (batch, seq)).astype(np.int32),
-        "input_mask": np.ones((batch, seq), np.int32),
-        "segment_ids": (np.arange(seq)[None, :] >= seq // 2).repeat(batch, 0).astype(np.int32),
-        "masked_lm_positions": positions.astype(np.int32),
-        "masked_lm_ids": rng.randint(1000, vocab, (batch, predictions)).astype(np.int32),
-        "masked_lm_weights": np.ones((batch, predictions), np.float32),
-        "next_sentence_labels": rng.randint(0, 2, (batch, 1)).astype(np.int32),
-    }
+# The original's max_predictions_per_seq per length (others: one position in 7).
+PREDICTIONS = {128: 20, 512: 80}
 
 
 def build(spec):
@@ -81,7 +70,9 @@ def build(spec):
         optimizer = optimization.create_optimizer(1e-4, 10000, 100)
         optimizer.build(model.trainable_variables)
     layers.set_recompute(model, spec["recompute"])
-    batch = random_batch(np, spec["seq"], spec["batch"], config["vocab_size"])
+    batch = random_batch(np, spec["seq"], spec["batch"],
+                         PREDICTIONS.get(spec["seq"], max(1, spec["seq"] // 7)),
+                         config["vocab_size"])
     return model, optimizer, PretrainingTask(), strategy, batch
 
 
