@@ -56,23 +56,27 @@ SMALL_BERT_CONFIG = {
 }
 
 
+# Written first into a new --output_dir: a folder without it is not a demo output, whatever
+# its files are called (a user's own corpus.txt and vocab.txt are never taken for the demo's).
+DEMO_MARKER = ".bert_tf_demo"
 # Everything the demo writes into --output_dir (the only names it deletes on a rerun).
-DEMO_ARTIFACTS = ("corpus.txt", "vocab.txt", "pretrain.tfrecord", "bert_config.json",
-                  "pretrained", "sentences.txt", "features.jsonl", "tagging_task", "tagger",
-                  "exported_tagger")
+DEMO_ARTIFACTS = (DEMO_MARKER, "corpus.txt", "vocab.txt", "pretrain.tfrecord",
+                  "bert_config.json", "pretrained", "sentences.txt", "features.jsonl",
+                  "tagging_task", "tagger", "exported_tagger")
 
 
 def prepare_output_dir(out):
-    """Creates `out`, or empties a previous demo output of the demo's own files. A folder that
-    holds anything else is refused (InputError naming --output_dir), and nothing is deleted."""
+    """Creates `out`, or empties a previous demo output (it holds DEMO_MARKER) of the demo's
+    own files, then marks it. A folder that holds anything else, or demo names without the
+    marker, is refused (InputError naming --output_dir), and nothing is deleted."""
     if os.path.exists(out) and not os.path.isdir(out):
         raise flag_error("output_dir", f"{out} is a file, not a directory")
-    if not os.path.isdir(out):
-        os.makedirs(out)
-        return
+    os.makedirs(out, exist_ok=True)
     names = sorted(os.listdir(out))
     foreign = [name for name in names if name not in DEMO_ARTIFACTS and not (
         is_temporary_name(name) and name.lstrip(".").split(".tmp-")[0] in DEMO_ARTIFACTS)]
+    if names and DEMO_MARKER not in names:
+        foreign = foreign or names
     if foreign:
         more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
         raise flag_error("output_dir", f"{out} is not empty and not a demo output (it holds "
@@ -84,6 +88,8 @@ def prepare_output_dir(out):
             shutil.rmtree(path)
         else:
             os.remove(path)
+    with open(os.path.join(out, DEMO_MARKER), "w", encoding="utf-8") as f:
+        f.write("written by python -m run.demo: a rerun may empty this folder\n")
 
 
 # The stages' modules, from this module's own package: `run` and `data_tools` in a checkout

@@ -255,21 +255,28 @@ def test_demo_refuses_a_foreign_folder_and_deletes_nothing(tmp_path):
     assert_one_line_error("run.demo", {"output_dir": tmp_path, "num_documents": 100},
                           "error: --output_dir: ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "thesis.tex"]
+    # Only demo names, but the user's own files: without the demo's marker, refused too.
+    (tmp_path / "thesis.tex").unlink()
+    (tmp_path / "vocab.txt").write_text("a user's vocabulary")
+    assert_one_line_error("run.demo", {"output_dir": tmp_path, "num_documents": 100},
+                          "error: --output_dir: ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "vocab.txt"]
 
 
 def test_demo_reuses_its_own_output(tmp_path):
-    """Issue 14.8: a previous demo output (only the demo's files) is emptied and reused."""
+    """Issue 14.8: a previous demo output (its marker and only the demo's files) is emptied
+    and reused."""
     from run import demo
-    for name in ["corpus.txt", "vocab.txt", "features.jsonl",
+    for name in [demo.DEMO_MARKER, "corpus.txt", "vocab.txt", "features.jsonl",
                  ".pretrain.tfrecord.tmp-1-0123abcd"]:
         (tmp_path / name).write_text("old")
     for name in ["pretrained", "tagger"]:
         (tmp_path / name).mkdir()
         (tmp_path / name / "checkpoint").write_text("old")
     demo.prepare_output_dir(str(tmp_path))
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == [demo.DEMO_MARKER]  # emptied, marked
     demo.prepare_output_dir(str(tmp_path / "new" / "dir"))
-    assert (tmp_path / "new" / "dir").is_dir()
+    assert [p.name for p in (tmp_path / "new" / "dir").iterdir()] == [demo.DEMO_MARKER]
 
 
 def test_demo_shows_the_interpreter_and_times_tokenizers_warm():
