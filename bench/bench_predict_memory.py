@@ -62,9 +62,7 @@ BENCH = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH)
 
 from bench_finetuning import GLUE_DIR, HF_PYTHON, REPO, load_average, minilm_dir, write_init_dir  # noqa: E402,E501
-from bench_serving import SERVING_VENV  # noqa: E402
-
-SERVING_PYTHON = os.path.join(SERVING_VENV, "bin", "python")
+from bench_serving import SERVING_PYTHON  # noqa: E402
 PEERS = ("ours", "ours_bucket", "transformers", "ours_savedmodel", "ort_fp32",
          "import_tensorflow", "import_transformers", "import_onnxruntime")
 # Each peer's runtime floor: the process that imports that runtime alone.

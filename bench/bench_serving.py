@@ -53,6 +53,7 @@ OURS = ("ours", "ours_int8", "ours_padded", "tftext_bert", "tftext_fast")
 PEERS = ("ort_fp32", "ort_int8", "transformers")
 SERVING_VENV = os.environ.get("BERT_TF_SERVING_VENV",
                               os.path.expanduser("~/.cache/bert_tf/serving-venv"))
+SERVING_PYTHON = os.path.join(SERVING_VENV, "bin", "python")
 
 
 def text_ops_tokenizer(vocab_file, do_lower_case, fast):
@@ -199,12 +200,11 @@ class PeerWorker:
     """bench/serving_peers.py in the serving venv, over JSON lines; one object per peer."""
 
     def __init__(self, init_dir, work_dir):
-        python = os.path.join(SERVING_VENV, "bin", "python")
-        if not os.path.exists(python):
+        if not os.path.exists(SERVING_PYTHON):
             raise SystemExit(f"no serving venv at {SERVING_VENV}: run bash bench/serving_env.sh")
         self.stderr = open(os.path.join(work_dir, "peers.stderr"), "a")
         self.process = subprocess.Popen(
-            [python, os.path.join(BENCH, "serving_peers.py"), "--init_dir", init_dir,
+            [SERVING_PYTHON, os.path.join(BENCH, "serving_peers.py"), "--init_dir", init_dir,
              "--work_dir", os.path.join(work_dir, "onnx"),
              "--max_seq_length", str(MAX_SEQ_LENGTH)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
