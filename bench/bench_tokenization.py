@@ -9,9 +9,13 @@ WordPiece models are built on first use and shared by the process: the warm-up b
 
   reference         bert-tensorflow 1.0.4 FullTokenizer.tokenize, one line at a time
   bert_tf Full      bert_tf.tokenization.FullTokenizer.tokenize, one line at a time
-  bert_tf Fast      bert_tf.text.fast_tokenization.FastTokenizer.tokenize_batch
+  bert_tf Fast      bert_tf.text.fast_tokenization.FastTokenizer.tokenize_batch, on the library
+                    from the first call (library_after_chars=0)
   bert_tf Fast+off  FastTokenizer.encode_batch (tokens, ids and character offsets: an int32
-                    [pieces, 2] numpy array per line)
+                    [pieces, 2] numpy array per line), the same
+  bert_tf Fast, Python alone
+                    FastTokenizer.tokenize_batch with no library, what a tokenizer does with
+                    its first LIBRARY_AFTER_CHARS characters
   HF tokenizers     tokenizers.BertWordPieceTokenizer.encode_batch(add_special_tokens=False),
                     .tokens of each Encoding (offsets are computed by it too)
   keras-hub         keras_hub.tokenizers.BertTokenizer on tf.string batches, ids -> tokens
@@ -68,11 +72,12 @@ def make_peers(batch_size):
     def batched(function):
         return lambda texts: [tokens for chunk in batches(texts, batch_size) for tokens in function(chunk)]
 
-    def fast():
-        return batched(fast_tokenization.FastTokenizer(str(VOCAB), True).tokenize_batch)
+    def fast(library_after_chars=0):
+        return batched(fast_tokenization.FastTokenizer(
+            str(VOCAB), True, library_after_chars=library_after_chars).tokenize_batch)
 
     def fast_offsets():
-        tokenizer = fast_tokenization.FastTokenizer(str(VOCAB), True)
+        tokenizer = fast_tokenization.FastTokenizer(str(VOCAB), True, library_after_chars=0)
         return batched(lambda chunk: [e.tokens for e in tokenizer.encode_batch(chunk)])
 
     def hugging_face():
@@ -110,6 +115,7 @@ def make_peers(batch_size):
         "bert_tf FullTokenizer": lambda: per_line(tokenization.FullTokenizer(str(VOCAB), True)),
         "bert_tf FastTokenizer.tokenize_batch": fast,
         "bert_tf FastTokenizer.encode_batch (+offsets)": fast_offsets,
+        "bert_tf FastTokenizer.tokenize_batch, Python alone": lambda: fast(1 << 62),
         "HF tokenizers BertWordPieceTokenizer": hugging_face,
         "keras-hub BertTokenizer": keras_hub_peer,
         "bert_tf GraphTokenizer (core TF ops)": graph_peer,

@@ -5,10 +5,11 @@ Oracle: the reference (bert-tensorflow 1.0.4) FullTokenizer / BasicTokenizer, on
     (the reference runs once per distinct whitespace word, the oracle shortcut of
     tests/test_tokenization.py, which checks it against whole texts);
   * the adversarial texts (corpora.adversarial_texts) plus the cases where the libraries differ
-    from the original (corpora.LIBRARY_DIFFERENCES), each a named test, through each of the tokenizer's routes (ASCII text to
-    the library, other text to the library after a one-to-one character map, the exact word
-    route) and in mixed batches;
-  * every Unicode code point as a word and between letters.
+    from the original (corpora.LIBRARY_DIFFERENCES), each a named test, through each of the
+    tokenizer's routes (ASCII text to the library, other text to the library after a one-to-one
+    character map, the exact word route), in mixed batches, and word by word in Python alone
+    (a tokenizer's first LIBRARY_AFTER_CHARS characters, and without tensorflow-text);
+  * every Unicode code point as a word and between letters (both ways).
 Offsets: on every SQuAD context, each piece's span is in order, and the span alone basic-tokenizes
 (reference BasicTokenizer) to the piece without its "##"; an [UNK] span is one basic token.
 
@@ -30,6 +31,12 @@ from bert_tf.text.fast_tokenization import Encoding, FastTokenizer
 LIBRARY_DIFFERENCES = corpora.LIBRARY_DIFFERENCES
 
 
+def library_tokenizer(vocab_file, **options):
+    """A FastTokenizer on the library's routes from its first call. (By default small inputs
+    go word by word through Python alone: test_python_alone_until_library_after_chars.)"""
+    return FastTokenizer(str(vocab_file), library_after_chars=0, **options)
+
+
 def _spans(encoding):
     """[(token, (start, end))] of an Encoding."""
     return [(token, tuple(offset)) for token, offset in zip(encoding.tokens, encoding.offsets.tolist())]
@@ -45,7 +52,7 @@ def _tokenize_all(tokenizer, texts):
 
 @pytest.fixture(scope="session")
 def fast_for_case(vocab_for_case):
-    return corpora.ByCase(lambda case: FastTokenizer(str(vocab_for_case[case]), do_lower_case=case))
+    return corpora.ByCase(lambda case: library_tokenizer(vocab_for_case[case], do_lower_case=case))
 
 
 @pytest.fixture(scope="session")
@@ -82,11 +89,11 @@ def test_matches_reference_on_adversarial_text(vocab_for_case, adversarial_texts
         reference.tokenize(t) for t in LIBRARY_DIFFERENCES.values()]
     # A fresh tokenizer on the whole batch; again from its warm caches; through a cache so
     # small it is emptied on every batch; one text at a time.
-    tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
+    tokenizer = library_tokenizer(vocab_file, do_lower_case=do_lower_case)
     tokens, _ = _tokenize_all(tokenizer, texts)
     corpora.assert_same_tokens(texts, expected, tokens, lambda t: "adversarial")
     assert tokenizer.tokenize_batch(texts) == expected
-    small = FastTokenizer(vocab_file, do_lower_case=do_lower_case, cache_size=5)
+    small = library_tokenizer(vocab_file, do_lower_case=do_lower_case, cache_size=5)
     batches = [texts[i:i + 50] for i in range(0, len(texts), 50)]
     assert [tokens for batch in batches for tokens in small.tokenize_batch(batch)] == expected
     assert [e.tokens for batch in batches for e in small.encode_batch(batch)] == expected
@@ -106,7 +113,7 @@ def test_each_library_difference_is_handled(uncased_vocab, reference_for_case, c
     text = LIBRARY_DIFFERENCES[case]
     variants = [text, "The " + text + " end.", "Café " + text + " naïve."] + text.split(" ")
     reference = reference_for_case[do_lower_case]
-    tokenizer = FastTokenizer(str(uncased_vocab), do_lower_case=do_lower_case)
+    tokenizer = library_tokenizer(uncased_vocab, do_lower_case=do_lower_case)
     expected = [reference.tokenize(t) for t in variants]
     assert tokenizer.tokenize_batch(variants) == expected
     assert [tokenizer.encode(t).tokens for t in variants] == expected
@@ -118,8 +125,85 @@ def test_every_code_point_matches_reference(vocab_for_case, reference_code_point
     """Every code point, as a word and between letters (corpora.code_point_texts), through a
     fresh tokenizer (each character checked, in one batch, for the library routes)."""
     texts = corpora.code_point_texts()
-    tokenizer = FastTokenizer(str(vocab_for_case[do_lower_case]), do_lower_case=do_lower_case)
+    tokenizer = library_tokenizer(vocab_for_case[do_lower_case], do_lower_case=do_lower_case)
     assert tokenizer.tokenize_batch(texts) == reference_code_point_tokens[do_lower_case]
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_python_alone_until_library_after_chars(vocab_for_case, adversarial_texts, ref,
+                                                reference_adversarial_tokens,
+                                                reference_code_point_tokens, do_lower_case):
+    """By default a tokenizer takes its first LIBRARY_AFTER_CHARS characters word by word in
+    Python, through the original's WordPiece, without tensorflow-text: the reference's tokens,
+    and the library's encodings (ids, offsets). Past its `library_after_chars` it uses the
+    library, with the same output."""
+    vocab_file = vocab_for_case[do_lower_case]
+    reference = ref.FullTokenizer(str(vocab_file), do_lower_case=do_lower_case)
+    texts = list(adversarial_texts) + list(LIBRARY_DIFFERENCES.values())
+    expected = reference_adversarial_tokens[do_lower_case] + [
+        reference.tokenize(t) for t in LIBRARY_DIFFERENCES.values()]
+    python_alone = FastTokenizer(str(vocab_file), do_lower_case=do_lower_case)
+    tokens, encodings = _tokenize_all(python_alone, texts)
+    corpora.assert_same_tokens(texts, expected, tokens, lambda t: "adversarial, Python alone")
+    code_points = corpora.code_point_texts()
+    assert python_alone.tokenize_batch(code_points) == reference_code_point_tokens[do_lower_case]
+    assert python_alone._libraries == {}  # no library model was built
+    library = library_tokenizer(vocab_file, do_lower_case=do_lower_case)
+    assert library.encode_batch(texts) == encodings
+    assert library._libraries
+
+    # Crossing the limit part way: batches of 50 texts, the library from the ~5,000th character.
+    switching = FastTokenizer(str(vocab_file), do_lower_case=do_lower_case,
+                              library_after_chars=5000)
+    batches = [texts[i:i + 50] for i in range(0, len(texts), 50)]
+    built = []
+    got = []
+    for batch in batches:
+        got.extend(switching.tokenize_batch(batch))
+        built.append(bool(switching._libraries))
+    assert got == expected
+    assert not built[0] and built[-1]
+
+
+def test_without_tensorflow_text_python_alone_with_a_warning(uncased_vocab, adversarial_texts,
+                                                             reference_adversarial_tokens,
+                                                             tmp_path):
+    """In a process where tensorflow_text cannot be imported (the tpu extra), a tokenizer past
+    its `library_after_chars` stays in Python: the reference's tokens and offsets, and one
+    warning naming the install command (it used to raise ImportError there)."""
+    import json
+    import subprocess
+    import sys
+    import textwrap
+
+    from conftest import env_without_tensorflow_text
+    texts = list(adversarial_texts)[:300]
+    script = textwrap.dedent("""
+        import json, sys, warnings
+        from bert_tf.text.fast_tokenization import FastTokenizer
+        texts = json.loads(sys.stdin.read())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            tokenizer = FastTokenizer(sys.argv[1], library_after_chars=0)
+            tokens = [tokenizer.tokenize_batch(texts[i:i + 100]) for i in range(0, 300, 100)]
+            offsets = [e.offsets.tolist() for e in tokenizer.encode_batch(texts)]
+        print(json.dumps({"blocked": "tensorflow_text" not in sys.modules,
+                          "warnings": [str(w.message) for w in caught],
+                          "tokens": [t for batch in tokens for t in batch],
+                          "offsets": offsets}))
+        """)
+    out = subprocess.run([sys.executable, "-c", script, str(uncased_vocab)],
+                         input=json.dumps(texts), capture_output=True, text=True,
+                         env=env_without_tensorflow_text(tmp_path / "blocker"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["blocked"]
+    assert result["tokens"] == reference_adversarial_tokens[True][:300]
+    library = library_tokenizer(uncased_vocab)
+    assert result["offsets"] == [e.offsets.tolist() for e in library.encode_batch(texts)]
+    assert len(result["warnings"]) == 1, result["warnings"]
+    assert "tensorflow-text is not installed" in result["warnings"][0]
+    assert "pip install --no-deps 'tensorflow-text==" in result["warnings"][0]
 
 
 def _check_offsets(texts, encodings, reference_basic):
@@ -148,6 +232,21 @@ def _check_offsets(texts, encodings, reference_basic):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
+def test_python_alone_matches_reference_on_all_shared_text(
+        corpus_texts, reference_corpus_tokens, vocab_for_case, do_lower_case):
+    """Every distinct text of ../shared/data through the default tokenizer with no library."""
+    texts = list(corpus_texts)
+    tokenizer = FastTokenizer(str(vocab_for_case[do_lower_case]), do_lower_case=do_lower_case,
+                              library_after_chars=sum(map(len, texts)) + 1)
+    tokens = [t for i in range(0, len(texts), 1000)
+              for t in tokenizer.tokenize_batch(texts[i:i + 1000])]
+    corpora.assert_same_tokens(texts, reference_corpus_tokens[do_lower_case], tokens,
+                               lambda t: f"corpus {corpus_texts[t]}, Python alone")
+    assert tokenizer._libraries == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("do_lower_case", [True, False], ids=["uncased", "cased"])
 def test_offsets_on_squad_contexts(ref, shared_data, corpus_texts, fast_for_case,
                                    fast_corpus_results, do_lower_case):
     """On every SQuAD context (their encodings from the all-corpus run)."""
@@ -162,7 +261,7 @@ def test_offsets_on_squad_contexts(ref, shared_data, corpus_texts, fast_for_case
 
 def test_offsets_of_normalized_characters(ref, uncased_vocab, adversarial_texts):
     """Lower-casing, accents, deleted characters and CJK: spans cover the original characters."""
-    tokenizer = FastTokenizer(str(uncased_vocab), do_lower_case=True)
+    tokenizer = library_tokenizer(uncased_vocab, do_lower_case=True)
     cases = {
         "Café": [("cafe", (0, 4))],
         "e\u0301tat": [("etat", (0, 5))],  # the combining accent stays inside the span
@@ -201,7 +300,7 @@ def test_offsets_of_normalized_characters(ref, uncased_vocab, adversarial_texts)
 def test_routes_agree_and_batches_mix_routes(uncased_vocab, adversarial_texts):
     """A batch mixing ASCII, mapped and word-route texts equals each text alone, and the word
     route alone gives identical encodings (tokens, ids and offsets)."""
-    tokenizer = FastTokenizer(str(uncased_vocab), do_lower_case=True)
+    tokenizer = library_tokenizer(uncased_vocab, do_lower_case=True)
     rng = random.Random(7)
     texts = list(adversarial_texts) + ["plain ascii", "naïve café", "ΟΔΟΣ \x00", ""]
     rng.shuffle(texts)
@@ -213,7 +312,7 @@ def test_routes_agree_and_batches_mix_routes(uncased_vocab, adversarial_texts):
 
 
 def test_api_vocab_ids_and_bytes(ref, uncased_vocab):
-    tokenizer = FastTokenizer(str(uncased_vocab))
+    tokenizer = library_tokenizer(uncased_vocab)
     reference = ref.FullTokenizer(str(uncased_vocab))
     assert tokenizer.vocab == reference.vocab and tokenizer.inv_vocab == reference.inv_vocab
     text = "The quick brown fox jumped over the lazy dog's [MASK]."
@@ -242,10 +341,12 @@ def test_vocab_with_duplicates_gives_full_tokenizer_ids(tmp_path):
     with pytest.warns(tokenization.DuplicateTokenWarning):
         full = tokenization.FullTokenizer(str(path))
     with pytest.warns(tokenization.DuplicateTokenWarning):
-        fast = FastTokenizer(str(path))
+        fast = [FastTokenizer(str(path)), library_tokenizer(path)]
     for text in ["The cats sat, the cat.", "dogs cats", "the\u00e9"]:
-        assert fast.tokenize(text) == full.tokenize(text)
-        assert fast.encode(text).ids.tolist() == full.convert_tokens_to_ids(full.tokenize(text))
+        for tokenizer in fast:
+            assert tokenizer.tokenize(text) == full.tokenize(text)
+            assert (tokenizer.encode(text).ids.tolist()
+                    == full.convert_tokens_to_ids(full.tokenize(text)))
 
 
 def test_bad_vocab_files_raise_input_error(tmp_path):
@@ -262,7 +363,7 @@ def test_hugging_face_library_really_differs(uncased_vocab):
     BertWordPieceTokenizer differs from the original on these inputs (FastTokenizer does not)."""
     from tokenizers import BertWordPieceTokenizer
     hf = BertWordPieceTokenizer(str(uncased_vocab), lowercase=True)
-    fast = FastTokenizer(str(uncased_vocab))
+    fast = library_tokenizer(uncased_vocab)
     full = tokenization.FullTokenizer(str(uncased_vocab))
     for text in ["[MASK]", "a\ue000b", "ΟΔΟΣ", "a\u2e5db"]:
         hf_tokens = hf.encode(text, add_special_tokens=False).tokens

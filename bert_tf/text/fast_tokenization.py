@@ -49,7 +49,12 @@ arrays (see `Encoding`), sliced from one array per batch.
 
 Cost: TensorFlow is imported, and the library's WordPiece models built, on the first call that
 needs them (ASCII-only input builds one of the three); the models are shared by all
-FastTokenizers of the process with the same vocabulary.
+FastTokenizers of the process with the same vocabulary. Until a tokenizer has been given
+`library_after_chars` characters, every text takes the "words" route, its new basic tokens
+through the original's own WordPiece (`bert_tf.tokenization.WordpieceTokenizer`) instead of the
+library: importing tensorflow-text and building its models costs ~150 MB of memory and ~0.6 s,
+more than they save on the few MB of text fine-tuning data usually is. Without tensorflow-text
+it stays so (the same tokens; a warning says so once).
 """
 import contextlib
 import functools
@@ -59,6 +64,7 @@ import operator
 import re
 import sys
 import unicodedata
+import warnings
 
 import numpy
 
@@ -68,6 +74,12 @@ from bert_tf.errors import file_error
 _chain = itertools.chain.from_iterable
 _UNK = "[UNK]"
 _MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
+# Characters of input a FastTokenizer takes word by word in Python before it uses the library.
+# Measured (uncased, 2 cores): the library costs ~150 MB of RSS (tensorflow-text's import and its
+# models) and ~0.6 s in a process that has TensorFlow already, then tokenizes fresh text ~1.5x
+# faster than Python alone (bench/bench_tokenization.py); it pays off after ~20 MB of text.
+# Python alone: MRPC test (3,450 texts) in 0.05 s, SST-2 train (67,349) in 0.38 s.
+LIBRARY_AFTER_CHARS = 20_000_000
 
 
 @contextlib.contextmanager
@@ -283,9 +295,13 @@ class FastTokenizer:
       do_lower_case: lower-case and strip accents (uncased models).
       cache_size: how many distinct raw words (and basic tokens) to remember; the caches are
         emptied when full, which bounds memory on corpora with huge vocabularies.
+      library_after_chars: characters of input tokenized in Python alone (the "words" route)
+        before the library is used (module docstring, Cost); 0: from the first call. The
+        output is the same either way.
     """
 
-    def __init__(self, vocab_file, do_lower_case=True, cache_size=1 << 20):
+    def __init__(self, vocab_file, do_lower_case=True, cache_size=1 << 20,
+                 library_after_chars=LIBRARY_AFTER_CHARS):
         self.vocab = tokenization.load_vocab(vocab_file)
         self.inv_vocab = {v: k for k, v in self.vocab.items()}
         if _UNK not in self.vocab:
@@ -301,6 +317,9 @@ class FastTokenizer:
         self._library_vocab = tuple(t if t else f"[bert_tf unused id {i}]"
                                     for i, t in enumerate(tokens))
         self._libraries = {}  # built on first use by `_library`
+        self._chars_before_library = library_after_chars  # counts down in `_python_alone`
+        self._in_python = False  # whether the current call takes no library (set by `_run`)
+        self._wordpiece = tokenization.WordpieceTokenizer(self.vocab, unk_token=_UNK)
         # Characters a text may consist of to go to the library end to end (ASCII ones, plus
         # others once checked by `_check_plain_chars`), and characters found not to.
         ascii_chars = [chr(cp) for cp in range(128)]
@@ -342,6 +361,7 @@ class FastTokenizer:
 
     def _run(self, texts, with_offsets):
         texts = [tokenization.convert_to_unicode(t) for t in texts]
+        self._in_python = self._python_alone(texts)
         with _gc_paused():
             routes = self._route(texts)
             results = [None] * len(texts)
@@ -356,10 +376,22 @@ class FastTokenizer:
                         results[i] = output
             return results
 
+    def _python_alone(self, texts):
+        """Whether `texts` go word by word through the original's WordPiece in Python, with no
+        library (module docstring, Cost): until the tokenizer has had `library_after_chars`
+        characters, and for good without tensorflow-text."""
+        if self._chars_before_library > 0:
+            self._chars_before_library -= sum(map(len, texts))
+            return True
+        return not _library_importable()
+
     def _route(self, texts):
         """Indices of texts for each route: "ascii" and "unicode" (the library end to end) or
-        "words" (the word cache)."""
+        "words" (the word cache); all to "words" in Python alone (`_python_alone`)."""
         routes = {"ascii": [], "unicode": [], "words": []}
+        if self._in_python:
+            routes["words"] = list(range(len(texts)))
+            return routes
         plain = self._plain_chars
         other = []  # non-ASCII texts
         for i, text in enumerate(texts):
@@ -599,7 +631,11 @@ class FastTokenizer:
                 piece_ids[text] = (unk_id,)
             else:
                 library.append(text)
-        if library:
+        if library and self._in_python:
+            tokenize_word = self._wordpiece.tokenize_word  # the original's WordPiece itself
+            for text in library:
+                piece_ids[text] = tuple(vocab[token] for token in tokenize_word(text))
+        elif library:
             ragged = self._library("token").tokenize(library)
             flat = ragged.flat_values.numpy().tolist()
             bounds = ragged.row_splits.numpy().tolist()
@@ -622,19 +658,31 @@ class FastTokenizer:
             self._piece_offsets[text] = offsets
 
 
+@functools.lru_cache(maxsize=1)
+def _library_importable():
+    """Whether tensorflow-text imports. Without it (the tpu extra leaves it out: it requires the
+    tensorflow wheel) FastTokenizers stay in Python alone: the same tokens, slower on large
+    inputs (LIBRARY_AFTER_CHARS); said once per process."""
+    # Imported here, not at the top: constructing a FastTokenizer needs no TensorFlow (module
+    # docstring, Cost), and tensorflow-text takes seconds and ~100 MB to import.
+    try:
+        import tensorflow_text  # noqa: F401
+    except ImportError as e:
+        import tensorflow as tf
+        warnings.warn(
+            f"FastTokenizer: tensorflow-text is not installed ({e}), so WordPiece runs in "
+            f"Python (the same tokens, ~1.5x slower on large inputs). To install it: pip "
+            f"install 'bert_tf[cpu]' or 'bert_tf[gpu]'; beside tensorflow-tpu, pip install "
+            f"--no-deps 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'", stacklevel=4)
+        return False
+    return True
+
+
 @functools.lru_cache(maxsize=8)
 def _build_library(tokens, max_bytes_per_word, no_pretokenization):
     """A tensorflow-text FastWordpieceTokenizer whose ids are positions in `tokens` (a tuple)."""
-    # Imported here, not at the top: constructing a FastTokenizer needs no TensorFlow (module
-    # docstring, Cost), and tensorflow-text is optional (several seconds to import).
     import tensorflow as tf
-    try:
-        import tensorflow_text
-    except ImportError as e:  # the tpu extra leaves it out (it requires the tensorflow wheel)
-        raise ImportError(
-            f"FastTokenizer needs tensorflow-text ({e}): pip install 'bert_tf[cpu]' or "
-            f"'bert_tf[gpu]'; beside tensorflow-tpu, pip install --no-deps "
-            f"'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'") from None
+    import tensorflow_text
 
     return tensorflow_text.FastWordpieceTokenizer(
         vocab=list(tokens), suffix_indicator="##", unknown_token=_UNK,
