@@ -15,9 +15,9 @@ directory) plus one fresh span head, written once (finetune_real.squad_init_dir:
 `qa_outputs.weight/bias`, which our loader maps to the original's cls/squad/output_*), loaded by
 both. (A fresh head answers at random; the work per question is the same as a trained one's.)
 
-  ours          what `python -m run.run_squad --do_predict` runs: squad_data.read_squad_examples,
-                convert_examples_to_features (the original's windows), the eval.tf_record
-                (padded to a multiple of 32 with padding windows), bert_tf.tasks.squad.SquadTask's
+  ours          what `python -m run.run_squad --do_predict` runs: squad.prepare_task (the
+                original's windows, the eval.tf_record padded to a multiple of 32 with padding
+                windows, a SquadTask over it), bert_tf.tasks.squad.SquadTask's
                 model restored from the directory (task.initialize), the predict loop
                 (loops.gather_outputs, what runner.predict runs) and task.write_predictions
                 (the original's post-processing: predictions.json + nbest_predictions.json, and
@@ -85,16 +85,14 @@ def write_subset(path, num_questions):
 
 
 def measure_ours(spec, passes):
-    from bert_tf.data import features as features_lib
     from bert_tf.training import runner, loops
     from bert_tf.training.settings import RunSettings
-    from bert_tf.tasks import squad, squad_data
+    from bert_tf.tasks import squad
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     init_dir, predict_file = spec["init_dir"], spec["predict_file"]
     output_dir = tempfile.mkdtemp(prefix="bench_squad_ours_")
-    record_path = os.path.join(output_dir, "eval.tf_record")
     settings = RunSettings(output_dir=output_dir, do_predict=True,
                                   init_checkpoint=init_dir, predict_batch_size=BATCH)
     quiet = lambda message: None  # noqa: E731
@@ -103,9 +101,10 @@ def measure_ours(spec, passes):
         do_lower_case = do_lower_case is not False
         tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case)
         _, strategy = runner.build_strategy(settings, quiet)
-        task = squad.SquadTask(squad.SquadConfig(
-            bert_config=config, max_seq_length=MAX_SEQ_LENGTH, n_best_size=N_BEST_SIZE,
-            max_answer_length=SQUAD_MAX_ANSWER_LENGTH, do_lower_case=do_lower_case), log=quiet)
+        options = dict(n_best_size=N_BEST_SIZE, max_answer_length=SQUAD_MAX_ANSWER_LENGTH,
+                       do_lower_case=do_lower_case)
+        task = squad.SquadTask(squad.SquadConfig(bert_config=config,
+                                                 max_seq_length=MAX_SEQ_LENGTH, **options))
         with strategy.scope():
             model = task.build_model()
         task.initialize(model, init_dir, quiet)
@@ -113,19 +112,12 @@ def measure_ours(spec, passes):
     for _ in range(passes):
         phases = {}
         with Stopwatch() as total:
-            with Stopwatch() as watch:
-                dataset = squad_data.load_squad_json(predict_file)
-                examples = squad_data.read_squad_examples(predict_file, False, data=dataset)
-                features = squad_data.convert_examples_to_features(
-                    examples, is_training=False, tokenizer=tokenizer,
-                    max_seq_length=MAX_SEQ_LENGTH, doc_stride=DOC_STRIDE,
-                    max_query_length=MAX_QUERY_LENGTH)
-                padding = [squad.padding_record(MAX_SEQ_LENGTH)] * (-len(features) % BATCH)
-                count = features_lib.write_examples(
-                    record_path,
-                    [squad_data.feature_record(f, is_training=False) for f in features] + padding)
-                task.record_files["predict"], task.num_records["predict"] = record_path, count
-                task.predict_data = (dataset["data"], examples, features)
+            with Stopwatch() as watch:  # what run_squad --do_predict prepares
+                task = squad.prepare_task(
+                    config, tokenizer, MAX_SEQ_LENGTH, output_dir, predict_file=predict_file,
+                    doc_stride=DOC_STRIDE, max_query_length=MAX_QUERY_LENGTH,
+                    predict_batch_size=BATCH, log=quiet, **options).task
+                count = task.config.records["predict"].count
             phases["features_s"] = watch.wall
             with Stopwatch() as watch:
                 outputs = loops.gather_outputs(strategy, model, task,
@@ -135,7 +127,7 @@ def measure_ours(spec, passes):
             with Stopwatch() as watch:
                 task.write_predictions(outputs, output_dir)
             phases["postprocess_s"] = watch.wall
-        phases.update(total_s=total.wall, busy=total.busy, windows=len(features))
+        phases.update(total_s=total.wall, busy=total.busy, windows=len(task.predict_data[2]))
         out["passes"].append(phases)
     with open(os.path.join(output_dir, "predictions.json")) as f:
         out["predictions"] = json.load(f)
