@@ -7,8 +7,8 @@ after its tokenizer), op by op, beside XLA and int8, at a few sentence lengths.
 Model: the all-MiniLM-L6-v2 encoder with a seeded 2-class head (bench_finetuning.write_init_dir),
 as bench/bench_serving.py serves it. Printed:
   1. median ms per call, variants interleaved over --calls rounds, of the model on token ids as
-     `serving_default` runs it (a tf.function: float32; `quantization.quantize`'s int8), and the
-     float32 one with jit_compile=True (XLA; a first call per shape compiles);
+     `serving_default` runs it (export.token_id_signature: float32, and export.quantized_copy's
+     int8), and the float32 one with jit_compile=True (XLA; a first call per shape compiles);
   2. a kernel-time profile of the float32 graph at the first length (its weights frozen into
      constants, run in a session with FULL_TRACE): time per op type summed over the graph, the
      node count, and the dense products' share, beside what they compute (GFLOP, MB of weights
@@ -40,15 +40,14 @@ from bench_serving import SERVING_PYTHON, classifier  # noqa: E402
 
 
 def serving_function(task, model, jit_compile=False):
+    """The probabilities of export's `serving_default` (export.token_id_signature), optionally
+    compiled by XLA."""
     import tensorflow as tf
-    spec = tf.TensorSpec([None, None], tf.int32)
 
-    @tf.function(input_signature=[spec] * 3, jit_compile=jit_compile)
-    def serve(input_ids, input_mask, segment_ids):
-        outputs = task.outputs(model, {"input_ids": input_ids, "input_mask": input_mask,
-                                       "segment_ids": segment_ids}, training=False)
-        return task.serving_outputs(outputs)["probabilities"]
-    return serve
+    from bert_tf.serving import export
+    signature = export.token_id_signature(task, model)
+    return tf.function(lambda *ids: signature.python_function(*ids)["probabilities"],
+                       input_signature=signature.input_signature, jit_compile=jit_compile)
 
 
 def inputs(batch, length):
@@ -245,6 +244,7 @@ def main():
     import numpy as np
 
     from bert_tf.model import quantization
+    from bert_tf.serving import export
 
     init_dir = write_init_dir(minilm_dir(), os.path.join(tempfile.mkdtemp(), "init"))
     task, model, _, _ = classifier(init_dir)
@@ -252,9 +252,7 @@ def main():
     variants = {"float32": serving_function(task, model),
                 "xla": serving_function(task, model, jit_compile=True)}
     if quantization.available():
-        quantized = task.build_model()
-        quantized.set_weights(model.get_weights())
-        variants["int8"] = serving_function(task, quantization.quantize(quantized))
+        variants["int8"] = serving_function(task, export.quantized_copy(task, model))
     lengths = [int(n) for n in args.lengths.split(",")]
     print(f"batch {args.batch}, MiniLM-L6 classifier on token ids; median ms per call of "
           f"{args.calls}, interleaved")

@@ -317,8 +317,7 @@ class FastTokenizer:
         self._library_vocab = tuple(t if t else f"[bert_tf unused id {i}]"
                                     for i, t in enumerate(tokens))
         self._libraries = {}  # built on first use by `_library`
-        self._chars_before_library = library_after_chars  # counts down in `_python_alone`
-        self._in_python = False  # whether the current call takes no library (set by `_run`)
+        self._chars_before_library = library_after_chars  # counts down in `_run`
         self._wordpiece = tokenization.WordpieceTokenizer(self.vocab, unk_token=_UNK)
         # Characters a text may consist of to go to the library end to end (ASCII ones, plus
         # others once checked by `_check_plain_chars`), and characters found not to.
@@ -361,7 +360,6 @@ class FastTokenizer:
 
     def _run(self, texts, with_offsets):
         texts = [tokenization.convert_to_unicode(t) for t in texts]
-        self._in_python = self._python_alone(texts)
         with _gc_paused():
             routes = self._route(texts)
             results = [None] * len(texts)
@@ -374,22 +372,22 @@ class FastTokenizer:
                         outputs = self._plain_route(chunk, route, with_offsets)
                     for i, output in zip(indices, outputs):
                         results[i] = output
-            return results
-
-    def _python_alone(self, texts):
-        """Whether `texts` go word by word through the original's WordPiece in Python, with no
-        library (module docstring, Cost): until the tokenizer has had `library_after_chars`
-        characters, and for good without tensorflow-text."""
+        # Counted once the call is done, so that all of it went one way (`_python_alone`).
         if self._chars_before_library > 0:
             self._chars_before_library -= sum(map(len, texts))
-            return True
-        return not _library_importable()
+        return results
+
+    def _python_alone(self):
+        """Whether this call goes word by word through the original's WordPiece in Python, with
+        no library (module docstring, Cost): until the tokenizer has had `library_after_chars`
+        characters, and for good without tensorflow-text."""
+        return self._chars_before_library > 0 or not _library_importable()
 
     def _route(self, texts):
         """Indices of texts for each route: "ascii" and "unicode" (the library end to end) or
         "words" (the word cache); all to "words" in Python alone (`_python_alone`)."""
         routes = {"ascii": [], "unicode": [], "words": []}
-        if self._in_python:
+        if self._python_alone():
             routes["words"] = list(range(len(texts)))
             return routes
         plain = self._plain_chars
@@ -631,7 +629,7 @@ class FastTokenizer:
                 piece_ids[text] = (unk_id,)
             else:
                 library.append(text)
-        if library and self._in_python:
+        if library and self._python_alone():
             tokenize_word = self._wordpiece.tokenize_word  # the original's WordPiece itself
             for text in library:
                 piece_ids[text] = tuple(vocab[token] for token in tokenize_word(text))
@@ -673,7 +671,7 @@ def _library_importable():
             f"FastTokenizer: tensorflow-text is not installed ({e}), so WordPiece runs in "
             f"Python (the same tokens, ~1.5x slower on large inputs). To install it: pip "
             f"install 'bert_tf[cpu]' or 'bert_tf[gpu]'; beside tensorflow-tpu, pip install "
-            f"--no-deps 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'", stacklevel=4)
+            f"--no-deps 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'")
         return False
     return True
 

@@ -69,8 +69,8 @@ def set_mixed_precision(mode):
 def wrap_optimizer(optimizer, mixed_precision, initial_loss_scale=INITIAL_LOSS_SCALE,
                    loss_scale_growth_steps=LOSS_SCALE_GROWTH_STEPS):
     """float16 needs dynamic loss scaling (keras.optimizers.LossScaleOptimizer, whose rule
-    `train` follows: see
-    bert_tf.training.settings.INITIAL_LOSS_SCALE); bfloat16 has float32's range and does not."""
+    `train` follows: see bert_tf.training.settings.INITIAL_LOSS_SCALE); bfloat16 has float32's
+    range and does not."""
     if mixed_precision == "float16":
         return keras.optimizers.LossScaleOptimizer(
             optimizer, initial_scale=initial_loss_scale,
