@@ -133,6 +133,7 @@ def run_main(main):
     from absl import app
 
     quiet_tensorflow_start_up()
+    _help_of_the_command(main)
 
     help_requested = any(arg.split("=")[0] in HELP_FLAGS for arg in sys.argv[1:])
 
@@ -167,6 +168,21 @@ def run_main(main):
         if help_requested and e.code == 1:  # absl exits 1 after printing the help text
             sys.exit(0)
         raise
+
+
+def _help_of_the_command(main):
+    """Makes --help show the command line's docstring and flags when it runs from a console
+    script (`run_classifier`, installed by pip): absl's help shows `__main__`'s docstring and
+    the flags of the module named `sys.argv[0]`, which are the command's own only under
+    `python -m`; a console script's `__main__` is pip's wrapper and its flags live in
+    `bert_tf.run.run_classifier`."""
+    module_name = main.__module__
+    if module_name == "__main__":
+        return
+    module = sys.modules[module_name]
+    sys.modules["__main__"].__doc__ = module.__doc__
+    for flag in flags.FLAGS.get_key_flags_for_module(module_name):
+        flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
 
 
 # The values every command line's numeric flags may take, by flag name: one check for all of

@@ -147,6 +147,29 @@ def _plan(python, requirements, tmp_path, *options):
     return {item["metadata"]["name"].lower().replace("_", "-"): item for item in plan}
 
 
+def _help_flags(text):
+    """The flag names a --help text lists, and its first line (the docstring's)."""
+    return text.strip().splitlines()[0], sorted(set(re.findall(r"^ +--(?:\[no\])?(\w+)", text,
+                                                           re.MULTILINE)))
+
+
+@pytest.mark.parametrize("module", ["run.run_classifier", "data_tools.build_vocab", "run.demo"])
+def test_console_script_help_is_the_command_lines_help(module):
+    """Issue 31: a console script (pip's wrapper imports the command line's module and calls
+    its console_main) shows the same docstring and flags as `python -m`; it showed only
+    `USAGE: .../run_classifier [flags]` and "Try --helpfull"."""
+    as_module = subprocess.run([sys.executable, "-m", module, "--help"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=120)
+    wrapper = (f"import sys; sys.argv[0] = {module.split('.')[-1]!r}; "
+               f"from {module} import console_main; sys.exit(console_main())")
+    as_script = subprocess.run([sys.executable, "-c", wrapper, "--help"], cwd=PROJECT_ROOT,
+                               capture_output=True, text=True, timeout=120)
+    assert as_module.returncode == 0 and as_script.returncode == 0, as_script.stderr[-2000:]
+    first_line, names = _help_flags(as_module.stdout)
+    assert len(names) >= 5, as_module.stdout
+    assert _help_flags(as_script.stdout) == (first_line, names), as_script.stdout[:2000]
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     """The wheel, built from a copy of the sources (nothing written into the checkout)."""
@@ -309,8 +332,10 @@ def test_wheel_in_a_fresh_venv_runs_outside_the_checkout(wheel, tmp_path):
     for script in CONSOLE_SCRIPTS:
         result = run(bin_dir / script, "--help")
         assert result.returncode == 0 and "--" in result.stdout, (script, result.stderr[-2000:])
-    result = run(python, "-m", "bert_tf.run.run_classifier", "--help")
-    assert result.returncode == 0, result.stderr[-2000:]
+    installed = run(bin_dir / "run_classifier", "--help")
+    module = run(python, "-m", "bert_tf.run.run_classifier", "--help")
+    assert module.returncode == 0, module.stderr[-2000:]
+    assert _help_flags(installed.stdout) == _help_flags(module.stdout), installed.stdout
 
     out = tmp_path / "demo"
     result = run(bin_dir / "bert_tf_demo", f"--output_dir={out}", "--num_documents=120",
