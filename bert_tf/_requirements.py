@@ -22,8 +22,12 @@ TENSORFLOW_RANGE = ">=2.20,<2.22"
 TENSORFLOW_DISTRIBUTIONS = ("tensorflow-tpu", "tensorflow", "tensorflow-cpu", "tensorflow-intel",
                             "tensorflow-macos", "tf-nightly", "tf-nightly-cpu")
 
-INSTALL_HINT = ("pip install 'bert_tf[cpu]' (CPU), 'bert_tf[gpu]' (NVIDIA GPU) or "
-                "'bert_tf[tpu]' (Cloud or Colab TPU VM)")
+# bert_tf is installed from a checkout or a wheel built from one (it is on no package index):
+# the extra is asked for where it was installed from, or TensorFlow named directly.
+INSTALL_HINT = ("install it with bert_tf's extra from your checkout, pip install '.[cpu]' (CPU), "
+                "'.[gpu]' (NVIDIA GPU) or '.[tpu]' (Cloud or Colab TPU VM) (from a wheel: "
+                "'bert_tf-<version>-py3-none-any.whl[cpu]'), or pip install "
+                f"'tensorflow{TENSORFLOW_RANGE}'")
 
 # Set to 1 to import bert_tf beside a TensorFlow outside the range (untested; at your risk).
 SKIP_CHECK_VARIABLE = "BERT_TF_SKIP_TENSORFLOW_CHECK"

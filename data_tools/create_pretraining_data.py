@@ -84,7 +84,8 @@ flags.DEFINE_string("runner", None,
                     "Run the streaming mode as an Apache Beam pipeline on this runner "
                     "(DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, ...): the same "
                     "output files as the streaming mode. DirectRunner runs --num_workers "
-                    "processes. Needs apache-beam (pip install bert_tf[beam]).")
+                    "processes. Needs apache-beam (pip install 'apache-beam>=2.60', the beam "
+                    "extra).")
 flags.DEFINE_string("beam_options", "",
                     "With --runner: more Beam pipeline options, one shell-quoted string, e.g. "
                     "\"--project=P --region=R --temp_location=gs://B/tmp\" for Dataflow.")

@@ -25,7 +25,7 @@ system to shard writer, so a worker holds one window (or one part) at a time how
 corpus. The driver removes the part files when the pipeline has finished. Statistics (documents,
 tokens, masked fraction, random-next share) come back as Beam metrics.
 
-apache-beam is an optional dependency (`pip install bert_tf[beam]`).
+apache-beam is an optional dependency (the `beam` extra: `pip install '.[beam]'` in a checkout).
 """
 import contextlib
 import os
@@ -53,7 +53,7 @@ except ImportError:  # an optional dependency: the functions below say how to in
 def _require_beam():
     if beam is None:
         raise InputError(f"{arg('runner')} needs Apache Beam: pip install 'apache-beam>=2.60' "
-                         f"(or bert_tf[beam])")
+                         f"(bert_tf's beam extra)")
 
 
 class WindowDoFn(beam.DoFn if beam else object):

@@ -670,8 +670,8 @@ def _library_importable():
         warnings.warn(
             f"FastTokenizer: tensorflow-text is not installed ({e}), so WordPiece runs in "
             f"Python (the same tokens, ~1.5x slower on large inputs). To install it: pip "
-            f"install 'bert_tf[cpu]' or 'bert_tf[gpu]'; beside tensorflow-tpu, pip install "
-            f"--no-deps 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*'")
+            f"install 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*' (beside "
+            f"tensorflow-tpu: with --no-deps)")
         return False
     return True
 
