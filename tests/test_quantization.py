@@ -62,6 +62,38 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
         other.quantize("int4")
 
 
+def test_each_output_unit_has_its_own_scale():
+    """Issue 31: a kernel whose columns differ in size by up to 1000x (column j times
+    10^(j % 4)): each unit's scale is max |its column| / 127, so every column, the small ones
+    included, comes back within half a step of its own scale and every output unit within
+    int8 error of its own spread (one scale for the whole tensor rounds the small columns to
+    0 or +-1 steps). For the Dense layer and the attention's QKV projection."""
+    from bert_tf.model.layers import BertSelfAttention, Dense
+
+    rng = np.random.RandomState(0)
+    column_sizes = 10.0 ** (np.arange(48) % 4)
+    for layer, name in ((Dense(48, 96), "kernel"),
+                        (BertSelfAttention(16, 2, dropout_rate=0.0), "qkv_kernel")):
+        layer.build()
+        shape = getattr(layer, name).shape
+        kernel = (rng.normal(0, 0.02, shape) * column_sizes[:shape[1]]).astype(np.float32)
+        getattr(layer, name).assign(kernel)
+        column_max = np.abs(kernel).max(axis=0)
+        x = rng.normal(0, 1, (37, shape[0])).astype(np.float32)
+        expected = x @ kernel
+        layer.quantize("int8")
+        np.testing.assert_allclose(layer.kernel_scale.numpy(), column_max / 127, rtol=1e-6)
+        error = np.abs(layer.kernel_int8.numpy() * layer.kernel_scale.numpy() - kernel)
+        assert (error.max(axis=0) <= column_max / 254 * (1 + 1e-5)).all(), name
+        if isinstance(layer, Dense):
+            got = tf.function(lambda x: layer(x))(x).numpy()
+        else:
+            got = tf.function(lambda x: layer._project(x))(x).numpy()
+        # uint8 inputs over [min, max] and int8 weights: about 1% of each unit's spread.
+        unit_error = np.abs(got - expected).max(axis=0) / np.abs(expected).max(axis=0)
+        assert unit_error.max() < 0.02, (name, unit_error.max(), unit_error.argmax())
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory, shared_data):
     """MiniLM-L6 with a fitted linear head, exported as float32 and as int8; GLUE dev text."""
