@@ -100,20 +100,21 @@ def exports(tmp_path_factory, shared_data):
     import sys
 
     import keras
-    from sklearn.linear_model import LogisticRegression
 
     from bert_tf import api
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.serving import export
     from bert_tf.tasks import classifier_data
     from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
-    from conftest import PROJECT_ROOT
+    from conftest import PROJECT_ROOT, minilm_directory, require_module
 
+    minilm = minilm_directory()
+    linear_model = require_module("sklearn.linear_model", "the probe fitted to SST-2")
     sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    from bench_finetuning import minilm_dir, write_init_dir
+    from bench_finetuning import write_init_dir
 
     root = tmp_path_factory.mktemp("int8")
-    init = write_init_dir(minilm_dir(), str(root / "init"))
+    init = write_init_dir(str(minilm), str(root / "init"))
     config, vocab_file, _ = hf_directory_files(init)
     task = ClassificationTask(ClassificationConfig(bert_config=config, max_seq_length=128,
                                                    labels=["negative", "positive"]))
@@ -127,7 +128,7 @@ def exports(tmp_path_factory, shared_data):
     pooled = np.concatenate([model({k: v[i:i + 64] for k, v in inputs.items()},
                                    training=False)["pooled_output"].numpy()
                              for i in range(0, len(train), 64)])
-    probe = LogisticRegression(C=10.0, max_iter=2000).fit(
+    probe = linear_model.LogisticRegression(C=10.0, max_iter=2000).fit(
         pooled, [int(e.label) for e in train])
     head = model.classifier.projection
     head.output_weights.assign(np.stack([-probe.coef_[0], probe.coef_[0]]) / 2)
