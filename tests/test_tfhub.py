@@ -9,8 +9,8 @@ one's word pieces), its default call and `bert_pack_inputs` (pairs, a call-time 
 our packing of the reference tokens, exactly; the encoder's outputs equal our Keras encoder's
 (1e-5) on real SST-2 and MRPC dev text, through `hub.KerasLayer`, through the `serving_default`
 signature called by keyword on padded pairs, and through docs/export.md's snippet run as the
-page has it. And our packing against tensorflow-text's round-robin
-trimming (what TF Hub's preprocessors do): the same for one or two non-empty segments."""
+page has it. And our packing against tensorflow-text's round-robin trimming (what TF Hub's
+preprocessors do): the same for one or two non-empty segments."""
 import json
 import os
 import shutil
