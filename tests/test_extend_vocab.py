@@ -168,6 +168,39 @@ def test_append_resizes_the_checkpoint(refbert, ref, uncased_vocab, corpus, tmp_
     np.testing.assert_array_equal(restored, table)
 
 
+@pytest.mark.slow
+def test_append_draws_the_new_rows_from_the_seed(uncased_vocab, corpus, tmp_path):
+    """Issue 31: --mode=append with --random_seed=1 and the library's extend_vocab with seed=1
+    give the same new embedding rows, bit for bit; seed=2 other ones; the old rows are the
+    original's in each."""
+    import tensorflow as tf
+
+    from bert_tf.model.config import BertConfig
+    from bert_tf.text.vocab_extension import extend_vocab
+    original, checkpoint = write_tiny_checkpoint(tmp_path / "model")
+    old_rows = original.encoder.word_embeddings.numpy()
+    status, log = run_command_line("data_tools.extend_vocab", dict(
+        mode="append", init_checkpoint=checkpoint, bert_config_file=tmp_path / "model" /
+        "bert_config.json", vocab_file=uncased_vocab, input_file=corpus, num_words=20,
+        output_dir=tmp_path / "command_line", random_seed=1))
+    assert status == 0, log[-3000:]
+    for run, seed in (("again", 1), ("other", 2)):
+        extend_vocab(str(uncased_vocab), [str(corpus)], str(tmp_path / run / "vocab.txt"),
+                     mode="append", num_words=20, init_checkpoint=checkpoint,
+                     bert_config=BertConfig.from_dict(TINY), output_dir=str(tmp_path / run),
+                     seed=seed, log=lambda message: None)
+    new = {}
+    for run in ("command_line", "again", "other"):
+        table = tf.train.load_checkpoint(str(tmp_path / run / "bert_model.ckpt")).get_tensor(
+            "bert/embeddings/word_embeddings")
+        assert table.shape == (len(old_rows) + 20, TINY["hidden_size"])
+        np.testing.assert_array_equal(table[:len(old_rows)], old_rows)
+        new[run] = table[len(old_rows):]
+    np.testing.assert_array_equal(new["again"], new["command_line"])
+    assert (new["other"] != new["command_line"]).mean() > 0.99
+    assert np.abs(new["command_line"]).max() > 0  # drawn, not zeros
+
+
 def test_checkpoint_weights_of_every_format_are_the_same(tmp_path):
     """A TF2 object checkpoint reads as the same original-named weights as the TF1 one."""
     import tensorflow as tf

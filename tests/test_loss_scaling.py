@@ -208,6 +208,36 @@ def test_a_non_finite_loss_is_skipped_and_a_lasting_one_stops(tmp_path):
     assert tf.train.latest_checkpoint(str(tmp_path / "lasting")) is None
 
 
+def test_the_logged_loss_is_the_mean_over_the_applied_steps_only(tmp_path):
+    """Issue 31: four steps per loop call (log_steps=4), the second batch's loss inf (skipped):
+    the loss logged for that call is the mean over its three applied steps, each step's loss
+    taken from a second run of the same start and input logging every step (log_steps=1),
+    not their sum over the four steps run."""
+    offsets = [0.0] * NUM_BATCHES
+    offsets[1] = np.inf
+
+    def run(output_dir, log_steps):
+        strategy, model, optimizer = build(initial_loss_scale=2.0 ** 10)
+        loops.train(strategy, model, optimizer, OffsetTask(), batches(offsets),
+                    RunSettings(output_dir=str(output_dir), do_train=True, num_train_steps=4,
+                                train_batch_size=BATCH, iterations_per_loop=10,
+                                save_checkpoints_steps=4, log_steps=log_steps),
+                    log=lambda message: None)
+
+    run(tmp_path / "every_step", log_steps=1)
+    run(tmp_path / "four_steps", log_steps=4)
+    per_step = scalars(tmp_path / "every_step", "loss")
+    assert sorted(per_step) == [1, 2, 3, 4]  # batches 0, 2, 3, 4 applied; batch 1 skipped
+    assert np.isfinite(list(per_step.values())).all()
+    # The first call runs batches 0-3 (up to step 4, the first multiple of log_steps) and
+    # applies three: the global step is 3 after it, and the last call applies batch 4.
+    logged = scalars(tmp_path / "four_steps", "loss")
+    assert sorted(logged) == [3, 4]
+    assert scalars(tmp_path / "four_steps", "skipped_steps")[3] == 1
+    np.testing.assert_allclose(logged[3], np.mean([per_step[s] for s in (1, 2, 3)]), rtol=1e-5)
+    np.testing.assert_allclose(logged[4], per_step[4], rtol=1e-5)
+
+
 def test_resume_restores_the_scale_its_count_and_the_skipped_steps(tmp_path):
     """8 steps straight, and 4 then 4 more after a restart, from a scale of 2^40 (skipped steps
     before the stop) with growth every 3 steps: the same weights, slots, scale, counts and

@@ -17,8 +17,6 @@ Oracles:
 - bad input: one `error:` line naming the file and line (or flag), exit 2, nothing written.
 """
 import json
-import os
-import pathlib
 import re
 import subprocess
 
@@ -27,10 +25,7 @@ import pytest
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import classification, multiple_choice, multiple_choice_data
-from conftest import assert_one_line_error
-
-HF_VENV = pathlib.Path(os.environ.get("BERT_TF_HF_VENV",
-                                      pathlib.Path.home() / ".cache/bert_tf/hf-venv"))
+from conftest import assert_one_line_error, require_hf_venv
 
 SWAG_HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
                "ending3,label\n")
@@ -285,10 +280,7 @@ def test_logits_equal_transformers_bert_for_multiple_choice(tmp_path):
     """A BertForMultipleChoice (random weights, saved by transformers) loads into ours with
     nothing new or unused (classifier.weight/bias are our output_weights/output_bias), and
     both give the same logits on packed questions of 4 choices with padding."""
-    python = HF_VENV / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"needs the transformers venv {HF_VENV}: make it with `bash "
-                    f"bench/hf_env.sh`")
+    python = require_hf_venv("transformers", "the oracle BertForMultipleChoice")
     from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint
     from bert_tf.model.models import BertMultipleChoice
 

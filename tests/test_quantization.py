@@ -62,26 +62,59 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
         other.quantize("int4")
 
 
+def test_each_output_unit_has_its_own_scale():
+    """Issue 31: a kernel whose columns differ in size by up to 1000x (column j times
+    10^(j % 4)): each unit's scale is max |its column| / 127, so every column, the small ones
+    included, comes back within half a step of its own scale and every output unit within
+    int8 error of its own spread (one scale for the whole tensor rounds the small columns to
+    0 or +-1 steps). For the Dense layer and the attention's QKV projection."""
+    from bert_tf.model.layers import BertSelfAttention, Dense
+
+    rng = np.random.RandomState(0)
+    column_sizes = 10.0 ** (np.arange(48) % 4)
+    for layer, name in ((Dense(48, 96), "kernel"),
+                        (BertSelfAttention(16, 2, dropout_rate=0.0), "qkv_kernel")):
+        layer.build()
+        shape = getattr(layer, name).shape
+        kernel = (rng.normal(0, 0.02, shape) * column_sizes[:shape[1]]).astype(np.float32)
+        getattr(layer, name).assign(kernel)
+        column_max = np.abs(kernel).max(axis=0)
+        x = rng.normal(0, 1, (37, shape[0])).astype(np.float32)
+        expected = x @ kernel
+        layer.quantize("int8")
+        np.testing.assert_allclose(layer.kernel_scale.numpy(), column_max / 127, rtol=1e-6)
+        error = np.abs(layer.kernel_int8.numpy() * layer.kernel_scale.numpy() - kernel)
+        assert (error.max(axis=0) <= column_max / 254 * (1 + 1e-5)).all(), name
+        if isinstance(layer, Dense):
+            got = tf.function(lambda x: layer(x))(x).numpy()
+        else:
+            got = tf.function(lambda x: layer._project(x))(x).numpy()
+        # uint8 inputs over [min, max] and int8 weights: about 1% of each unit's spread.
+        unit_error = np.abs(got - expected).max(axis=0) / np.abs(expected).max(axis=0)
+        assert unit_error.max() < 0.02, (name, unit_error.max(), unit_error.argmax())
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory, shared_data):
     """MiniLM-L6 with a fitted linear head, exported as float32 and as int8; GLUE dev text."""
     import sys
 
     import keras
-    from sklearn.linear_model import LogisticRegression
 
     from bert_tf import api
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.serving import export
     from bert_tf.tasks import classifier_data
     from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
-    from conftest import PROJECT_ROOT
+    from conftest import PROJECT_ROOT, minilm_directory, require_module
 
+    minilm = minilm_directory()
+    linear_model = require_module("sklearn.linear_model", "the probe fitted to SST-2")
     sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    from bench_finetuning import minilm_dir, write_init_dir
+    from bench_finetuning import write_init_dir
 
     root = tmp_path_factory.mktemp("int8")
-    init = write_init_dir(minilm_dir(), str(root / "init"))
+    init = write_init_dir(str(minilm), str(root / "init"))
     config, vocab_file, _ = hf_directory_files(init)
     task = ClassificationTask(ClassificationConfig(bert_config=config, max_seq_length=128,
                                                    labels=["negative", "positive"]))
@@ -95,7 +128,7 @@ def exports(tmp_path_factory, shared_data):
     pooled = np.concatenate([model({k: v[i:i + 64] for k, v in inputs.items()},
                                    training=False)["pooled_output"].numpy()
                              for i in range(0, len(train), 64)])
-    probe = LogisticRegression(C=10.0, max_iter=2000).fit(
+    probe = linear_model.LogisticRegression(C=10.0, max_iter=2000).fit(
         pooled, [int(e.label) for e in train])
     head = model.classifier.projection
     head.output_weights.assign(np.stack([-probe.coef_[0], probe.coef_[0]]) / 2)

@@ -7,8 +7,10 @@ steps (the loss goes down, the encoder's variables move). Back here, against ora
 preprocessor's `tokenize` equals the reference release's FullTokenizer (basic tokens, then each
 one's word pieces), its default call and `bert_pack_inputs` (pairs, a call-time seq_length) equal
 our packing of the reference tokens, exactly; the encoder's outputs equal our Keras encoder's
-(1e-5) on real SST-2 and MRPC dev text. And our packing against tensorflow-text's round-robin
-trimming (what TF Hub's preprocessors do): the same for one or two non-empty segments."""
+(1e-5) on real SST-2 and MRPC dev text, through `hub.KerasLayer`, through the `serving_default`
+signature called by keyword on padded pairs, and through docs/export.md's snippet run as the
+page has it. And our packing against tensorflow-text's round-robin trimming (what TF Hub's
+preprocessors do): the same for one or two non-empty segments."""
 import json
 import os
 import shutil
@@ -118,11 +120,9 @@ def read_tsv(path, columns, limit=None):
 
 
 @pytest.fixture(scope="module")
-def hub_run(tmp_path_factory, uncased_vocab, shared_data):
-    """A tiny encoder exported by the command line with --format=tfhub, and what the TF Hub user
-    process made of it."""
-    require_module("tensorflow_hub", "TF Hub's KerasLayer, the test extra")
-    require_module("tf_keras", "Keras 2 for tensorflow_hub, the test extra")
+def hub_export(tmp_path_factory, uncased_vocab):
+    """A tiny encoder (our Keras BertEncoder, its weights) exported by the command line with
+    --format=tfhub into root/hub."""
     import keras
 
     from bert_tf.model.checkpoints import write_tf1_checkpoint
@@ -140,7 +140,24 @@ def hub_run(tmp_path_factory, uncased_vocab, shared_data):
              "export_dir": root / "hub"}
     status, log = run_command_line("run.export_savedmodel", flags)
     assert status == 0, log[-3000:]
+    return {"root": root, "log": log, "encoder": encoder, "flags": flags}
 
+
+def hub_user_env(root):
+    """The environment of a TF Hub user's process: tf-keras (TF_USE_LEGACY_KERAS=1) and
+    tensorflow_hub there, tensorflow_text blocked from importing."""
+    require_module("tensorflow_hub", "TF Hub's KerasLayer, the test extra")
+    require_module("tf_keras", "Keras 2 for tensorflow_hub, the test extra")
+    env = env_without_tensorflow_text(root / "blocker")
+    env.update(TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+    return env
+
+
+@pytest.fixture(scope="module")
+def hub_run(hub_export, shared_data):
+    """What the TF Hub user process (HUB_USER) made of the export."""
+    root = hub_export["root"]
+    env = hub_user_env(root)
     glue = shared_data / "glue_data"
     singles = [row[0] for row in read_tsv(glue / "SST-2" / "dev.tsv", (0,), limit=24)]
     singles += ["", "Ünïcödé and 中文 text, with punctuation!?"]
@@ -150,15 +167,12 @@ def hub_run(tmp_path_factory, uncased_vocab, shared_data):
             "seconds": [b for _, b in pairs], "pair_seq_length": PAIR_SEQ_LENGTH,
             "train_texts": [t for t, _ in train], "train_labels": [int(y) for _, y in train]}
     (root / "data.json").write_text(json.dumps(data))
-    env = env_without_tensorflow_text(root / "blocker")
-    env.update(TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
     process = subprocess.run(
         [sys.executable, "-c", HUB_USER, str(root / "hub"), str(root / "data.json"),
          str(root / "result.npz")], capture_output=True, text=True, env=env, timeout=600)
     assert process.returncode == 0, process.stderr[-3000:]
     result = dict(np.load(root / "result.npz"))
-    return {"root": root, "log": log, "encoder": encoder, "data": data, "result": result,
-            "flags": flags}
+    return dict(hub_export, data=data, result=result)
 
 
 def test_layout_and_log(hub_run):
@@ -229,6 +243,79 @@ def test_encoder_outputs_equal_the_keras_encoder(hub_run, uncased_vocab):
     assert result["dropout_changes_outputs"]  # training=True reaches the dropout
 
 
+def test_serving_default_by_keyword_on_pairs_equals_the_keras_encoder(hub_export,
+                                                                      uncased_vocab,
+                                                                      shared_data):
+    """Issue 31: the encoder's `serving_default` signature (TensorFlow Serving's,
+    saved_model_cli's) called by keyword, as they call it, on padded MRPC pairs, where the
+    mask and the type ids differ: every output equals the Keras encoder's on the same ids."""
+    import tensorflow as tf
+
+    from bert_tf import api
+    pairs = read_tsv(shared_data / "glue_data" / "MRPC" / "dev.tsv", (3, 4), limit=16)
+    inputs = api.encode(api.load_tokenizer(str(uncased_vocab)), [a for a, _ in pairs],
+                        [b for _, b in pairs], MAX_SEQ_LENGTH)
+    mask, type_ids = inputs["input_mask"], inputs["segment_ids"]
+    assert (mask == 0).any() and (type_ids == 1).any()  # padding, and second segments
+    assert (mask != type_ids).mean() > 0.3
+    serve = tf.saved_model.load(str(hub_export["root"] / "hub" / "encoder")).signatures[
+        "serving_default"]
+    served = serve(input_word_ids=tf.constant(inputs["input_ids"]),
+                   input_mask=tf.constant(mask), input_type_ids=tf.constant(type_ids))
+    expected = hub_export["encoder"](inputs, training=False)
+    layers = expected["encoder_outputs"]
+    assert sorted(served) == sorted(["pooled_output", "default", "sequence_output"] + [
+        f"encoder_outputs_{i}" for i in range(len(layers))])
+    for name, value in [("pooled_output", expected["pooled_output"]),
+                        ("default", expected["pooled_output"]),
+                        ("sequence_output", expected["sequence_output"])] + [
+                            (f"encoder_outputs_{i}", x) for i, x in enumerate(layers)]:
+        np.testing.assert_allclose(served[name].numpy(), value.numpy(), rtol=0, atol=1e-5,
+                                   err_msg=name)
+
+
+def docs_tfhub_snippet():
+    """The Python code block of docs/export.md's TF Hub section."""
+    from conftest import PROJECT_ROOT
+    text = (PROJECT_ROOT / "docs" / "export.md").read_text(encoding="utf-8")
+    section = text.split("### TF Hub: `--format=tfhub`", 1)[1].split("\n### ", 1)[0]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+# Appended to the snippet: the model it built (`embed`) on texts chosen here.
+SNIPPET_CHECK = """
+import json, sys
+import numpy as np
+texts = json.loads(sys.argv[1])
+np.save(sys.argv[2], embed(tf.constant(texts)).numpy())
+np.save(sys.argv[3], vectors.numpy())
+"""
+
+
+def test_the_docs_tfhub_snippet_runs_as_written(hub_export, uncased_vocab, shared_data):
+    """docs/export.md's snippet, as the page has it, in a fresh process in a directory holding
+    the export as `hub` (TF_USE_LEGACY_KERAS left unset: the snippet sets it itself): the
+    model it builds gives the Keras encoder's pooled outputs on SST-2 dev text."""
+    from bert_tf import api
+    root = hub_export["root"]
+    env = hub_user_env(root)
+    env.pop("TF_USE_LEGACY_KERAS")
+    snippet = docs_tfhub_snippet()
+    assert 'hub.KerasLayer("hub/encoder", trainable=True)' in snippet
+    texts = [row[0] for row in read_tsv(shared_data / "glue_data" / "SST-2" / "dev.tsv", (0,),
+                                        limit=8)]
+    process = subprocess.run(
+        [sys.executable, "-c", snippet + SNIPPET_CHECK, json.dumps(texts),
+         str(root / "snippet.npy"), str(root / "vectors.npy")], cwd=root, capture_output=True,
+        text=True, env=env, timeout=600)
+    assert process.returncode == 0, process.stderr[-3000:]
+    expected = hub_export["encoder"](api.encode(api.load_tokenizer(str(uncased_vocab)), texts,
+                                                None, MAX_SEQ_LENGTH), training=False)
+    np.testing.assert_allclose(np.load(root / "snippet.npy"),
+                               expected["pooled_output"].numpy(), rtol=0, atol=1e-5)
+    assert np.load(root / "vectors.npy").shape == (2, TINY["hidden_size"])
+
+
 def test_a_tf_keras_classifier_fine_tunes_the_encoder(hub_run):
     result, encoder = hub_run["result"], hub_run["encoder"]
     assert result["trainable_variables"] == len(encoder.trainable_variables) > 0
@@ -250,11 +337,11 @@ def test_tfhub_refuses_other_tasks_and_int8(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_new_export_replaces_an_earlier_one_of_ours_only(hub_run, tmp_path):
+def test_a_new_export_replaces_an_earlier_one_of_ours_only(hub_export, tmp_path):
     from bert_tf.errors import InputError
     from bert_tf.serving import formats
-    formats.check_export_dir(hub_run["root"] / "hub", "tfhub")  # ours: may be replaced
-    formats.check_export_dir(hub_run["root"] / "hub", "litert")
+    formats.check_export_dir(hub_export["root"] / "hub", "tfhub")  # ours: may be replaced
+    formats.check_export_dir(hub_export["root"] / "hub", "litert")
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
     with pytest.raises(InputError, match="not empty and not an export of bert_tf"):
