@@ -534,6 +534,7 @@ def bad_swag_dir(root):
     tsv.mkdir()
     (tsv / "train.tsv").write_text("c\ta\tb\tc\td\t0\nc\ta\tb\tc\td\t1\n")
     (tsv / "dev.tsv").write_text("c\ta\tb\tc\td\t0\nc\ta\tb\tc\td\te\t1\n")  # 5 endings
+    (tsv / "headered.tsv").write_text("context\te0\te1\te2\te3\tlabel\nc\ta\tb\tc\td\t0\n")
     return data, tsv
 
 
@@ -548,6 +549,11 @@ COMMAND_LINE_CASES = [
      "columns, its context and 4 endings"),
     ("a missing ending", lambda d, t: {"task_name": "swag", "data_dir": d, "do_train": True},
      "error: {swag}/train.csv:3: ending 1 (column 8) is empty"),
+    # Issue 31.3: a header read as a question.
+    ("a header without --skip_header",
+     lambda d, t: dict(TSV_FLAGS, data_dir=t, train_file="headered.tsv", do_train=True),
+     "error: {tsv}/headered.tsv:1: label 'label' is not the index of an ending: 0 to 3; if line "
+     "1 is a header, pass --skip_header"),
 ]
 
 
