@@ -470,3 +470,66 @@ def test_a_header_line_read_as_data_is_named_by_every_reader(shared_data, tmp_pa
     (tmp_path / "train.tsv").write_text("".join(rows))
     assert len(TsvProcessor(text_a_column=0, label_column=1).get_labels(tmp_path)) == 7
 
+
+def extend_vocab_flags(files, **flags):
+    base = {"mode": "append", "init_checkpoint": files["checkpoint"],
+            "bert_config_file": files["config"], "vocab_file": files["vocab"],
+            "input_file": files["root"] / "unknown_words.txt"}
+    base.update(flags)
+    return "data_tools.extend_vocab", base
+
+
+def test_extend_vocab_append_without_output_dir_names_it(files):
+    """Issue 31.8: --mode=append without --output_dir names --output_dir (where the checkpoint
+    goes; the vocabulary's default follows from it), before any work."""
+    (files["root"] / "unknown_words.txt").write_text("zebra quokka\nzebra quokka\n")
+    assert_refused(*extend_vocab_flags(files),
+                   "error: --output_dir: required with --mode=append", files["root"])
+
+
+@pytest.mark.slow
+def test_extend_vocab_append_prints_no_tensorflow_deprecation(files, tmp_path):
+    """Issue 31.8: appending writes the checkpoint's state file without TensorFlow's
+    deprecated update_checkpoint_state (its 3-line warning); the folder still works as an
+    init_checkpoint (tf.train.latest_checkpoint finds the checkpoint)."""
+    import tensorflow as tf
+
+    (files["root"] / "unknown_words.txt").write_text("zebra quokka\nzebra quokka\n")
+    status, output = run_command_line(*extend_vocab_flags(files, output_dir=tmp_path / "out"))
+    assert status == 0, output[-3000:]
+    assert "deprecat" not in output.lower() and "Instructions for updating" not in output, output
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")) == str(
+        tmp_path / "out" / "bert_model.ckpt")
+
+
+def strategy_line(output):
+    """The `*** <task>: strategy ...` line of a run's output."""
+    lines = [line for line in output.splitlines() if ": strategy " in line]
+    assert len(lines) == 1, output[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_only_training_runs_name_their_optimizer(files, tmp_path, uncased_vocab):
+    """Issue 31.8: the run's settings line names the optimizer of a training run only:
+    extract_features and a predict-only run use none."""
+    status, output = run_command_line(*features(files, output_file=tmp_path / "f.jsonl"))
+    assert status == 0, output[-3000:]
+    assert "mixed_precision=off" in strategy_line(output)
+    assert "optimizer" not in strategy_line(output)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("the cat sat\tpos\nthe dog ran\tneg\n")
+    (data / "test.tsv").write_text("the red mat\n")
+    (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY, vocab_size=30522)))
+    trained = tsv_run(data, uncased_vocab, tmp_path / "bert_config.json", tmp_path / "trained",
+                      train_batch_size=2, num_train_epochs=1)
+    status, output = run_command_line(*trained)
+    assert status == 0, output[-3000:]
+    assert strategy_line(output).endswith("optimizer=adamw")
+    status, output = run_command_line(*tsv_run(
+        data, uncased_vocab, tmp_path / "bert_config.json", tmp_path / "predicted",
+        do_train=None, do_predict=True, init_checkpoint=tmp_path / "trained",
+        label_list="neg,pos"))
+    assert status == 0, output[-3000:]
+    assert "optimizer" not in strategy_line(output)
