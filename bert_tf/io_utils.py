@@ -174,12 +174,14 @@ def same_or_inside(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def check_replaceable_dir(path, argument, is_ours, what, keep=None):
-    """A directory that a command replaces as a whole (a SavedModel export): it must not exist,
-    be empty, or be one that `is_ours(path)` recognises as written by this kind of command
-    (its files are then replaced). Anything else of the user's is refused before any work, and
-    so is a path that is, or holds, one of the `keep` folders ({argument name: path}: the run's
-    output and checkpoint folders), which replacing it would delete. Local paths only."""
+def check_replaceable_dir(path, argument, unexpected_entries, what, keep=None):
+    """A directory that a command replaces as a whole (an export): it must not exist, be
+    empty, or be one that this kind of command wrote and that holds nothing else at any depth:
+    `unexpected_entries(path)` lists what it holds beyond what was written ([]: replaceable),
+    or is None for a folder that is not `what`. Anything else of the user's is refused before
+    any work, naming the first unexpected file, and so is a path that is, or holds, one of the
+    `keep` folders ({argument name: path}: the run's output and checkpoint folders), which
+    replacing it would delete. Local paths only."""
     path = os.fspath(path)
     if is_url(path):
         return
@@ -193,11 +195,20 @@ def check_replaceable_dir(path, argument, is_ours, what, keep=None):
     if not os.path.isdir(path) or os.path.islink(path):
         raise argument_error(argument, f"{path} is a file, not a directory")
     names = sorted(os.listdir(path))
-    if names and not is_ours(path):
+    if not names:
+        return
+    unexpected = unexpected_entries(path)
+    if unexpected is None:
         more = f" and {len(names) - 1} more" if len(names) > 1 else ""
         raise argument_error(argument, f"{path} is not empty and not {what} (it holds "
                                        f"{names[0]!r}{more}); nothing was deleted: pass a new "
                                        f"or empty folder, or remove it yourself")
+    if unexpected:
+        more = f" and {len(unexpected) - 1} more" if len(unexpected) > 1 else ""
+        raise argument_error(argument, f"{path} is {what} but also holds "
+                                       f"{unexpected[0]!r}{more}, which the export did not "
+                                       f"write; nothing was deleted: move it out, pass a new "
+                                       f"or empty folder, or remove the folder yourself")
 
 
 @contextlib.contextmanager

@@ -60,6 +60,9 @@ def main(argv):
     if append and not FLAGS.init_checkpoint:
         raise flag_error("init_checkpoint", "required with --mode=append (the checkpoint gets "
                                             "a row per new word)")
+    if append and not FLAGS.output_dir:
+        raise flag_error("output_dir", "required with --mode=append: a new or empty folder for "
+                                       "the resized checkpoint, its config and vocab.txt")
     config, vocab_file, do_lower_case = None, FLAGS.vocab_file, FLAGS.do_lower_case
     if append:
         from bert_tf.api import resolve_model_files

@@ -49,6 +49,21 @@ def assert_one_line_error(module, flags, expected, **kwargs):
     return last
 
 
+def snapshot(root):
+    """{path: bytes} of every file under root, and every directory (bytes None)."""
+    root = pathlib.Path(root)
+    return {path: (path.read_bytes() if path.is_file() else None) for path in root.rglob("*")}
+
+
+def assert_refused(module, flags, expected, root):
+    """`assert_one_line_error`, and nothing under `root` changed, removed or added (nothing
+    lost, no partial output). Returns the error line."""
+    before = snapshot(root)
+    line = assert_one_line_error(module, flags, expected)
+    assert snapshot(root) == before, line
+    return line
+
+
 def require(found, message):
     """Nothing when `found`; otherwise skips with `message` (which names what to install or
     where to put it), and fails with it under CI=true."""

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import assert_one_line_error, run_command_line
+from conftest import assert_one_line_error, assert_refused, run_command_line
 
 SEQ, PREDICTIONS = 16, 3
 WORDS = ["the", "a", "cat", "dog", "sat", "on", "mat", "ran", "far", "home", "red", "big"]
@@ -338,3 +338,198 @@ def test_tensorflow_start_up_noise_is_recognised_in_both_log_formats():
     assert all(cli._NO_DRIVER_NOISE.match(line) for line in no_driver)
     assert not any(cli._START_UP_NOISE.match(line) or cli._NO_DRIVER_NOISE.match(line)
                    for line in kept)
+
+
+# ---- Issue 31: input that would make a silently wrong model, and what the command lines print.
+def tsv_run(data_dir, vocab_file, config_file, output_dir, **flags):
+    """run_classifier --task_name=tsv on data_dir's train.tsv (text, label) with a tiny model."""
+    base = {"task_name": "tsv", "text_a_column": 0, "label_column": 1, "data_dir": data_dir,
+            "vocab_file": vocab_file, "bert_config_file": config_file, "output_dir": output_dir,
+            "do_train": True, "max_seq_length": SEQ, "train_batch_size": 8}
+    base.update(flags)
+    return "run.run_classifier", base
+
+
+@pytest.fixture
+def classifier_files(tmp_path, uncased_vocab):
+    """tmp_path/data (for the test's train.tsv) and a tiny config of the uncased vocabulary."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY, vocab_size=30522)))
+    return {"data": tmp_path / "data", "vocab": uncased_vocab,
+            "config": tmp_path / "bert_config.json", "out": tmp_path / "out"}
+
+
+MULTI_LABEL_JOINED = ("a fine short film\tpositive;short\nno bad moment\tpositive;has_negation\n"
+                      "dull and long\tnegative\nfun\tpositive\n")
+
+
+@pytest.mark.slow
+def test_multi_label_labels_joined_by_another_separator_are_refused(classifier_files, tmp_path):
+    """Issue 31.2: --multi_label labels joined by ";" read with the default --label_separator=","
+    and no --label_list would make a model over `positive;short`, `short`, ...: refused, naming
+    the file, line and both flags; nothing written, nothing lost."""
+    f = classifier_files
+    (f["data"] / "train.tsv").write_text(MULTI_LABEL_JOINED)
+    line = assert_refused(*tsv_run(f["data"], f["vocab"], f["config"], f["out"],
+                                   multi_label=True),
+                          f"error: {f['data'] / 'train.tsv'}:1: label 'positive;short' holds "
+                          f"';', which --label_separator=',' does not split: if ';' joins "
+                          f"several labels, pass --label_separator=';'", tmp_path)
+    assert "--label_list" in line
+    assert not f["out"].exists()
+
+
+def test_multi_label_separator_check_reads_the_labels_as_meant(tmp_path):
+    """Issue 31.2: with the separator the file uses, or with the labels given (taken as
+    listed), the same file is read; labels holding "/" (AG News' "Sci/Tech") are no
+    separators; "|" is suggested as ";" is."""
+    from bert_tf.errors import InputError
+    from bert_tf.tasks.classifier_data import TsvProcessor
+
+    (tmp_path / "train.tsv").write_text(MULTI_LABEL_JOINED)
+    options = dict(text_a_column=0, label_column=1, multi_label=True)
+    assert TsvProcessor(label_separator=";", **options).get_labels(tmp_path) == [
+        "has_negation", "negative", "positive", "short"]
+    listed = ["positive;short", "positive;has_negation", "negative", "positive"]
+    processor = TsvProcessor(label_list=listed, **options)
+    assert processor.get_labels(tmp_path) == listed
+    assert processor.get_train_examples(tmp_path)[0].label == ("positive;short",)
+    (tmp_path / "train.tsv").write_text("a\tSci/Tech,World\nb\tWorld\nc\tx|y\n")
+    with pytest.raises(InputError, match=r"train.tsv:3: label 'x\|y' holds '\|', .*pass "
+                                         r"label_separator='\|'"):
+        TsvProcessor(**options).get_labels(tmp_path)
+    (tmp_path / "train.tsv").write_text("a\tSci/Tech,World\nb\tWorld\n")
+    assert TsvProcessor(**options).get_labels(tmp_path) == ["Sci/Tech", "World"]
+
+
+def sst2_head(shared_data, path, lines=40):
+    """SST-2's train.tsv cut to its first `lines` lines (its header `sentence\tlabel` first)."""
+    head = (shared_data / "glue_data" / "SST-2" / "train.tsv").read_text(
+        "utf-8").splitlines(keepends=True)[:lines]
+    assert head[0] == "sentence\tlabel\n"
+    path.write_text("".join(head), encoding="utf-8")
+    return path
+
+
+@pytest.mark.slow
+def test_a_tsv_header_is_refused_without_skip_header_and_read_with_it(classifier_files,
+                                                                     shared_data, tmp_path):
+    """Issue 31.3: --task_name=tsv on SST-2's first 40 lines (a header, then 39 rows labelled 0
+    or 1) without --skip_header would train 3 classes, the third `label`: refused, naming
+    line 1 and --skip_header, nothing written; with --skip_header, 2 labels and 39 examples."""
+    f = classifier_files
+    train = sst2_head(shared_data, f["data"] / "train.tsv")
+    line = assert_refused(*tsv_run(f["data"], f["vocab"], f["config"], f["out"]),
+                          f"error: {train}:1: label 'label' is on no other line of the file: "
+                          f"line 1 looks like a header; pass --skip_header", tmp_path)
+    assert "--label_list" in line
+    assert not f["out"].exists()
+    status, output = run_command_line(*tsv_run(f["data"], f["vocab"], f["config"], f["out"],
+                                               skip_header=True, num_train_epochs=1))
+    assert status == 0, output[-3000:]
+    assert "*** task tsv: 2 labels ['0', '1']" in output and "train: 39 examples" in output
+
+
+def test_a_header_line_read_as_data_is_named_by_every_reader(shared_data, tmp_path):
+    """Issue 31.3, each way a header can be read as data: inferred labels (single and
+    multi-label), given labels, regression, and the multiple-choice reader of a user's file;
+    each error names line 1 and skip_header, and skip_header reads the file. Files where line
+    1's label is rare but real are read: too few lines to tell, or labels that do not repeat."""
+    from bert_tf.errors import InputError
+    from bert_tf.tasks.classifier_data import TsvProcessor
+    from bert_tf.tasks.multiple_choice_data import ChoiceProcessor
+
+    train = sst2_head(shared_data, tmp_path / "train.tsv")
+    cases = [({}, "label 'label' is on no other line of the file: line 1 looks like a header; "
+                  "pass skip_header (or, if it is a real label, give the labels: label_list)"),
+             ({"multi_label": True}, "label 'label' is on no other line of the file"),
+             ({"label_list": "0,1"}, "label 'label' is not one of the labels ['0', '1']; if "
+                                     "line 1 is a header, pass skip_header"),
+             ({"regression": True}, "regression label 'label' is not a finite number; if line 1 "
+                                    "is a header, pass skip_header")]
+    for options, expected in cases:
+        with pytest.raises(InputError) as failure:
+            TsvProcessor(text_a_column=0, label_column=1, **options).get_train_examples(tmp_path)
+        assert str(failure.value).startswith(f"{train}:1: {expected}"), str(failure.value)
+        examples = TsvProcessor(text_a_column=0, label_column=1, skip_header=True,
+                                **options).get_train_examples(tmp_path)
+        assert len(examples) == 39
+    (tmp_path / "train.tsv").write_text("context\tending0\tending1\tlabel\nHe sat\ton it\tup\t0\n")
+    reader = dict(context_column=0, ending_columns="1,2", label_column=3)
+    with pytest.raises(InputError, match=r"train.tsv:1: label 'label' is not the index of an "
+                                         r"ending: 0 to 1; if line 1 is a header, pass "
+                                         r"skip_header$"):
+        ChoiceProcessor(**reader).get_train_examples(tmp_path)
+    assert len(ChoiceProcessor(skip_header=True, **reader).get_train_examples(tmp_path)) == 1
+    # Not headers: a rare first label among 9 other lines, and labels that seldom repeat.
+    rows = ["text\tneutral\n"] + [f"text {i}\t{'pos' if i % 2 else 'neg'}\n" for i in range(9)]
+    (tmp_path / "train.tsv").write_text("".join(rows))
+    assert TsvProcessor(text_a_column=0, label_column=1).get_labels(tmp_path) == [
+        "neg", "neutral", "pos"]
+    rows = [f"text {i}\ttopic{i % 7}\n" for i in range(12)]
+    (tmp_path / "train.tsv").write_text("".join(rows))
+    assert len(TsvProcessor(text_a_column=0, label_column=1).get_labels(tmp_path)) == 7
+
+
+def extend_vocab_flags(files, **flags):
+    base = {"mode": "append", "init_checkpoint": files["checkpoint"],
+            "bert_config_file": files["config"], "vocab_file": files["vocab"],
+            "input_file": files["root"] / "unknown_words.txt"}
+    base.update(flags)
+    return "data_tools.extend_vocab", base
+
+
+def test_extend_vocab_append_without_output_dir_names_it(files):
+    """Issue 31.8: --mode=append without --output_dir names --output_dir (where the checkpoint
+    goes; the vocabulary's default follows from it), before any work."""
+    (files["root"] / "unknown_words.txt").write_text("zebra quokka\nzebra quokka\n")
+    assert_refused(*extend_vocab_flags(files),
+                   "error: --output_dir: required with --mode=append", files["root"])
+
+
+@pytest.mark.slow
+def test_extend_vocab_append_prints_no_tensorflow_deprecation(files, tmp_path):
+    """Issue 31.8: appending writes the checkpoint's state file without TensorFlow's
+    deprecated update_checkpoint_state (its 3-line warning); the folder still works as an
+    init_checkpoint (tf.train.latest_checkpoint finds the checkpoint)."""
+    import tensorflow as tf
+
+    (files["root"] / "unknown_words.txt").write_text("zebra quokka\nzebra quokka\n")
+    status, output = run_command_line(*extend_vocab_flags(files, output_dir=tmp_path / "out"))
+    assert status == 0, output[-3000:]
+    assert "deprecat" not in output.lower() and "Instructions for updating" not in output, output
+    assert tf.train.latest_checkpoint(str(tmp_path / "out")) == str(
+        tmp_path / "out" / "bert_model.ckpt")
+
+
+def strategy_line(output):
+    """The `*** <task>: strategy ...` line of a run's output."""
+    lines = [line for line in output.splitlines() if ": strategy " in line]
+    assert len(lines) == 1, output[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_only_training_runs_name_their_optimizer(files, tmp_path, uncased_vocab):
+    """Issue 31.8: the run's settings line names the optimizer of a training run only:
+    extract_features and a predict-only run use none."""
+    status, output = run_command_line(*features(files, output_file=tmp_path / "f.jsonl"))
+    assert status == 0, output[-3000:]
+    assert "mixed_precision=off" in strategy_line(output)
+    assert "optimizer" not in strategy_line(output)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("the cat sat\tpos\nthe dog ran\tneg\n")
+    (data / "test.tsv").write_text("the red mat\n")
+    (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY, vocab_size=30522)))
+    trained = tsv_run(data, uncased_vocab, tmp_path / "bert_config.json", tmp_path / "trained",
+                      train_batch_size=2, num_train_epochs=1)
+    status, output = run_command_line(*trained)
+    assert status == 0, output[-3000:]
+    assert strategy_line(output).endswith("optimizer=adamw")
+    status, output = run_command_line(*tsv_run(
+        data, uncased_vocab, tmp_path / "bert_config.json", tmp_path / "predicted",
+        do_train=None, do_predict=True, init_checkpoint=tmp_path / "trained",
+        label_list="neg,pos"))
+    assert status == 0, output[-3000:]
+    assert "optimizer" not in strategy_line(output)

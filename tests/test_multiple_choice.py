@@ -526,6 +526,7 @@ def bad_swag_dir(root):
     tsv.mkdir()
     (tsv / "train.tsv").write_text("c\ta\tb\tc\td\t0\nc\ta\tb\tc\td\t1\n")
     (tsv / "dev.tsv").write_text("c\ta\tb\tc\td\t0\nc\ta\tb\tc\td\te\t1\n")  # 5 endings
+    (tsv / "headered.tsv").write_text("context\te0\te1\te2\te3\tlabel\nc\ta\tb\tc\td\t0\n")
     return data, tsv
 
 
@@ -540,6 +541,11 @@ COMMAND_LINE_CASES = [
      "columns, its context and 4 endings"),
     ("a missing ending", lambda d, t: {"task_name": "swag", "data_dir": d, "do_train": True},
      "error: {swag}/train.csv:3: ending 1 (column 8) is empty"),
+    # Issue 31.3: a header read as a question.
+    ("a header without --skip_header",
+     lambda d, t: dict(TSV_FLAGS, data_dir=t, train_file="headered.tsv", do_train=True),
+     "error: {tsv}/headered.tsv:1: label 'label' is not the index of an ending: 0 to 3; if line "
+     "1 is a header, pass --skip_header"),
 ]
 
 
@@ -555,3 +561,32 @@ def test_bad_input_is_one_error_line_and_nothing_is_written(tmp_path, uncased_vo
     assert_one_line_error("run.run_multiple_choice", flags,
                           expected.format(swag=swag, tsv=tsv))
     assert not (tmp_path / "out").exists()
+
+
+def test_serve_choices_says_what_is_wrong_with_its_inputs(tmp_path, uncased_vocab):
+    """Issue 31.5: serve_choices checks its inputs in the graph: `context` and `endings` of
+    different batch sizes, or no ending, fail with an InvalidArgumentError (it is a SavedModel)
+    that names them and their counts, not at an op deep inside (Minimum, ArgMax); other
+    numbers of endings are served."""
+    import tensorflow as tf
+
+    from bert_tf.model.config import BertConfig
+    from bert_tf.serving import export
+    config = BertConfig.from_dict(dict(DEMO_CONFIG, vocab_size=30522))
+    task = multiple_choice.MultipleChoiceTask(multiple_choice.MultipleChoiceConfig(
+        bert_config=config, max_seq_length=16, num_choices=4))
+    export.save(task, task.build_model(), str(tmp_path / "export"), str(uncased_vocab),
+                log=lambda line: None)
+    serve = tf.saved_model.load(str(tmp_path / "export")).signatures["serve_choices"]
+    served = serve(context=tf.constant(["He sat.", "She ran."]),
+                   endings=tf.constant([["a", "b", "c"], ["d", "e", "f"]]))
+    assert served["probabilities"].shape == (2, 3) and served["choice"].shape == (2,)
+    cases = [(["He sat.", "She ran.", "It rained."], [["a", "b"], ["c", "d"]],
+              "serve_choices: `context` holds 3 questions but `endings` 2 rows of endings; give "
+              "one row of endings per context"),
+             (["He sat."], tf.zeros([1, 0], tf.string),
+              "serve_choices: `endings` holds 0 endings per question; give one or more")]
+    for context, endings, expected in cases:
+        with pytest.raises(tf.errors.InvalidArgumentError) as failure:
+            serve(context=tf.constant(context), endings=tf.constant(endings))
+        assert expected in str(failure.value), str(failure.value)

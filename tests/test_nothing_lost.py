@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import assert_one_line_error, run_command_line
+from conftest import assert_one_line_error, assert_refused, run_command_line, snapshot
 
 TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
         "intermediate_size": 64, "max_position_embeddings": 64, "type_vocab_size": 2}
@@ -44,19 +44,6 @@ def files(tmp_path_factory, uncased_vocab):
     (mine / "thesis.tex").write_text("years of work")
     return {"root": root, "vocab": str(uncased_vocab), "config": root / "bert_config.json",
             "checkpoint": checkpoint, "trained": trained, "mine": mine, "tsv": tsv}
-
-
-def snapshot(root):
-    """{path: bytes} of every file under root, and every directory (bytes None)."""
-    return {path: (path.read_bytes() if path.is_file() else None) for path in root.rglob("*")}
-
-
-def assert_refused(module, flags, expected, root):
-    """One `error:` line with `expected`, exit 2; nothing under root changed or added."""
-    before = snapshot(root)
-    line = assert_one_line_error(module, flags, expected)
-    assert snapshot(root) == before, line
-    return line
 
 
 def classifier(f, **flags):
@@ -308,3 +295,84 @@ def test_a_failed_data_preparation_leaves_no_output_dir(files):
                           "error: --num_train_epochs: 0.0 epochs of 4 examples")
     assert not out.exists()
     assert not re.search("never_made", " ".join(os.listdir(files["root"])))
+
+
+@pytest.mark.slow
+def test_a_saved_model_export_holding_a_users_file_at_any_depth_is_kept(files, tmp_path):
+    """Issue 31.7: an earlier SavedModel export with a user's file in assets/ or in a folder of
+    its own inside variables/ is refused by export_savedmodel and by run_classifier
+    --export_dir (before any work: no output folder made), naming the file; the export and
+    the file stay as they were. Without it, the export is ours again (replaceable)."""
+    target = tmp_path / "exported"
+    status, output = run_command_line(*export(files, export_dir=target))
+    assert status == 0, output[-3000:]
+    for extra in ("assets/my_extra.txt", "variables/notes/readme.txt"):
+        (target / extra).parent.mkdir(exist_ok=True)
+        (target / extra).write_text("mine")
+        shown = extra if extra.startswith("assets") else "variables/notes/"
+        assert_refused(*export(files, export_dir=target),
+                       f"error: --export_dir: {target} is a SavedModel exported by bert_tf but "
+                       f"also holds {shown!r}, which the export did not write; nothing was "
+                       f"deleted", tmp_path)
+        if extra.startswith("assets"):
+            assert_refused(*classifier(files, do_train=True, output_dir=tmp_path / "out",
+                                       export_dir=target),
+                           f"error: --export_dir: {target} is a SavedModel exported by bert_tf "
+                           f"but also holds 'assets/my_extra.txt'", tmp_path)
+        (target / extra).unlink()
+    (target / "variables" / "notes").rmdir()
+    from bert_tf.serving.export import check_export_dir
+    check_export_dir(target)  # ours again: replaceable
+
+
+@pytest.mark.slow
+def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(files, tmp_path):
+    """Issue 31.7, the other formats through the same check: a user's file in a TF Hub part's
+    assets/ or variables/, beside its two parts, beside model.tflite or in a folder there is
+    named and nothing is deleted, from Python (formats.save, formats.check_export_dir) and
+    from export_savedmodel; the export without it is replaceable."""
+    from bert_tf.errors import InputError
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
+    from bert_tf.serving import formats
+    from bert_tf.tasks import registry
+
+    config = BertConfig.from_dict(TINY)
+    encoder = BertEncoder(config)
+    task = registry.build("encoder", config, max_seq_length=16)
+    exports = {"tfhub": tmp_path / "hub", "litert": tmp_path / "lite"}
+    for export_format, path in exports.items():
+        formats.save(export_format, task, encoder, path, files["vocab"], log=lambda m: None)
+    cases = [("tfhub", "encoder/assets/my_extra.txt", "encoder/assets/my_extra.txt"),
+             ("tfhub", "preprocessor/variables/notes/x.txt", "preprocessor/variables/notes/"),
+             ("tfhub", "README.md", "README.md"),
+             ("litert", "notes.txt", "notes.txt"),
+             ("litert", "mine/model.tflite", "mine/")]
+    for export_format, extra, shown in cases:
+        path = exports[export_format]
+        (path / extra).parent.mkdir(exist_ok=True)
+        (path / extra).write_text("mine")
+        before = snapshot(tmp_path)
+        expected = (f"export_dir: {path} is an export of bert_tf but also holds {shown!r}, "
+                    f"which the export did not write; nothing was deleted")
+        for refuse in (lambda: formats.check_export_dir(path, export_format),
+                       lambda: formats.save(export_format, task, encoder, path, files["vocab"],
+                                            log=lambda m: None)):
+            with pytest.raises(InputError) as refused:
+                refuse()
+            assert str(refused.value).startswith(expected), str(refused.value)
+        assert snapshot(tmp_path) == before
+        (path / extra).unlink()
+        if (path / extra).parent != path and not os.listdir((path / extra).parent):
+            (path / extra).parent.rmdir()
+        formats.check_export_dir(path, export_format)  # ours again: replaceable
+    # The command line: one line naming the file, the export intact.
+    (exports["litert"] / "notes.txt").write_text("mine")
+    checkpoint = write_tf1_checkpoint(encoder, tmp_path / "encoder" / "model.ckpt")
+    assert_refused("run.export_savedmodel", {
+        "init_checkpoint": checkpoint, "bert_config_file": files["config"],
+        "vocab_file": files["vocab"], "task": "encoder", "format": "litert",
+        "max_seq_length": 16, "export_dir": exports["litert"]},
+        f"error: --export_dir: {exports['litert']} is an export of bert_tf but also holds "
+        f"'notes.txt'", tmp_path)

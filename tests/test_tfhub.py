@@ -180,6 +180,10 @@ def test_layout_and_log(hub_run):
     assert sorted(os.listdir(root / "hub")) == ["encoder", "preprocessor"]
     for part in ("encoder", "preprocessor"):
         marker = json.loads((root / "hub" / part / "assets" / "bert_tf_export.json").read_text())
+        contents = marker.pop("contents")  # every file and folder the part holds
+        assert contents == sorted(
+            str(p.relative_to(root / "hub" / part)) + ("/" if p.is_dir() else "")
+            for p in (root / "hub" / part).rglob("*"))
         assert marker == {"format": "tfhub", "max_seq_length": MAX_SEQ_LENGTH, "part": part,
                           "task": "encoder"}
     assert "preprocessor (tokenize, bert_pack_inputs, default seq_length 64)" in hub_run["log"]

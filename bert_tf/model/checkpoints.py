@@ -44,11 +44,12 @@ import re
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf import text_format
 from safetensors import safe_open
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.errors import arg, argument_error, file_error
-from bert_tf.io_utils import temporary_path
+from bert_tf.io_utils import atomic_open, temporary_path
 from bert_tf.model.config import BertConfig
 from bert_tf.model.layers import truncated_normal
 from bert_tf.training.optimization import AdamWeightDecay
@@ -645,7 +646,11 @@ def write_named_checkpoint(weights, path, global_step=None):
                       tensors=[tf.constant(weights[n]) for n in names])
     for suffix in (".index", ".data-00000-of-00001"):
         tf.io.gfile.rename(tmp + suffix, path + suffix, overwrite=True)
-    tf.compat.v1.train.update_checkpoint_state(directory, path)
+    # The `checkpoint` state file as tf.train.latest_checkpoint reads it (what the deprecated
+    # update_checkpoint_state writes, without its deprecation warning).
+    state = tf.compat.v1.train.generate_checkpoint_state_proto(directory, path, [path])
+    with atomic_open(os.path.join(directory, "checkpoint")) as f:
+        f.write(text_format.MessageToString(state))
     return path
 
 

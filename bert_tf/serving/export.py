@@ -11,8 +11,8 @@ A SavedModel written here has:
   string is `[CLS] [SEP]`, a long one is cut, as the original does);
 - `assets/vocab.txt` (the tokenizer's table reads it: no absolute path is kept),
   `assets/bert_config.json`, and `assets/bert_tf_export.json` (what was exported: task,
-  signatures, max_seq_length), by which a later export recognises a folder it may replace
-  (`check_export_dir`).
+  signatures, max_seq_length; and `contents`, every file and folder written), by which a later
+  export replaces the folder only when it holds nothing else (`check_export_dir`).
 
 What each signature returns is the task's (`Task.serving_outputs`, `Task.text_signatures`):
 classifier: probabilities, logits and the label name of each row when the labels are known;
@@ -35,25 +35,72 @@ from bert_tf.io_utils import atomic_output, check_replaceable_dir
 from bert_tf.model import quantization
 from bert_tf.text.graph_tokenization import GraphTokenizer
 
-# Written into every export's assets; a folder holding it (and only a SavedModel's entries) is
-# one of ours, which a new export may replace.
+# Written last into every export (a SavedModel's in its assets/): what was exported, and
+# `contents`, every file and folder the export wrote. A later export replaces a folder only when
+# it holds nothing else, at any depth (`unexpected_entries`), so a user's file put into an
+# export (assets/notes.txt, a file beside model.tflite) is never deleted with it.
 EXPORT_MARKER = "bert_tf_export.json"
-_SAVED_MODEL_ENTRIES = {"saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables",
-                        "assets", "assets.extra"}
+
+
+def write_marker(root, description, marker_folder="assets"):
+    """Writes root/marker_folder/EXPORT_MARKER: `description` and `contents`, the sorted
+    "/"-separated relative paths of every file and folder under `root` (the marker included).
+    Call it when the export's every other file is written."""
+    tf.io.gfile.makedirs(os.path.join(root, marker_folder))
+    marker = f"{marker_folder}/{EXPORT_MARKER}" if marker_folder else EXPORT_MARKER
+    contents = sorted(set(_entries(root)) | {marker})
+    with tf.io.gfile.GFile(os.path.join(root, marker), "w") as f:
+        f.write(json.dumps(dict(description, contents=contents), indent=2, sort_keys=True)
+                + "\n")
+
+
+def _entries(root, folder=""):
+    """Every file and folder under root/folder as a relative path ("x/" for a folder), not
+    following symbolic links (one is an entry, whatever it points to)."""
+    for name in sorted(tf.io.gfile.listdir(os.path.join(root, folder) if folder else root)):
+        name = name.rstrip("/")
+        relative = f"{folder}/{name}" if folder else name
+        path = os.path.join(root, relative)
+        if tf.io.gfile.isdir(path) and not os.path.islink(path):
+            yield relative + "/"
+            yield from _entries(root, relative)
+        else:
+            yield relative
+
+
+def unexpected_entries(path, marker_folder="assets"):
+    """What folder `path` holds, at any depth, beyond what the export recorded in its marker
+    (path/marker_folder/EXPORT_MARKER) wrote: a sorted list of relative paths ("assets/notes.txt",
+    "extra/" for a whole folder), [] for an export exactly as written; None when there is no
+    such marker (no export of ours, or a marker without `contents`). The one check of every
+    format (SavedModel, TF Hub's two, LiteRT) before a new export replaces a folder."""
+    marker = os.path.join(path, marker_folder, EXPORT_MARKER)
+    try:
+        with tf.io.gfile.GFile(marker) as f:
+            contents = json.load(f)["contents"]
+    except (tf.errors.OpError, OSError, ValueError, KeyError, TypeError):
+        return None
+    if not (isinstance(contents, list) and all(isinstance(entry, str) for entry in contents)):
+        return None
+    written, unexpected = set(contents), []
+    for entry in _entries(path):
+        inside_unexpected = any(entry.startswith(u) for u in unexpected if u.endswith("/"))
+        if entry not in written and not inside_unexpected:
+            unexpected.append(entry)
+    return unexpected
 
 
 def is_bert_tf_export(path):
-    """Whether folder `path` is a SavedModel that `save` wrote (and holds nothing else)."""
-    names = set(tf.io.gfile.listdir(path))
-    return ("saved_model.pb" in names and names <= _SAVED_MODEL_ENTRIES
-            and tf.io.gfile.exists(os.path.join(path, "assets", EXPORT_MARKER)))
+    """Whether folder `path` is a SavedModel that `save` wrote, holding nothing else."""
+    return unexpected_entries(path) == []
 
 
 def check_export_dir(export_dir, keep=None, name="export_dir"):
-    """Before any work: `export_dir` is new, empty, or an earlier export of ours (which `save`
-    then replaces); anything else, or a folder that is or holds one of `keep` ({name: path}:
-    the run's output and checkpoint folders), raises an InputError naming `name`."""
-    check_replaceable_dir(export_dir, name, is_bert_tf_export, "a SavedModel exported by "
+    """Before any work: `export_dir` is new, empty, or an earlier SavedModel export of ours
+    holding nothing but what it wrote (which `save` then replaces); anything else, or a
+    folder that is or holds one of `keep` ({name: path}: the run's output and checkpoint
+    folders), raises an InputError naming `name` (and the first unexpected file)."""
+    check_replaceable_dir(export_dir, name, unexpected_entries, "a SavedModel exported by "
                           "bert_tf", keep=keep)
 
 
@@ -114,16 +161,16 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
         signatures.update(task.text_signatures(model, module.tokenizer))
     check_export_dir(export_dir)
     max_seq_length = task.config.max_seq_length if vocab_file else None
-    assets = {EXPORT_MARKER: {"task": task.name, "signatures": sorted(signatures),
-                              "max_seq_length": max_seq_length, "quantization": quantization}}
-    assets[EXPORT_MARKER].update(task.export_description())
-    if task.config.bert_config is not None:
-        assets["bert_config.json"] = task.config.bert_config.to_dict()
+    description = {"task": task.name, "signatures": sorted(signatures),
+                   "max_seq_length": max_seq_length, "quantization": quantization}
+    description.update(task.export_description())
     with atomic_output(export_dir) as tmp:
         tf.saved_model.save(module, tmp, signatures=signatures)
         tf.io.gfile.makedirs(os.path.join(tmp, "assets"))
-        for filename, content in assets.items():
-            with tf.io.gfile.GFile(os.path.join(tmp, "assets", filename), "w") as f:
-                f.write(json.dumps(content, indent=2, sort_keys=True) + "\n")
+        if task.config.bert_config is not None:
+            with tf.io.gfile.GFile(os.path.join(tmp, "assets", "bert_config.json"), "w") as f:
+                f.write(json.dumps(task.config.bert_config.to_dict(), indent=2,
+                                   sort_keys=True) + "\n")
+        write_marker(tmp, description)
     log(f"exported {export_dir} (signatures: {', '.join(signatures)})")
     return export_dir

@@ -12,7 +12,7 @@ converter, builtin ops only, with a `serving_default` signature under the same n
 The batch and the length are dynamic: resize the interpreter's inputs to [batch, length].
 `save` writes export_dir/model.tflite, the vocabulary and the config beside it (tokenize with
 them outside the model: `bert_tf.text.packing.pack_texts`), and bert_tf_export.json (task,
-quantization, max_seq_length, labels, the signature's inputs and outputs).
+quantization, max_seq_length, labels, the signature's inputs and outputs, the files written).
 
 What LiteRT's builtin ops cannot do: the string signatures (`serve_text`, `serve_text_pair`).
 The graph tokenizer's string ops (UnicodeDecode, StringSplitV2, Substr, ...), hash tables and
@@ -25,7 +25,6 @@ them before any work. The other tasks (squad, ner, pretraining) are not offered 
 The attention bias is built with expand_dims rather than a strided slice adding two axes
 (bert_tf.model.layers.attention_bias_from_mask), which the converter has no builtin for.
 """
-import json
 import os
 import shutil
 import tempfile
@@ -36,13 +35,12 @@ import tensorflow as tf
 from bert_tf.errors import argument_error
 from bert_tf.io_utils import atomic_output
 from bert_tf.serving import export
-from bert_tf.serving.export import EXPORT_MARKER, token_id_signature
+from bert_tf.serving.export import token_id_signature
 
 MODEL_FILE = "model.tflite"
 TASKS = ("encoder", "classifier")
 SIGNATURE = "serving_default"
 TEXT_SIGNATURES = ("serve_text", "serve_text_pair")
-_ENTRIES = {MODEL_FILE, "vocab.txt", "bert_config.json"}
 
 
 def check_signature(signature):
@@ -90,11 +88,16 @@ def _convert(task, model, quantization):
         return converter.convert(), outputs
 
 
+def unexpected_entries(path):
+    """What folder `path` holds beyond what `save` wrote, at any depth (relative paths; [] for
+    the export as written), or None when it is no LiteRT export of ours
+    (`bert_tf.serving.export.unexpected_entries` of its marker beside model.tflite)."""
+    return export.unexpected_entries(path, marker_folder="")
+
+
 def is_litert_export(path):
-    """Whether folder `path` is what `save` writes (and holds nothing else)."""
-    names = set(os.listdir(path))
-    return MODEL_FILE in names and EXPORT_MARKER in names and names <= _ENTRIES | {
-        EXPORT_MARKER}
+    """Whether folder `path` is what `save` writes, holding nothing else."""
+    return unexpected_entries(path) == []
 
 
 def save(task, model, export_dir, quantization="none", vocab_file=None, log=print):
@@ -117,8 +120,7 @@ def save(task, model, export_dir, quantization="none", vocab_file=None, log=prin
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
         if task.config.bert_config is not None:
             task.config.bert_config.to_json_file(os.path.join(tmp, "bert_config.json"))
-        with open(os.path.join(tmp, EXPORT_MARKER), "w", encoding="utf-8") as f:
-            f.write(json.dumps(description, indent=2, sort_keys=True) + "\n")
+        export.write_marker(tmp, description, marker_folder="")
     log(f"exported {os.path.join(export_dir, MODEL_FILE)} ({len(flatbuffer) / 2**20:.1f} MiB, "
         f"{quantization}; outputs: {', '.join(outputs)})")
     return export_dir

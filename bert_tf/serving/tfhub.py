@@ -44,14 +44,13 @@ popping from the longer leaves them); they differ on an empty second segment, wh
 Everything is core TensorFlow ops: the SavedModels load without tensorflow-text, and without
 Keras (tf.Module-like objects and tf.functions; `hub.KerasLayer` wraps them in tf-keras).
 """
-import json
 import os
 
 import tensorflow as tf
 
 from bert_tf.errors import argument_error
 from bert_tf.io_utils import atomic_output
-from bert_tf.serving.export import EXPORT_MARKER, is_bert_tf_export
+from bert_tf.serving import export
 from bert_tf.text.graph_tokenization import GraphTokenizer
 
 PREPROCESSOR, ENCODER = "preprocessor", "encoder"
@@ -166,11 +165,20 @@ def encoder_module(encoder, vocab_file=None, do_lower_case=True):
     return module, {"serving_default": serve}
 
 
-def is_tfhub_export(path):
-    """Whether folder `path` holds exactly the two SavedModels `save` writes."""
-    return (set(tf.io.gfile.listdir(path)) == {PREPROCESSOR, ENCODER}
-            and all(is_bert_tf_export(os.path.join(path, part))
-                    for part in (PREPROCESSOR, ENCODER)))
+def unexpected_entries(path):
+    """What folder `path` holds beyond the two SavedModels `save` wrote, at any depth (relative
+    paths; [] for the export as written), or None when it is no TF Hub export of ours
+    (`bert_tf.serving.export.unexpected_entries` of each part)."""
+    names = {name.rstrip("/") for name in tf.io.gfile.listdir(path)}
+    parts = {part: export.unexpected_entries(os.path.join(path, part))
+             for part in (PREPROCESSOR, ENCODER)}
+    if None in parts.values():
+        return None
+    unexpected = [name + ("/" if tf.io.gfile.isdir(os.path.join(path, name)) else "")
+                  for name in sorted(names - set(parts))]
+    for part, entries in parts.items():
+        unexpected += [f"{part}/{entry}" for entry in entries]
+    return sorted(unexpected)
 
 
 def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
@@ -193,18 +201,17 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     preprocessor = preprocessor_module(GraphTokenizer(vocab_file, do_lower_case=do_lower_case),
                                        seq_length)
     encoder, signatures = encoder_module(model, vocab_file, do_lower_case)
-    marker = {"task": task.name, "format": "tfhub", "max_seq_length": seq_length}
+    description = {"task": task.name, "format": "tfhub", "max_seq_length": seq_length}
     with atomic_output(export_dir) as tmp:
         tf.saved_model.save(preprocessor, os.path.join(tmp, PREPROCESSOR))
         tf.saved_model.save(encoder, os.path.join(tmp, ENCODER), signatures=signatures)
         for part in (PREPROCESSOR, ENCODER):
             assets = os.path.join(tmp, part, "assets")
             tf.io.gfile.makedirs(assets)
-            with tf.io.gfile.GFile(os.path.join(assets, EXPORT_MARKER), "w") as f:
-                f.write(json.dumps(dict(marker, part=part), indent=2, sort_keys=True) + "\n")
             if task.config.bert_config is not None:
                 with tf.io.gfile.GFile(os.path.join(assets, "bert_config.json"), "w") as f:
                     f.write(task.config.bert_config.to_json_string())
+            export.write_marker(os.path.join(tmp, part), dict(description, part=part))
     log(f"exported {export_dir}: {PREPROCESSOR} (tokenize, bert_pack_inputs, default "
         f"seq_length {seq_length}) and {ENCODER} ({len(encoder.trainable_variables)} trainable "
         f"variables)")

@@ -21,7 +21,11 @@ What it adds:
   `iter_features`;
 - strict reading: a missing file, a row with too few columns, an unknown label or a
   non-numeric regression score raises an InputError naming the file and 1-based line, where
-  the original fails later with an IndexError or KeyError traceback;
+  the original fails later with an IndexError or KeyError traceback; in a user's file read
+  without a header (TsvProcessor), such an error on line 1 suggests skip_header, and so does a
+  line 1 that looks like a header when the labels are inferred (`first_line_looks_like_header`);
+  inferred multi-label labels holding another likely separator are an error too
+  (`LIKELY_LABEL_SEPARATORS`): either would silently add a class;
 - `pad_examples`: the original pads eval/predict sets to a multiple of the batch size only on
   TPU; we always do, so fixed-size batches count every real example exactly once;
 - a tokenizer with `tokenize_batch` (`bert_tf.text.fast_tokenization.FastTokenizer`) tokenizes a
@@ -39,6 +43,7 @@ import csv
 import dataclasses
 import inspect
 import io
+import itertools
 import math
 import os
 from typing import Optional, Union
@@ -409,11 +414,36 @@ class FileLayout:
     strip_labels: bool = False  # " pos" is "pos" (user files; GLUE labels are used as is)
     delimiter: str = "\t"
     label_separator: Optional[str] = None  # multi-label: the labels of a row joined by this
+    # A user's file read without a header: the argument that would skip one (skip_header),
+    # which an error about line 1's label suggests (a header's label column is no label).
+    header_argument: Optional[str] = None
 
     @property
     def columns_needed(self):
         used = [c for c in (self.text_a, self.text_b, self.label, self.guid) if c is not None]
         return max(c + 1 if c >= 0 else -c for c in used)
+
+
+# What else joins several labels in one field. A multi-label file whose labels are inferred
+# (no label list) and hold one of these (other than the separator given) most likely joins
+# them with it: "pos;short" read with "," would make a label of it. "/" and "+" are left out:
+# single labels such as "Sci/Tech" (AG News) or "C++" hold them.
+LIKELY_LABEL_SEPARATORS = (",", ";", "|")
+
+
+def _check_no_other_separator(path, line_number, value, label_separator):
+    """InputError naming the line when a label of multi-label field `value` (split by
+    `label_separator`) holds a character of LIKELY_LABEL_SEPARATORS that the separator does
+    not contain."""
+    for label, other in itertools.product(value.split(label_separator), LIKELY_LABEL_SEPARATORS):
+        if other in label and other not in label_separator:
+            label = label.strip()
+            raise file_error(path, f"label {label!r} holds {other!r}, which "
+                                   f"{arg('label_separator')}={label_separator!r} does not "
+                                   f"split: if {other!r} joins several labels, pass "
+                                   f"{arg('label_separator')}='{other}'; if it belongs to the "
+                                   f"label, give the labels ({arg('label_list')}, taken as "
+                                   f"listed)", line_number)
 
 
 def _parse_label(path, line_number, value, labels, regression, label_separator=None):
@@ -441,6 +471,12 @@ def _parse_label(path, line_number, value, labels, regression, label_separator=N
         raise file_error(path, f"label {value!r} is not one of the labels {list(labels)}",
                          line_number)
     return value
+
+
+def with_header_hint(error, line_number, argument="skip_header"):
+    """InputError `error`, about a user's file's first line `line_number` read as data, with
+    the suggestion that the line is a header, which `argument` skips."""
+    return InputError(f"{error}; if line {line_number} is a header, pass {arg(argument)}")
 
 
 def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=None):
@@ -481,8 +517,15 @@ def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=No
             label = convert_to_unicode(row[layout.label])
             if layout.strip_labels:
                 label = label.strip()
-            label = _parse_label(path, line_number, aliases.get(label, label), labels,
-                                 regression, layout.label_separator)
+            if layout.label_separator is not None and labels is None:  # labels inferred
+                _check_no_other_separator(path, line_number, label, layout.label_separator)
+            try:
+                label = _parse_label(path, line_number, aliases.get(label, label), labels,
+                                     regression, layout.label_separator)
+            except InputError as e:
+                if i > 0 or layout.header_argument is None:
+                    raise
+                raise with_header_hint(e, line_number, layout.header_argument) from None
         examples.append(InputExample(guid=f"{layout.set_type}-{row_id}",
                                      text_a=convert_to_unicode(row[layout.text_a]),
                                      text_b=text_b, label=label))
@@ -693,6 +736,21 @@ class StsbProcessor(FileLayoutProcessor):
 # A task described by options
 # ---------------------------------------------------------------------------------------------
 
+# A file's line 1 is judged by its other lines only when there are this many of them at least.
+HEADER_CHECK_MIN_LINES = 10
+
+
+def first_line_looks_like_header(label_sets):
+    """Whether line 1 of a file read without a header is one: `label_sets` are the labels of
+    each line in order (a set each; multi-label: any number). It is, when line 1 has labels
+    and none is on any other line while the other lines repeat theirs (each label on two lines
+    on average, over HEADER_CHECK_MIN_LINES lines or more): a header's "label" is such a
+    one-off, a real class seldom is."""
+    first, others = label_sets[0], [label for labels in label_sets[1:] for label in labels]
+    return (len(label_sets) - 1 >= HEADER_CHECK_MIN_LINES and bool(first)
+            and not first & set(others) and 2 * len(set(others)) <= len(others))
+
+
 _DELIMITERS = {"\t": "\t", "\\t": "\t", "tab": "\t", ",": ",", "comma": ","}
 
 
@@ -731,7 +789,8 @@ class TsvProcessor(DataProcessor):
         to exist (give the list for predict-only runs).
       skip_header: the first line of each file is a header (needed for columns by name; a name
         is looked up in each file's own header, so the test file may order columns
-        differently).
+        differently). Without it, labels inferred from a training file whose line 1 looks like
+        a header (`first_line_looks_like_header`) are an InputError naming line 1.
       delimiter: "\\t" (read as the original reads TSV: quotes are ordinary characters) or ","
         (CSV, with "..." quoting; a quoted field may span lines).
       regression: labels are float scores (there is no label list).
@@ -739,7 +798,8 @@ class TsvProcessor(DataProcessor):
       multi_label: the label column holds the row's labels (none, one or more) joined by
         `label_separator` ("pos,long"); examples carry tuples of labels; a test example
         carries no label.
-      label_separator: what joins a multi-label row's labels (default ",").
+      label_separator: what joins a multi-label row's labels (default ","). Labels inferred
+        from the training file must not hold another of LIKELY_LABEL_SEPARATORS.
     Labels are stripped of surrounding spaces. Guids are "<train|dev|test>-<row index>", the
     header counting as row 0 (as the original's GLUE processors count).
     """
@@ -791,6 +851,8 @@ class TsvProcessor(DataProcessor):
     def get_train_examples(self, data_dir):
         examples = self._read_split(data_dir, "train")
         if self._labels is None and not self.is_regression:
+            if not self.has_header:
+                self._check_first_line_is_data(data_dir, examples)
             if self.is_multi_label:
                 self._labels = sorted({label for example in examples for label in example.label})
                 if not self._labels:
@@ -800,6 +862,22 @@ class TsvProcessor(DataProcessor):
             else:
                 self._labels = sorted({example.label for example in examples})
         return examples
+
+    def _check_first_line_is_data(self, data_dir, examples):
+        """Labels inferred from a training file read without a header: an InputError naming
+        line 1 when it looks like a header (`first_line_looks_like_header`), whose label column
+        would become a class."""
+        if not first_line_looks_like_header([self._label_set(e) for e in examples]):
+            return
+        label = examples[0].label
+        shown = self.label_separator.join(label) if self.is_multi_label else label
+        path = os.path.join(os.fspath(data_dir), self.file_names["train"])
+        raise file_error(path, f"label {shown!r} is on no other line of the file: line 1 "
+                               f"looks like a header; pass {arg('skip_header')} (or, if it is "
+                               f"a real label, give the labels: {arg('label_list')})", 1)
+
+    def _label_set(self, example):
+        return set(example.label) if self.is_multi_label else {example.label}
 
     def get_dev_examples(self, data_dir):
         return self._read_split(data_dir, "dev")
@@ -844,7 +922,8 @@ class TsvProcessor(DataProcessor):
         text_b = None if self.columns["text_b_column"] is None else index("text_b_column")
         return FileLayout(self.file_names[split], split, self.has_header,
                           index("text_a_column"), text_b, label, strip_labels=True,
-                          delimiter=self.delimiter, label_separator=self.label_separator)
+                          delimiter=self.delimiter, label_separator=self.label_separator,
+                          header_argument=None if self.has_header else "skip_header")
 
     def _read_split(self, data_dir, split):
         path = os.path.join(os.fspath(data_dir), self.file_names[split])

@@ -19,7 +19,8 @@ options) and returns the task over them; `run/run_multiple_choice.py` calls it.
 Serving (`bert_tf.serving.export`): `serving_default` takes token ids [batch, N, length] and
 returns `probabilities`, `logits` [batch, N] and `choice` [batch] (the best ending's index);
 `serve_choices` takes `context` [batch] and `endings` [batch, N] strings, packs each pair in
-the graph as the records are packed, and returns the same.
+the graph as the records are packed, and returns the same (inputs of different batch sizes, or
+no ending, fail with a message saying so: `check_choice_inputs`).
 """
 import dataclasses
 import os
@@ -112,6 +113,7 @@ class MultipleChoiceTask(ClassificationTask):
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
                                       tf.TensorSpec([None, None], tf.string)])
         def serve_choices(context, endings):
+            context, endings = check_choice_inputs(context, endings)
             num_choices = tf.shape(endings)[1]
             context_ids = tokenizer.tokenize(context)
             question = tf.repeat(tf.range(tf.shape(context)[0]), num_choices)
@@ -126,6 +128,25 @@ class MultipleChoiceTask(ClassificationTask):
                                         from_text=True)
 
         return {"serve_choices": serve_choices}
+
+
+def check_choice_inputs(context, endings):
+    """`context` [batch] and `endings` [batch, N] of `serve_choices`, checked in the graph
+    before any other op reads them: one row of endings per context, and one ending or more
+    (else the call fails deep inside, on a shape of the packing or the argmax). A failed
+    check raises InvalidArgumentError whose message says what is wrong, with the counts."""
+    questions, rows, num_choices = (tf.shape(context)[0], tf.shape(endings)[0],
+                                    tf.shape(endings)[1])
+    checks = [
+        tf.debugging.Assert(tf.equal(questions, rows), [tf.strings.format(
+            "serve_choices: `context` holds {} questions but `endings` {} rows of endings; "
+            "give one row of endings per context ([batch] and [batch, N] strings)",
+            (questions, rows))]),
+        tf.debugging.Assert(num_choices > 0, [tf.strings.format(
+            "serve_choices: `endings` holds {} endings per question; give one or more "
+            "([batch, N] strings, N >= 1)", (num_choices,))])]
+    with tf.control_dependencies(checks):
+        return tf.identity(context), tf.identity(endings)
 
 
 def prepare_task(bert_config, examples, num_choices, tokenizer, max_seq_length, output_dir, *,

@@ -22,7 +22,8 @@ Strict reading (`bert_tf.tasks.classifier_data.read_rows`: UTF-8, CSV quoting or
 original's TSV reading), each error an InputError naming the file and 1-based line: an empty
 line; a row whose number of fields differs from the file's first line (a question with more or
 fewer endings than the others); an empty context or ending; a label that is not the index of an
-ending (0 to N-1).
+ending (0 to N-1). Such an error on line 1 of a file read without skip_header suggests it: the
+line may be a header.
 
 Records (`write_choice_records`): one tf.train.Example per question, its N packed sequences
 flattened (`bert_tf.data.features.multiple_choice_feature_spec`), `label_ids` and
@@ -36,7 +37,7 @@ from bert_tf.data import features
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import split_comma_list
 from bert_tf.tasks.classifier_data import (PaddingInputExample, parse_column, parse_delimiter,
-                                           read_rows, refuse_options)
+                                           read_rows, refuse_options, with_header_hint)
 from bert_tf.text import packing
 from bert_tf.tokenization import convert_to_unicode
 
@@ -148,8 +149,13 @@ class ChoiceProcessor:
                                        f"{width}: every question has the same columns, its "
                                        f"context and {self.num_choices} endings",
                                  line_number)
-            examples.append(self._example(path, line_number, f"{split}-{i}", row, index,
-                                          labeled))
+            try:
+                examples.append(self._example(path, line_number, f"{split}-{i}", row, index,
+                                              labeled))
+            except InputError as e:
+                if i > 0 or self.skip_header:
+                    raise
+                raise with_header_hint(e, line_number) from None
         return examples
 
     def _indexes(self, path, line_number, first_row, labeled):

@@ -273,9 +273,11 @@ def run(task, settings, log=log):
         if settings.recompute_layers and not layers.set_recompute(model):
             log(f"note: {arg('recompute_layers')}: the {task.name} model has no transformer "
                 f"layer to recompute")
+        # The optimizer only when it trains: eval, predict and extract_features use none.
         log(f"*** {task.name}: strategy {strategy_name} with {strategy.num_replicas_in_sync} "
             f"replica(s); mixed_precision={settings.mixed_precision} "
-            f"jit_compile={settings.jit_compile} optimizer={settings.optimizer}"
+            f"jit_compile={settings.jit_compile}"
+            + (f" optimizer={settings.optimizer}" if settings.do_train else "")
             + (" recompute_layers=True" if settings.recompute_layers else ""))
 
         results = None
