@@ -41,6 +41,17 @@ _START_UP_NOISE = re.compile(
 # logs this ERROR when it first lists devices: no GPU could be there, so it is noise.
 _NO_DRIVER_NOISE = re.compile(
     _LOG_PREFIX.format(level="E") + r"cuda_platform\.cc:\d+\] failed call to cuInit")
+# On a CPU without float16 arithmetic (AVX512-FP16: AMD's Zen 4 and Zen 5, most Intel CPUs
+# before Sapphire Rapids), oneDNN's graph rewrite logs this ERROR once per process at the first
+# float16 op, and TensorFlow runs float16 in its Eigen kernels: the results are right, so it is
+# said once as a note (`quiet_float16_fallback_notice`).
+_FLOAT16_FALLBACK = re.compile(
+    _LOG_PREFIX.format(level="E") + r"util\.cc:\d+\] oneDNN supports DT_HALF only on platforms "
+    r"with AVX-512")
+FLOAT16_FALLBACK_NOTE = (
+    "note: --mixed_precision=float16: this CPU has no float16 arithmetic (AVX512-FP16), so "
+    "TensorFlow computes float16 in its slower generic kernels; float16 is meant for GPUs "
+    "(on a CPU with AVX-512, --mixed_precision=bfloat16)")
 
 
 # absl's help flags: it prints the usage (the module docstring, then the flags) and exits 1.
@@ -88,7 +99,12 @@ class _Loader(importlib.abc.Loader):
 
 class _StderrFiltered:
     """Sends file descriptor 2 to a temporary file; on exit, writes its lines back to stderr,
-    without the start-up noise unless an exception is leaving."""
+    without the lines `noise` matches (default: the start-up noise) unless an exception is
+    leaving. `dropped`: the lines left out."""
+
+    def __init__(self, noise=None):
+        self._noise = noise
+        self.dropped = []
 
     def __enter__(self):
         sys.stderr.flush()
@@ -104,13 +120,36 @@ class _StderrFiltered:
         self._file.seek(0)
         text = self._file.read().decode("utf-8", "replace")
         self._file.close()
-        no_driver = not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl"))
-        kept = [line for line in text.splitlines(keepends=True) if kind is not None or not (
-            _START_UP_NOISE.match(line) or (no_driver and _NO_DRIVER_NOISE.match(line)))]
+        kept = []
+        for line in text.splitlines(keepends=True):
+            (kept if kind is not None or not self._is_noise(line) else self.dropped).append(line)
         if kept:
             sys.stderr.write("".join(kept))
             sys.stderr.flush()
         return False
+
+    def _is_noise(self, line):
+        if self._noise is not None:
+            return bool(self._noise.match(line))
+        no_driver = not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl"))
+        return bool(_START_UP_NOISE.match(line) or (no_driver and _NO_DRIVER_NOISE.match(line)))
+
+
+def quiet_float16_fallback_notice():
+    """For a command line's float16 run: runs one float16 op in a graph now, so that a CPU
+    without float16 arithmetic logs oneDNN's ERROR line (`_FLOAT16_FALLBACK`, once per process)
+    here, where it is replaced by FLOAT16_FALLBACK_NOTE. Call it once the tf.distribute
+    strategy exists (it runs an op)."""
+    import tensorflow as tf
+
+    @tf.function
+    def product(a, b):
+        return tf.matmul(a, b)
+
+    with _StderrFiltered(_FLOAT16_FALLBACK) as filtered:
+        product(tf.ones([2, 2], tf.float16), tf.ones([2, 2], tf.float16))
+    if filtered.dropped:
+        print(FLOAT16_FALLBACK_NOTE, file=sys.stderr, flush=True)
 
 
 def quiet_tensorflow_start_up():

@@ -182,10 +182,13 @@ def start_strategy():
     tf.distribute strategy now, before the command line writes its records with TensorFlow:
     MultiWorkerMirrored and Mirrored on logical CPUs must exist before any op runs. The runner
     reuses it (bert_tf.training.distribution.create_strategy)."""
+    from bert_tf.cli import quiet_float16_fallback_notice
     from bert_tf.training import runner
     settings = run_settings()
     settings.validate(steps_known=False)
     runner.build_strategy(settings, log=lambda message: None)
+    if settings.mixed_precision == "float16":
+        quiet_float16_fallback_notice()
 
 
 def check_init_checkpoint(build_model):

@@ -65,6 +65,7 @@ def main(argv):
     from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
     from bert_tf.training import runner
 
+    common_flags.start_strategy()
     bert_config = common_flags.load_bert_config()
     if FLAGS.max_seq_length > bert_config.max_position_embeddings:
         raise flag_error("max_seq_length",

@@ -4,6 +4,7 @@ command line on tiny files; then the cases that need more than one command (left
 files, the demo's output folder) and `--help`."""
 import json
 import os
+import pathlib
 import re
 import struct
 import subprocess
@@ -533,3 +534,43 @@ def test_only_training_runs_name_their_optimizer(files, tmp_path, uncased_vocab)
         label_list="neg,pos"))
     assert status == 0, output[-3000:]
     assert "optimizer" not in strategy_line(output)
+
+
+def test_oneDNN_float16_fallback_line_is_dropped_and_nothing_else():
+    """Issue 31.8: oneDNN's once-per-process ERROR line on a CPU without float16 arithmetic is
+    recognised in both log formats and dropped by the filter that absorbs it; other lines on
+    file descriptor 2 are kept."""
+    from bert_tf import cli
+    fallback = ["E0000 00:00:1795577489.207059   26926 util.cc:145] oneDNN supports DT_HALF "
+                "only on platforms with AVX-512. Falling back to the default Eigen-based "
+                "implementation if present.",
+                "2026-11-25 04:48:22.640903: E tensorflow/core/util/util.cc:145] oneDNN supports "
+                "DT_HALF only on platforms with AVX-512. Falling back to the default Eigen-based "
+                "implementation if present."]
+    kept = ["E0000 00:00:1.0 1 util.cc:1] a real error", "error: --output_dir: x"]
+    assert all(cli._FLOAT16_FALLBACK.match(line) for line in fallback)
+    assert not any(cli._FLOAT16_FALLBACK.match(line) for line in kept)
+    script = ("import os, sys; from bert_tf import cli\n"
+              "with cli._StderrFiltered(cli._FLOAT16_FALLBACK) as f:\n"
+              "    os.write(2, sys.argv[1].encode())\n"
+              "print(len(f.dropped))\n")
+    result = subprocess.run([sys.executable, "-c", script, "\n".join(fallback + kept) + "\n"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.stdout.strip() == "2", result.stderr
+    assert result.stderr.splitlines() == kept
+
+
+def test_a_float16_run_shows_a_note_only_where_the_cpu_lacks_float16():
+    """Issue 31.8: a float16 run on this CPU prints no `E0000 ... DT_HALF` line; where oneDNN
+    has no float16 kernels (TensorFlow's rule: AVX512BW with AVX512-FP16 or AMX-FP16, or
+    AVX-NE-CONVERT, read from /proc/cpuinfo here), one note says what happens instead."""
+    from bert_tf import cli
+    flags = set(pathlib.Path("/proc/cpuinfo").read_text().split())
+    supported = ("avx512bw" in flags and ({"avx512_fp16", "amx_fp16"} & flags)
+                 or "avx_ne_convert" in flags)
+    result = subprocess.run(
+        [sys.executable, "-c", "from bert_tf import cli; cli.quiet_float16_fallback_notice()"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "DT_HALF" not in result.stderr
+    assert (cli.FLOAT16_FALLBACK_NOTE in result.stderr) == (not supported), result.stderr
