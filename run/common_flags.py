@@ -158,22 +158,57 @@ def check_max_seq_length(bert_config, minimum=3, value=None):
                                            f"(max_position_embeddings), got {value}")
 
 
-def fine_tuning_model_files():
-    """(BertConfig, vocab_file, do_lower_case) of a fine-tuning command line, after the checks
-    they all make before reading any data: something to do, --max_seq_length, --do_lower_case
-    against the checkpoint's name, --output_dir not a file."""
+def fine_tuning_model_files(task):
+    """The ModelFiles (bert_tf.api) of a fine-tuning command line of `task` (a registry
+    name), after the checks they all make before reading any data: something to do,
+    --max_seq_length (default: what the model directory records of a run of `task`),
+    --do_lower_case against the checkpoint's name, --output_dir not a file, and, to train, an
+    --output_dir that can become a model directory (bert_tf.model.directory)."""
     from bert_tf import tokenization
     from bert_tf.api import resolve_model_files
+    from bert_tf.model import directory
     from bert_tf.training.settings import check_request
 
-    bert_config, vocab_file, do_lower_case = resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-        FLAGS["do_lower_case"].present)
-    check_max_seq_length(bert_config)
+    files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                                FLAGS.do_lower_case, FLAGS["do_lower_case"].present,
+                                output_dir=FLAGS.output_dir)
+    flags_from_model(files, task, {"max_seq_length": "max_seq_length"})
+    check_max_seq_length(files.config)
     check_request(FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.output_dir)
     if FLAGS.init_checkpoint:
-        tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.init_checkpoint)
-    return bert_config, vocab_file, do_lower_case
+        tokenization.validate_case_matches_checkpoint(files.do_lower_case, FLAGS.init_checkpoint)
+    if FLAGS.do_train:
+        directory.check_output_dir(FLAGS.output_dir, files.config, files.vocab_file)
+    return files
+
+
+def flags_from_model(files, task, options, agree=()):
+    """Flags that default to what the model directory of `files` records of a run of `task`
+    (bert_tf.model.directory): `options` maps each flag to its recorded key. A flag not given
+    takes the recorded value; a given flag of `agree` (what gives the outputs their meaning:
+    the labels) must equal it: otherwise an error naming the flag."""
+    from bert_tf.model import directory
+
+    record = files.task_record(task)
+    for flag, key in options.items():
+        if key not in record:
+            continue
+        if not FLAGS[flag].present:
+            setattr(FLAGS, flag, record[key])
+        elif flag in agree and directory.differs(FLAGS[flag].value, record[key]):
+            raise directory.disagreement(flag, FLAGS[flag].value, files.folder, key, record[key])
+
+
+def check_recorded(files, task, key, value, flag):
+    """`value` (what the command line took for `key` from `flag`: a named task's labels) must
+    be what the model directory records of a run of `task`: otherwise an error naming
+    `flag`."""
+    from bert_tf.model import directory
+
+    record = files.task_record(task)
+    if key in record and directory.differs(value, record[key]):
+        raise directory.disagreement(flag, value, files.folder, key, record[key],
+                                     given_by_argument=False)
 
 
 def start_strategy():

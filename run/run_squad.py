@@ -86,9 +86,10 @@ def main(argv):
     common_flags.check_required("output_dir")
     check_flags()
     common_flags.start_strategy()
-    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
+    files = common_flags.fine_tuning_model_files("squad")
+    do_lower_case = files.do_lower_case
     prepared = squad.prepare_task(
-        bert_config, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
+        files.config, FastTokenizer(files.vocab_file, do_lower_case=do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir,
         train_file=FLAGS.train_file if FLAGS.do_train else None,
         predict_file=FLAGS.predict_file if FLAGS.do_predict else None,
@@ -98,7 +99,7 @@ def main(argv):
         max_answer_length=FLAGS.max_answer_length, do_lower_case=do_lower_case,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
         **common_flags.preparation_options(eval_batch_size=False))
-    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
+    common_flags.run_prepared(prepared, files.vocab_file, do_lower_case)
 
 
 def console_main():

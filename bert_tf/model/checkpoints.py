@@ -280,9 +280,7 @@ def hf_directory_files(path):
     kind, location = resolve_checkpoint(path)
     if kind != "hf":
         return None
-    config_path = os.path.join(location, "config.json")
-    with tf.io.gfile.GFile(config_path) as f:
-        config = BertConfig.from_hf_dict(json.load(f), source=config_path)
+    config = BertConfig.from_json_file(os.path.join(location, "config.json"), hugging_face=True)
     vocab = os.path.join(location, "vocab.txt")
     do_lower_case = None
     tokenizer_config = os.path.join(location, "tokenizer_config.json")
@@ -645,7 +643,8 @@ def write_named_checkpoint(weights, path, global_step=None):
                       tensors=[tf.constant(weights[n]) for n in names])
     for suffix in (".index", ".data-00000-of-00001"):
         tf.io.gfile.rename(tmp + suffix, path + suffix, overwrite=True)
-    tf.compat.v1.train.update_checkpoint_state(directory, path)
+    # The state file names the checkpoint relative to its folder: the folder can be moved.
+    tf.compat.v1.train.update_checkpoint_state(directory, os.path.basename(path))
     return path
 
 
