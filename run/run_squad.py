@@ -87,6 +87,9 @@ def main(argv):
     check_flags()
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("squad")
+    # A model directory of a SQuAD run: its options are the defaults.
+    common_flags.flags_from_model(files, "squad", {name: name for name in (
+        "max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative")})
     do_lower_case = files.do_lower_case
     prepared = squad.prepare_task(
         files.config, FastTokenizer(files.vocab_file, do_lower_case=do_lower_case),
