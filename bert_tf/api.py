@@ -60,7 +60,7 @@ class ModelFiles:
         """What the directory records of a run of `task` (a registry name): {} when it
         records nothing, or another task's run (whose head this task does not use)."""
         record = self.record or {}
-        return record if record.get("task") == task else {}
+        return record if task and record.get("task") == task else {}
 
 
 def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,

@@ -135,17 +135,11 @@ def main(argv):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
     from bert_tf import api
-    files = api.resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-        FLAGS["do_lower_case"].present)
-    # A model directory of a training run: its task, the length it was trained at (whichever
-    # task is exported), and its task's labels and options, unless given.
-    recorded_task = (files.record or {}).get("task")
+    from bert_tf.model import directory
+    # The folder of a training run: its task is the default (the options' checks need it).
+    recorded_task = directory.recorded_task(FLAGS.init_checkpoint)
     if recorded_task and not FLAGS["task"].present:
         FLAGS.task = recorded_task
-    common_flags.flags_from_model(files, recorded_task, {"max_seq_length": "max_seq_length"})
-    common_flags.flags_from_model(files, FLAGS.task, RECORDED_FLAGS,
-                                  agree=("label_list", "multi_label"))
     if FLAGS.pooling is not None and FLAGS.task != "encoder":
         raise flag_error("pooling", f"only for --task=encoder (the embedding of the encoder's "
                                     f"last layer), not --task={FLAGS.task}")
@@ -157,6 +151,14 @@ def main(argv):
     from bert_tf.training.settings import checkpoint_folder
     formats.check_export_dir(FLAGS.export_dir, FLAGS.format,
                              keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
+    files = api.resolve_model_files(
+        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
+        FLAGS["do_lower_case"].present)
+    # Its labels and options, unless given, and the length it was trained at (whichever task
+    # is exported).
+    common_flags.flags_from_model(files, recorded_task, {"max_seq_length": "max_seq_length"})
+    common_flags.flags_from_model(files, FLAGS.task, RECORDED_FLAGS,
+                                  agree=("label_list", "multi_label"))
     config, vocab_file, do_lower_case = files.config, files.vocab_file, files.do_lower_case
     max_seq_length = FLAGS.max_seq_length
     if FLAGS.pooling is not None and not FLAGS["max_seq_length"].present:

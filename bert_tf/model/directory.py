@@ -82,6 +82,15 @@ def read(path, argument):
                        record.get("do_lower_case") if record else None, record)
 
 
+def recorded_task(init_checkpoint):
+    """The task that RECORD_FILE in init_checkpoint's folder names (None: none, or no such
+    file), known before the checkpoint is read: a command line's option checks need it."""
+    from bert_tf.training.settings import checkpoint_folder
+
+    path = os.path.join(checkpoint_folder(init_checkpoint), RECORD_FILE)
+    return read_record(path).get("task") if tf.io.gfile.exists(path) else None
+
+
 def read_record(path):
     """RECORD_FILE's JSON object; InputError naming the file when it is not one."""
     with tf.io.gfile.GFile(path) as f:
