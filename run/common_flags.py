@@ -27,12 +27,15 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
     --num_train_epochs, --warmup_proportion, and our --bucket_by_length."""
     flags.DEFINE_string("bert_config_file", None,
                         "The config json file corresponding to the pre-trained BERT model. "
-                        "This specifies the model architecture.")
+                        "This specifies the model architecture (default for a model directory "
+                        "as --init_checkpoint: its bert_config.json or config.json).")
     flags.DEFINE_string("output_dir", None,
                         "The output directory where the model checkpoints will be written.")
     flags.DEFINE_string("init_checkpoint", None,
                         "Initial checkpoint (usually from a pre-trained BERT model): an original "
-                        "TF1 checkpoint, one of ours, or a Hugging Face model directory.")
+                        "TF1 checkpoint, one of ours, or a model directory: a Hugging Face "
+                        "directory, a checkpoint with bert_config.json and vocab.txt beside it "
+                        "(Google's released models), a training run's output_dir.")
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
     if fine_tuning:
@@ -40,10 +43,11 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                                                "the test set.")
         flags.DEFINE_string("vocab_file", None,
                             "The vocabulary file that the BERT model was trained on (default for "
-                            "a Hugging Face --init_checkpoint: its vocab.txt).")
+                            "a model directory as --init_checkpoint: its vocab.txt).")
         flags.DEFINE_bool("do_lower_case", True,
                           "Whether to lower case the input text. Should be True for uncased "
-                          "models and False for cased models.")
+                          "models and False for cased models (default for a model directory "
+                          "that records it: its casing).")
         flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
         flags.DEFINE_float("warmup_proportion", 0.1,
                            "Proportion of training to perform linear learning rate warmup for. "

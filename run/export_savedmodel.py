@@ -3,6 +3,10 @@
     python -m run.export_savedmodel --init_checkpoint=out --bert_config_file=bert_config.json \\
         --vocab_file=vocab.txt --task=classifier --label_list=0,1 --export_dir=exported
 
+    # The output_dir of a training run is a model directory: its config, vocabulary, casing,
+    # task, labels and options are the defaults.
+    python -m run.export_savedmodel --init_checkpoint=out --export_dir=exported
+
 The SavedModel's signatures (bert_tf.serving.export): `serving_default` on input_ids / input_mask /
 segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b` (raw strings,
 tokenized and packed in the graph as the original's convert_single_example; multiple_choice:
@@ -33,11 +37,13 @@ from . import common_flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("init_checkpoint", None, "The checkpoint to export (with the task's head).")
+flags.DEFINE_string("init_checkpoint", None, "The checkpoint to export (with the task's head), "
+                    "or a model directory (a training run's output_dir: its task, labels and "
+                    "options are the defaults of the flags below).")
 flags.DEFINE_string("bert_config_file", None, "The config json file of the model (default: a "
-                    "Hugging Face directory's).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a Hugging "
-                    "Face directory's).")
+                    "model directory's).")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a model "
+                    "directory's).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (uncased models).")
 flags.DEFINE_enum("task", "encoder", list(registry.NAMES),
                   "Which model: the encoder (sequence and pooled outputs), run_classifier's, "

@@ -47,15 +47,15 @@ flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer inde
                     "default is -1, and several layers give their pooled vectors concatenated "
                     "in this order.")
 flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT "
-                    "model (default for a Hugging Face --init_checkpoint: its config.json).")
+                    "model (default for a model directory as --init_checkpoint: its config).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum total sequence length after WordPiece "
                      "tokenization; longer inputs are truncated, shorter ones padded.")
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the pre-trained model: original TF1, "
-                    "our TF2, or a Hugging Face BERT directory.")
+                    "our TF2, or a model directory (Hugging Face's, Google's, a training run's output_dir).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on "
-                    "(default for a Hugging Face --init_checkpoint: its vocab.txt).")
+                    "(default for a model directory as --init_checkpoint: its vocab.txt).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased "
-                  "models). For a Hugging Face directory, defaults to its tokenizer_config.json.")
+                  "models). For a model directory that records it, defaults to its casing.")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
                   "Write one embedding per line instead of per-token values: the [CLS] hidden "

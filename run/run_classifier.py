@@ -11,10 +11,11 @@ STS-B as regression, WNLI, MNLI mismatched) and the task's GLUE metric (F1, Matt
 correlation, Pearson/Spearman); a user's own TSV or CSV files with --task_name=tsv and the
 column flags; multi-label tasks on such files (--multi_label: several labels per row, sigmoid
 outputs, --threshold); long texts in windows (--doc_stride, --window_pooling); per-class
-precision, recall and F1 and a confusion matrix; a Hugging Face model directory as
---init_checkpoint (its config, vocabulary and casing are used unless flags say otherwise); the
-strategy, precision and optimizer flags of run_pretraining; length bucketing
-(--bucket_by_length).
+precision, recall and F1 and a confusion matrix; a model directory as --init_checkpoint (a
+Hugging Face directory, Google's released folder, or the output_dir of a training run: its
+config, vocabulary and casing, and a classifier run's labels, are used unless flags say
+otherwise, and flags that contradict them are errors); the strategy, precision and optimizer
+flags of run_pretraining; length bucketing (--bucket_by_length).
 
 The number of training steps is int(train examples / train_batch_size * num_train_epochs), with
 warmup_proportion of them warming up, as the original (with --doc_stride: training windows).

@@ -13,8 +13,9 @@ bert_tf.tasks.squad_postprocess) as google-research/bert's run_squad.py, plus: t
 evaluation's numbers in eval_results.txt when --predict_file has answers (exact match and F1;
 SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.tasks.squad_metrics), a count of the training
 answers skipped because their text is not at their offset (the original only warns), the time
-post-processing takes, a Hugging Face model directory as --init_checkpoint, and the strategy,
-precision and optimizer flags of run_pretraining.
+post-processing takes, a model directory as --init_checkpoint (a Hugging Face directory, or a
+training run's output_dir, whose options are then the defaults), and the strategy, precision
+and optimizer flags of run_pretraining.
 
 The number of training steps is int(training questions / train_batch_size * num_train_epochs)
 (questions, not windows, as the original). This file is the flags; the task, and how the files
