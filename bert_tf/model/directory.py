@@ -23,7 +23,9 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import atomic_open, atomic_output, is_url
+from bert_tf.model.checkpoints import hf_directory_files, resolve_checkpoint
 from bert_tf.model.config import BertConfig
+from bert_tf.training.settings import checkpoint_folder
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -49,9 +51,6 @@ def find(init_checkpoint=None, output_dir=None):
     """The ModelFolder of the weights a run reads: output_dir's when it holds a checkpoint
     (the run continues it) and model files, else init_checkpoint's (a Hugging Face directory,
     a checkpoint folder, a checkpoint prefix's folder); None when that holds no model file."""
-    from bert_tf.model.checkpoints import hf_directory_files, resolve_checkpoint
-    from bert_tf.training.settings import checkpoint_folder
-
     if output_dir and tf.io.gfile.isdir(output_dir) and tf.train.latest_checkpoint(output_dir):
         folder = read(output_dir, "output_dir")
         if folder is not None:
@@ -85,8 +84,6 @@ def read(path, argument):
 def recorded_task(init_checkpoint):
     """The task that RECORD_FILE in init_checkpoint's folder names (None: none, or no such
     file), known before the checkpoint is read: a command line's option checks need it."""
-    from bert_tf.training.settings import checkpoint_folder
-
     path = os.path.join(checkpoint_folder(init_checkpoint), RECORD_FILE)
     return read_record(path).get("task") if tf.io.gfile.exists(path) else None
 
