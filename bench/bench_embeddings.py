@@ -41,7 +41,8 @@ from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.training import runner
 from bert_tf.training.settings import RunSettings
 directory, input_file, output = sys.argv[2:5]
-config, vocab, lower = resolve_model_files(directory)
+files = resolve_model_files(directory)
+config, vocab, lower = files.config, files.vocab_file, files.do_lower_case
 normalize, max_seq_length = embedding_options(directory)
 times = []
 for _ in range(2):

@@ -1,9 +1,11 @@
 """The Python API: what the command lines do, in a few calls, with their defaults.
 
 For notebooks and scripts. A "model directory" is anything `--init_checkpoint` takes: a
-Hugging Face BERT directory (config.json, model.safetensors, vocab.txt), a directory of our or
-the original's checkpoints (with bert_config.json and vocab.txt beside them, or given), or a
-checkpoint prefix.
+Hugging Face BERT directory (config.json, model.safetensors, vocab.txt), a folder of our or the
+original's checkpoints with bert_config.json and vocab.txt beside them (Google's released
+models; the output_dir of a training run, which also records the casing and the task's labels
+and options: `bert_tf.model.directory`), or a checkpoint prefix in such a folder; config and
+vocabulary can also be given.
 
     from bert_tf import api
     files = api.model_files("uncased_L-12_H-768_A-12")   # config, vocab, casing
@@ -25,8 +27,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import InputError, arg, argument_error, file_error
-from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint, require_complete
+from bert_tf import tokenization
+from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.model import directory
+from bert_tf.model.checkpoints import load_checkpoint, require_complete
 from bert_tf.model.config import BertConfig
 from bert_tf.model.pooling import check_pooling, embedding_options
 from bert_tf.tasks import classification, registry
@@ -42,58 +46,83 @@ TASK_MODELS = registry.NAMES
 @dataclasses.dataclass
 class ModelFiles:
     """Where a model's parts are: `checkpoint` (what load_model reads; None for a fresh
-    model), its BertConfig, vocabulary file and casing."""
+    model), its BertConfig, vocabulary file and casing; `folder`, the model directory they
+    were found in (None: given), and `record`, what that directory records of its training
+    run (bert_tf.model.directory.RECORD_FILE: task, labels and options; None: nothing)."""
     checkpoint: str
     config: object
     vocab_file: str
     do_lower_case: bool
+    folder: str = None
+    record: dict = None
+
+    def task_record(self, task):
+        """What the directory records of a run of `task` (a registry name): {} when it
+        records nothing, or another task's run (whose head this task does not use)."""
+        record = self.record or {}
+        return record if task and record.get("task") == task else {}
 
 
 def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
-                        do_lower_case=True, do_lower_case_given=False):
-    """(BertConfig, vocab_file, do_lower_case): the given files first, then a Hugging Face
-    directory's (the command lines' rule)."""
-    hf = hf_directory_files(init_checkpoint) if init_checkpoint else None
+                        do_lower_case=True, do_lower_case_given=False, output_dir=None):
+    """The ModelFiles of a run (every command line's rule): config, vocabulary and casing from
+    the model directory of the weights it reads (`bert_tf.model.directory.find`:
+    init_checkpoint's, or output_dir's when the run continues a checkpoint there), unless given.
+    A given config that describes other weights than the directory's, a given vocabulary with
+    other tokens than its vocab.txt, or a casing given against the one it records is an
+    InputError naming the argument (the run would be silently wrong); so is a vocabulary with
+    more entries than the model's vocab_size."""
+    folder = directory.find(init_checkpoint, output_dir)
+    where = folder and f"{arg(folder.argument)}={folder.path}"
     if bert_config_file:
         config = BertConfig.from_json_file(bert_config_file)
-    elif hf is not None:
-        config = hf[0]
+        if folder is not None and folder.config is not None:
+            differences = config.architecture_differences(folder.config)
+            if differences:
+                raise argument_error("bert_config_file", f"{bert_config_file} is not the config "
+                                     f"of the model in {where} (" + ", ".join(
+                                         f"{key} {given} vs {found}"
+                                         for key, given, found in differences)
+                                     + f", {folder.config_file}): leave "
+                                       f"{arg('bert_config_file')} out to use the model's own")
+    elif folder is not None and folder.config is not None:
+        config = folder.config
     else:
         raise argument_error("bert_config_file", f"required (unless {arg('init_checkpoint')} is "
-                                                 f"a Hugging Face directory)")
-    if not vocab_file:
-        if hf is None or hf[1] is None:
-            raise argument_error("vocab_file", f"required (unless {arg('init_checkpoint')} is a "
-                                               f"Hugging Face directory with a vocab.txt)")
-        vocab_file = hf[1]
-    if not do_lower_case_given and hf is not None and hf[2] is not None:
-        do_lower_case = hf[2]
-    return config, vocab_file, do_lower_case
+                                                 f"a model directory: a Hugging Face directory, "
+                                                 f"or a checkpoint with bert_config.json beside "
+                                                 f"it)")
+    if vocab_file:
+        if (folder is not None and folder.vocab_file is not None and os.path.isfile(vocab_file)
+                and not directory.same_vocabulary(vocab_file, folder.vocab_file)):
+            raise argument_error("vocab_file", f"{vocab_file} is not the vocabulary of the model "
+                                               f"in {where} ({folder.vocab_file} has other "
+                                               f"tokens): leave {arg('vocab_file')} out to use "
+                                               f"the model's own")
+    elif folder is not None and folder.vocab_file is not None:
+        vocab_file = folder.vocab_file
+    else:
+        raise argument_error("vocab_file", f"required (unless {arg('init_checkpoint')} is a "
+                                           f"model directory with a vocab.txt)")
+    if folder is not None and folder.do_lower_case is not None:
+        if do_lower_case_given and bool(do_lower_case) != bool(folder.do_lower_case):
+            raise argument_error("do_lower_case", f"{do_lower_case} is not the casing of the "
+                                                  f"model in {where} (do_lower_case "
+                                                  f"{folder.do_lower_case}): leave "
+                                                  f"{arg('do_lower_case')} out to use it")
+        do_lower_case = folder.do_lower_case
+    tokenization.check_vocab_fits(vocab_file, config.vocab_size,
+                                  bert_config_file or (folder and folder.config_file))
+    return ModelFiles(init_checkpoint, config, vocab_file, do_lower_case,
+                      folder.path if folder else None, folder.record if folder else None)
 
 
 def model_files(path, bert_config_file=None, vocab_file=None, do_lower_case=None):
-    """The ModelFiles of a model directory or checkpoint prefix.
-
-    The config and vocabulary default to a Hugging Face directory's, else to bert_config.json
-    and vocab.txt beside the checkpoint (the layout of Google's released models); casing
-    defaults to the Hugging Face tokenizer_config's, else True (uncased), as the command lines.
-    """
-    path = os.fspath(path)
-    folder = path if os.path.isdir(path) else os.path.dirname(path)
-    if hf_directory_files(path) is None:
-        bert_config_file = bert_config_file or _beside(folder, "bert_config.json", "config")
-        vocab_file = vocab_file or _beside(folder, "vocab.txt", "vocabulary")
-    config, vocab, lower = resolve_model_files(
-        path, bert_config_file, vocab_file, True if do_lower_case is None else do_lower_case,
-        do_lower_case is not None)
-    return ModelFiles(path, config, vocab, lower)
-
-
-def _beside(folder, name, what):
-    candidate = os.path.join(folder, name)
-    if not os.path.exists(candidate):
-        raise file_error(folder, f"no {name} here: pass the {what} file explicitly")
-    return candidate
+    """The ModelFiles of a model directory or checkpoint prefix (`resolve_model_files`: its
+    config, vocabulary and casing unless given; casing True, uncased, when neither)."""
+    return resolve_model_files(os.fspath(path), bert_config_file, vocab_file,
+                               True if do_lower_case is None else do_lower_case,
+                               do_lower_case is not None)
 
 
 def load_config(path):
@@ -228,6 +257,9 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     if not 3 <= max_seq_length <= files.config.max_position_embeddings:
         raise InputError(f"max_seq_length must be in [3, {files.config.max_position_embeddings}] "
                          f"(the model's max_position_embeddings), got {max_seq_length}")
+    # output_dir becomes a model directory (the runner writes it): a user's other config or
+    # vocabulary there is refused now, before the records are written.
+    directory.check_output_dir(os.fspath(output_dir), files.config, files.vocab_file)
     tokenizer = load_tokenizer(files)
     examples = {"train": _examples(train, "train")}
     if dev:
@@ -258,12 +290,26 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
                       max_seq_length, multi_label, threshold)
 
 
-def load_classifier(files, labels, max_seq_length=128, multi_label=False, threshold=None):
-    """A Classifier from a checkpoint that holds the head (e.g. a fine_tune_classifier or
-    run_classifier output_dir, with files of the model it started from for the config and
-    vocabulary: pass ModelFiles with `checkpoint` replaced)."""
+def load_classifier(files, labels=None, max_seq_length=None, multi_label=None, threshold=None):
+    """A Classifier from a checkpoint that holds the head: a fine_tune_classifier or
+    run_classifier output_dir (a model directory: its labels, max_seq_length, multi_label and
+    thresholds are the defaults), or ModelFiles with `checkpoint` replaced and the labels
+    given (default max_seq_length 128, single-label)."""
     if not isinstance(files, ModelFiles):
         files = model_files(files)
+    record = files.task_record("classifier")
+    if labels is None:
+        labels = record.get("labels")
+        if not labels:
+            raise argument_error("labels", f"required: {files.checkpoint} records no labels of "
+                                           f"a classifier")
+    elif "labels" in record and directory.differs(list(labels), record["labels"]):
+        raise directory.disagreement("labels", labels, files.folder, "labels", record["labels"])
+    if multi_label is None:
+        multi_label = record.get("multi_label", False)
+    if threshold is None and multi_label:
+        threshold = record.get("thresholds")
+    max_seq_length = max_seq_length or record.get("max_seq_length", 128)
     return Classifier(load_model(files, "classifier", len(labels)), load_tokenizer(files),
                       list(labels), max_seq_length, multi_label, threshold)
 

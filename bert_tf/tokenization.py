@@ -75,18 +75,24 @@ def printable_text(text):
     return convert_to_unicode(text)
 
 
-def check_vocab_fits(vocab_file, vocab_size):
+def check_vocab_fits(vocab_file, vocab_size, config_source=None):
     """A vocabulary with more entries than the model's vocab_size gives token ids that its
-    embedding table does not have (another model's vocabulary): an InputError naming
-    vocab_file and bert_config_file. A missing file is left to the tokenizer to report."""
+    embedding table does not have (another model's vocabulary, or an extended one without
+    its checkpoint): an InputError naming vocab_file and the config (`config_source`: where
+    vocab_size comes from; default bert_config_file). A missing file is left to the tokenizer
+    to report."""
     if "://" in str(vocab_file) or not os.path.isfile(vocab_file):
         return
     with open(vocab_file, "rb") as f:
         size = sum(1 for _ in f)
     if size > vocab_size:
+        source = config_source or arg("bert_config_file")
         raise argument_error("vocab_file", f"{vocab_file} has {size} entries but the model's "
-                                           f"vocab_size ({arg('bert_config_file')}) is "
-                                           f"{vocab_size}: the vocabulary of another model?")
+                                           f"vocab_size is {vocab_size} ({source}): ids from "
+                                           f"{vocab_size} on have no embedding; the vocabulary "
+                                           f"of another model, or extended without its "
+                                           f"checkpoint (extend_vocab {arg('mode')}=append "
+                                           f"writes the model folder to use with it)?")
 
 
 def load_vocab(vocab_file):

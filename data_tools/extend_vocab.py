@@ -66,9 +66,10 @@ def main(argv):
     config, vocab_file, do_lower_case = None, FLAGS.vocab_file, FLAGS.do_lower_case
     if append:
         from bert_tf.api import resolve_model_files
-        config, vocab_file, do_lower_case = resolve_model_files(
-            FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
-            FLAGS.do_lower_case, FLAGS["do_lower_case"].present)
+        files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file,
+                                    FLAGS.vocab_file, FLAGS.do_lower_case,
+                                    FLAGS["do_lower_case"].present)
+        config, vocab_file, do_lower_case = files.config, files.vocab_file, files.do_lower_case
     elif not vocab_file:
         raise flag_error("vocab_file", "is required")
     output_vocab_file = FLAGS.output_vocab_file

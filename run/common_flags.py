@@ -27,12 +27,15 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
     --num_train_epochs, --warmup_proportion, and our --bucket_by_length."""
     flags.DEFINE_string("bert_config_file", None,
                         "The config json file corresponding to the pre-trained BERT model. "
-                        "This specifies the model architecture.")
+                        "This specifies the model architecture (default for a model directory "
+                        "as --init_checkpoint: its bert_config.json or config.json).")
     flags.DEFINE_string("output_dir", None,
                         "The output directory where the model checkpoints will be written.")
     flags.DEFINE_string("init_checkpoint", None,
                         "Initial checkpoint (usually from a pre-trained BERT model): an original "
-                        "TF1 checkpoint, one of ours, or a Hugging Face model directory.")
+                        "TF1 checkpoint, one of ours, or a model directory: a Hugging Face "
+                        "directory, a checkpoint with bert_config.json and vocab.txt beside it "
+                        "(Google's released models), a training run's output_dir.")
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
     if fine_tuning:
@@ -40,10 +43,11 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                                                "the test set.")
         flags.DEFINE_string("vocab_file", None,
                             "The vocabulary file that the BERT model was trained on (default for "
-                            "a Hugging Face --init_checkpoint: its vocab.txt).")
+                            "a model directory as --init_checkpoint: its vocab.txt).")
         flags.DEFINE_bool("do_lower_case", True,
                           "Whether to lower case the input text. Should be True for uncased "
-                          "models and False for cased models.")
+                          "models and False for cased models (default for a model directory "
+                          "that records it: its casing).")
         flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
         flags.DEFINE_float("warmup_proportion", 0.1,
                            "Proportion of training to perform linear learning rate warmup for. "
@@ -158,22 +162,57 @@ def check_max_seq_length(bert_config, minimum=3, value=None):
                                            f"(max_position_embeddings), got {value}")
 
 
-def fine_tuning_model_files():
-    """(BertConfig, vocab_file, do_lower_case) of a fine-tuning command line, after the checks
-    they all make before reading any data: something to do, --max_seq_length, --do_lower_case
-    against the checkpoint's name, --output_dir not a file."""
+def fine_tuning_model_files(task):
+    """The ModelFiles (bert_tf.api) of a fine-tuning command line of `task` (a registry
+    name), after the checks they all make before reading any data: something to do,
+    --max_seq_length (default: what the model directory records of a run of `task`),
+    --do_lower_case against the checkpoint's name, --output_dir not a file, and, to train, an
+    --output_dir that can become a model directory (bert_tf.model.directory)."""
     from bert_tf import tokenization
     from bert_tf.api import resolve_model_files
+    from bert_tf.model import directory
     from bert_tf.training.settings import check_request
 
-    bert_config, vocab_file, do_lower_case = resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-        FLAGS["do_lower_case"].present)
-    check_max_seq_length(bert_config)
+    files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                                FLAGS.do_lower_case, FLAGS["do_lower_case"].present,
+                                output_dir=FLAGS.output_dir)
+    flags_from_model(files, task, {"max_seq_length": "max_seq_length"})
+    check_max_seq_length(files.config)
     check_request(FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.output_dir)
     if FLAGS.init_checkpoint:
-        tokenization.validate_case_matches_checkpoint(do_lower_case, FLAGS.init_checkpoint)
-    return bert_config, vocab_file, do_lower_case
+        tokenization.validate_case_matches_checkpoint(files.do_lower_case, FLAGS.init_checkpoint)
+    if FLAGS.do_train:
+        directory.check_output_dir(FLAGS.output_dir, files.config, files.vocab_file)
+    return files
+
+
+def flags_from_model(files, task, options, agree=()):
+    """Flags that default to what the model directory of `files` records of a run of `task`
+    (bert_tf.model.directory): `options` maps each flag to its recorded key. A flag not given
+    takes the recorded value; a given flag of `agree` (what gives the outputs their meaning:
+    the labels) must equal it: otherwise an error naming the flag."""
+    from bert_tf.model import directory
+
+    record = files.task_record(task)
+    for flag, key in options.items():
+        if key not in record:
+            continue
+        if not FLAGS[flag].present:
+            setattr(FLAGS, flag, record[key])
+        elif flag in agree and directory.differs(FLAGS[flag].value, record[key]):
+            raise directory.disagreement(flag, FLAGS[flag].value, files.folder, key, record[key])
+
+
+def check_recorded(files, task, key, value, flag):
+    """`value` (what the command line took for `key` from `flag`: a named task's labels) must
+    be what the model directory records of a run of `task`: otherwise an error naming
+    `flag`."""
+    from bert_tf.model import directory
+
+    record = files.task_record(task)
+    if key in record and directory.differs(value, record[key]):
+        raise directory.disagreement(flag, value, files.folder, key, record[key],
+                                     given_by_argument=False)
 
 
 def start_strategy():

@@ -3,6 +3,10 @@
     python -m run.export_savedmodel --init_checkpoint=out --bert_config_file=bert_config.json \\
         --vocab_file=vocab.txt --task=classifier --label_list=0,1 --export_dir=exported
 
+    # The output_dir of a training run is a model directory: its config, vocabulary, casing,
+    # task, labels and options are the defaults.
+    python -m run.export_savedmodel --init_checkpoint=out --export_dir=exported
+
 The SavedModel's signatures (bert_tf.serving.export): `serving_default` on input_ids / input_mask /
 segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b` (raw strings,
 tokenized and packed in the graph as the original's convert_single_example; multiple_choice:
@@ -29,14 +33,17 @@ from absl import flags
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
 from bert_tf.tasks import registry
+from . import common_flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("init_checkpoint", None, "The checkpoint to export (with the task's head).")
+flags.DEFINE_string("init_checkpoint", None, "The checkpoint to export (with the task's head), "
+                    "or a model directory (a training run's output_dir: its task, labels and "
+                    "options are the defaults of the flags below).")
 flags.DEFINE_string("bert_config_file", None, "The config json file of the model (default: a "
-                    "Hugging Face directory's).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a Hugging "
-                    "Face directory's).")
+                    "model directory's).")
+flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a model "
+                    "directory's).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (uncased models).")
 flags.DEFINE_enum("task", "encoder", list(registry.NAMES),
                   "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
@@ -81,9 +88,10 @@ flags.DEFINE_enum("litert_signature", "serving_default",
                   "cannot tokenize.")
 
 
-def build_task(config, vocab_file=None, max_seq_length=None):
+def build_task(config, vocab_file=None, max_seq_length=None, regression=False):
     """The --task's task (bert_tf.tasks.registry) with the options its flags give
-    (`max_seq_length`: the one the command line took, default --max_seq_length)."""
+    (`max_seq_length`: the one the command line took, default --max_seq_length;
+    `regression`: a classifier recorded as one, which has no labels)."""
     options = {"max_seq_length": max_seq_length or FLAGS.max_seq_length}
     if FLAGS.pooling is not None:
         from bert_tf.model.pooling import embedding_options
@@ -91,9 +99,11 @@ def build_task(config, vocab_file=None, max_seq_length=None):
             FLAGS.init_checkpoint,
             FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None)
         options.update(pooling=FLAGS.pooling, normalize=normalize)
-    if FLAGS.task in ("classifier", "ner"):
+    if FLAGS.task in ("classifier", "ner") and not (regression and not FLAGS.label_list):
         if not FLAGS.label_list:
-            raise flag_error("label_list", f"required for --task={FLAGS.task}")
+            raise flag_error("label_list", f"required for --task={FLAGS.task} (unless "
+                                           f"--init_checkpoint is the folder of a "
+                                           f"{FLAGS.task} run, which records them)")
         options["labels"] = FLAGS.label_list
     if FLAGS.task == "classifier":
         options.update(multi_label=FLAGS.multi_label, threshold=FLAGS.threshold)
@@ -118,26 +128,44 @@ def build_task(config, vocab_file=None, max_seq_length=None):
     return registry.build(FLAGS.task, config, **options)
 
 
+# What a model directory records of a training run (bert_tf.model.directory) that is an export
+# flag: the flags' defaults for its task; the labels and how to read them must agree.
+RECORDED_FLAGS = {"label_list": "labels", "multi_label": "multi_label",
+                  "threshold": "thresholds", "max_query_length": "max_query_length",
+                  "n_best_size": "n_best_size", "max_answer_length": "max_answer_length"}
+
+
 def main(argv):
     del argv
     for name in ("init_checkpoint", "export_dir"):
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
+    from bert_tf import api
+    from bert_tf.model import directory
+    # The folder of a training run: its task is the default (the options' checks need it).
+    recorded_task = directory.recorded_task(FLAGS.init_checkpoint)
+    if recorded_task and not FLAGS["task"].present:
+        FLAGS.task = recorded_task
     if FLAGS.pooling is not None and FLAGS.task != "encoder":
         raise flag_error("pooling", f"only for --task=encoder (the embedding of the encoder's "
                                     f"last layer), not --task={FLAGS.task}")
     if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
         raise flag_error("normalize_embeddings", "only with --pooling")
-    from bert_tf import api
     from bert_tf.serving import formats
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
     from bert_tf.training.settings import checkpoint_folder
     formats.check_export_dir(FLAGS.export_dir, FLAGS.format,
                              keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
-    config, vocab_file, do_lower_case = api.resolve_model_files(
+    files = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
+    # Its labels and options, unless given, and the length it was trained at (whichever task
+    # is exported).
+    common_flags.flags_from_model(files, recorded_task, {"max_seq_length": "max_seq_length"})
+    common_flags.flags_from_model(files, FLAGS.task, RECORDED_FLAGS,
+                                  agree=("label_list", "multi_label"))
+    config, vocab_file, do_lower_case = files.config, files.vocab_file, files.do_lower_case
     max_seq_length = FLAGS.max_seq_length
     if FLAGS.pooling is not None and not FLAGS["max_seq_length"].present:
         from bert_tf.model.pooling import embedding_options
@@ -145,7 +173,8 @@ def main(argv):
     if not 3 <= max_seq_length <= config.max_position_embeddings:
         raise flag_error("max_seq_length", f"must be in [3, {config.max_position_embeddings}] "
                                            f"(max_position_embeddings), got {max_seq_length}")
-    task = build_task(config, vocab_file, max_seq_length)
+    task = build_task(config, vocab_file, max_seq_length,
+                      regression=files.task_record(FLAGS.task).get("regression", False))
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")

@@ -9,8 +9,10 @@ where values are the hidden states of the requested layers rounded to 6 places.
       --vocab_file=vocab.txt --bert_config_file=bert_config.json \\
       --init_checkpoint=bert_model.ckpt --layers=-1,-2,-3,-4 --max_seq_length=128 --batch_size=8
 
---init_checkpoint also takes our TF2 checkpoints and a Hugging Face BERT directory; for the
-latter --bert_config_file, --vocab_file and --do_lower_case default to the directory's own.
+--init_checkpoint also takes our TF2 checkpoints and a model directory (a Hugging Face BERT
+directory, a checkpoint folder with bert_config.json and vocab.txt beside it, a training run's
+output_dir): --bert_config_file, --vocab_file and --do_lower_case default to the directory's
+own.
 
 Sentence embeddings (not in the original): --pooling=cls|mean|max writes one vector per input
 line instead of per-token values, pooled over the line's real tokens from the last layer (or
@@ -45,15 +47,15 @@ flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer inde
                     "default is -1, and several layers give their pooled vectors concatenated "
                     "in this order.")
 flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT "
-                    "model (default for a Hugging Face --init_checkpoint: its config.json).")
+                    "model (default for a model directory as --init_checkpoint: its config).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum total sequence length after WordPiece "
                      "tokenization; longer inputs are truncated, shorter ones padded.")
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the pre-trained model: original TF1, "
-                    "our TF2, or a Hugging Face BERT directory.")
+                    "our TF2, or a model directory (Hugging Face's, Google's, a training run's output_dir).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on "
-                    "(default for a Hugging Face --init_checkpoint: its vocab.txt).")
+                    "(default for a model directory as --init_checkpoint: its vocab.txt).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased "
-                  "models). For a Hugging Face directory, defaults to its tokenizer_config.json.")
+                  "models). For a model directory that records it, defaults to its casing.")
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
                   "Write one embedding per line instead of per-token values: the [CLS] hidden "
@@ -112,15 +114,14 @@ def main(argv):
     # and a missing input come without TensorFlow's start-up.
     import tensorflow as tf
 
-    from bert_tf import tokenization
     from bert_tf.api import resolve_model_files
     from bert_tf.tasks import features
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
-    config, vocab_file, do_lower_case = resolve_model_files(
-        FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
-        FLAGS["do_lower_case"].present)
+    files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                                FLAGS.do_lower_case, FLAGS["do_lower_case"].present)
+    config, vocab_file, do_lower_case = files.config, files.vocab_file, files.do_lower_case
     max_seq_length, normalize = FLAGS.max_seq_length, False
     if FLAGS.pooling is not None:
         from bert_tf.model.pooling import embedding_options
@@ -129,7 +130,6 @@ def main(argv):
             FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None,
             FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None)
     check_max_seq_length(config, value=max_seq_length)
-    tokenization.check_vocab_fits(vocab_file, config.vocab_size)
     layers = FLAGS.layers
     if FLAGS.pooling is not None and not FLAGS["layers"].present:
         layers = "-1"

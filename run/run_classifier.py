@@ -11,10 +11,11 @@ STS-B as regression, WNLI, MNLI mismatched) and the task's GLUE metric (F1, Matt
 correlation, Pearson/Spearman); a user's own TSV or CSV files with --task_name=tsv and the
 column flags; multi-label tasks on such files (--multi_label: several labels per row, sigmoid
 outputs, --threshold); long texts in windows (--doc_stride, --window_pooling); per-class
-precision, recall and F1 and a confusion matrix; a Hugging Face model directory as
---init_checkpoint (its config, vocabulary and casing are used unless flags say otherwise); the
-strategy, precision and optimizer flags of run_pretraining; length bucketing
-(--bucket_by_length).
+precision, recall and F1 and a confusion matrix; a model directory as --init_checkpoint (a
+Hugging Face directory, Google's released folder, or the output_dir of a training run: its
+config, vocabulary and casing, and a classifier run's labels, are used unless flags say
+otherwise, and flags that contradict them are errors); the strategy, precision and optimizer
+flags of run_pretraining; length bucketing (--bucket_by_length).
 
 The number of training steps is int(train examples / train_batch_size * num_train_epochs), with
 warmup_proportion of them warming up, as the original (with --doc_stride: training windows).
@@ -95,19 +96,31 @@ def main(argv):
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
     common_flags.start_strategy()
-    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
+    files = common_flags.fine_tuning_model_files("classifier")
+    own_files = FLAGS.task_name.strip().lower() == "tsv"
+    # A model directory of a classifier's run gives the labels and how to read them: the
+    # column flags' defaults for the user's files (a named task has its own, checked below).
+    common_flags.flags_from_model(
+        files, "classifier", {"threshold": "thresholds", **({
+            "label_list": "labels", "multi_label": "multi_label", "regression": "regression"}
+            if own_files else {})}, agree=("label_list", "multi_label", "regression"))
     processor = classifier_data.get_processor(FLAGS.task_name, **tsv_options())
     label_list = processor.get_labels(FLAGS.data_dir)  # None: regression
+    if not own_files:
+        for key, value in (("regression", label_list is None), ("labels", label_list),
+                           ("multi_label", processor.is_multi_label)):
+            common_flags.check_recorded(files, "classifier", key, value, "task_name")
     modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
     examples = classification.read_splits(processor, FLAGS.data_dir, modes)
     prepared = classification.prepare_task(
-        bert_config, examples, label_list, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
+        files.config, examples, label_list,
+        FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir, task_name=FLAGS.task_name,
         original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
         multi_label=processor.is_multi_label, threshold=FLAGS.threshold,
         doc_stride=FLAGS.doc_stride, window_pooling=FLAGS.window_pooling,
         **common_flags.preparation_options())
-    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
+    common_flags.run_prepared(prepared, files.vocab_file, files.do_lower_case)
 
 
 def console_main():

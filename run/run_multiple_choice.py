@@ -71,15 +71,15 @@ def main(argv):
     common_flags.check_required("data_dir", "task_name", "output_dir")
     processor = multiple_choice_data.get_processor(FLAGS.task_name, **file_options())
     common_flags.start_strategy()
-    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
+    files = common_flags.fine_tuning_model_files("multiple_choice")
     modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
     examples = classification.read_splits(processor, FLAGS.data_dir, modes)
     prepared = multiple_choice.prepare_task(
-        bert_config, examples, processor.num_choices,
-        FastTokenizer(vocab_file, do_lower_case=do_lower_case), FLAGS.max_seq_length,
+        files.config, examples, processor.num_choices,
+        FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case), FLAGS.max_seq_length,
         FLAGS.output_dir, bucket_by_length=FLAGS.bucket_by_length,
         **common_flags.preparation_options())
-    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
+    common_flags.run_prepared(prepared, files.vocab_file, files.do_lower_case)
 
 
 def console_main():

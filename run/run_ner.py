@@ -53,12 +53,15 @@ def main(argv):
 
     common_flags.check_required("data_dir", "output_dir")
     common_flags.start_strategy()
-    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
+    files = common_flags.fine_tuning_model_files("ner")
+    # A model directory of a tagger's run gives its tags (and their scheme).
+    common_flags.flags_from_model(files, "ner", {"label_list": "labels",
+                                                 "tag_scheme": "scheme"}, agree=("label_list",))
     if not FLAGS.label_list and not FLAGS.do_train:
         raise flag_error("label_list", "is required without --do_train (the tags in output "
                                        "order, as the model was trained)")
     prepared = tagging.prepare_task(
-        bert_config, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
+        files.config, FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir, data_dir=FLAGS.data_dir,
         train_file=FLAGS.train_file if FLAGS.do_train else None,
         dev_file=FLAGS.dev_file if FLAGS.do_eval else None,
@@ -66,7 +69,7 @@ def main(argv):
         label_list=FLAGS.label_list, doc_stride=FLAGS.doc_stride,
         scheme=FLAGS.tag_scheme, bucket_by_length=FLAGS.bucket_by_length,
         **common_flags.preparation_options())
-    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
+    common_flags.run_prepared(prepared, files.vocab_file, files.do_lower_case)
 
 
 def console_main():

@@ -13,8 +13,9 @@ bert_tf.tasks.squad_postprocess) as google-research/bert's run_squad.py, plus: t
 evaluation's numbers in eval_results.txt when --predict_file has answers (exact match and F1;
 SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.tasks.squad_metrics), a count of the training
 answers skipped because their text is not at their offset (the original only warns), the time
-post-processing takes, a Hugging Face model directory as --init_checkpoint, and the strategy,
-precision and optimizer flags of run_pretraining.
+post-processing takes, a model directory as --init_checkpoint (a Hugging Face directory, or a
+training run's output_dir, whose options are then the defaults), and the strategy, precision
+and optimizer flags of run_pretraining.
 
 The number of training steps is int(training questions / train_batch_size * num_train_epochs)
 (questions, not windows, as the original). This file is the flags; the task, and how the files
@@ -86,9 +87,13 @@ def main(argv):
     common_flags.check_required("output_dir")
     check_flags()
     common_flags.start_strategy()
-    bert_config, vocab_file, do_lower_case = common_flags.fine_tuning_model_files()
+    files = common_flags.fine_tuning_model_files("squad")
+    # A model directory of a SQuAD run: its options are the defaults.
+    common_flags.flags_from_model(files, "squad", {name: name for name in (
+        "max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative")})
+    do_lower_case = files.do_lower_case
     prepared = squad.prepare_task(
-        bert_config, FastTokenizer(vocab_file, do_lower_case=do_lower_case),
+        files.config, FastTokenizer(files.vocab_file, do_lower_case=do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir,
         train_file=FLAGS.train_file if FLAGS.do_train else None,
         predict_file=FLAGS.predict_file if FLAGS.do_predict else None,
@@ -98,7 +103,7 @@ def main(argv):
         max_answer_length=FLAGS.max_answer_length, do_lower_case=do_lower_case,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
         **common_flags.preparation_options(eval_batch_size=False))
-    common_flags.run_prepared(prepared, vocab_file, do_lower_case)
+    common_flags.run_prepared(prepared, files.vocab_file, do_lower_case)
 
 
 def console_main():

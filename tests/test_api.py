@@ -1,5 +1,6 @@
 """bert_tf.api: the README's "Python API" examples run as written, on a model folder in the
 layout of Google's released models (a tiny model), and the API's results equal the library's."""
+import json
 import re
 import shutil
 
@@ -23,8 +24,6 @@ def readme_examples():
 @pytest.fixture(scope="module")
 def google_layout(tmp_path_factory, uncased_vocab):
     """bert_model.ckpt (TF1, original names), bert_config.json and vocab.txt in one folder."""
-    import json
-
     from bert_tf.model.checkpoints import write_tf1_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.encoder import BertEncoder
@@ -146,3 +145,13 @@ def test_fine_tune_a_multi_label_classifier(google_layout, tmp_path):
     assert classifier.predict_labels(texts) == expected
     assert [[name.decode() for name in row if name] for row in served["labels"].numpy()] == (
         expected)
+    # Issue 31.9: the export records that it is multi-label, and each label's threshold.
+    marker = json.loads((tmp_path / "exported" / "assets" / "bert_tf_export.json").read_text())
+    assert (marker["multi_label"], marker["thresholds"]) == (True, [0.5, 0.5, 0.45])
+    # Issue 31.6: output_dir is a model directory: the classifier loads from it alone, with
+    # its labels, length and thresholds.
+    reloaded = api.load_classifier(tmp_path / "out")
+    assert (reloaded.labels, reloaded.max_seq_length, reloaded.multi_label,
+            list(reloaded.threshold)) == (["neg", "pos", "funny"], 16, True, [0.5, 0.5, 0.45])
+    np.testing.assert_allclose(reloaded.predict(texts), probabilities, rtol=1e-5, atol=1e-6)
+    assert reloaded.predict_labels(texts) == expected

@@ -37,7 +37,8 @@ def test_a_python_caller_sees_argument_names(tmp_path):
     with pytest.raises(InputError) as info:
         api.resolve_model_files(None)
     assert str(info.value) == (
-        "bert_config_file: required (unless init_checkpoint is a Hugging Face directory)")
+        "bert_config_file: required (unless init_checkpoint is a model directory: a Hugging "
+        "Face directory, or a checkpoint with bert_config.json beside it)")
     assert info.value.argument == "bert_config_file"
     with pytest.raises(InputError) as info:
         RunSettings(output_dir=str(tmp_path), do_train=True, train_batch_size=0).validate()
@@ -58,8 +59,9 @@ def test_the_same_error_through_a_command_line_names_the_flag(tmp_path):
         "run.export_savedmodel", {"init_checkpoint": tmp_path / "model.ckpt-1",
                                   "export_dir": tmp_path / "export", "task": "classifier"},
         "error: --bert_config_file: ")
-    assert last == ("error: --bert_config_file: required (unless --init_checkpoint is a Hugging "
-                    "Face directory)")
+    assert last == ("error: --bert_config_file: required (unless --init_checkpoint is a model "
+                    "directory: a Hugging Face directory, or a checkpoint with bert_config.json "
+                    "beside it)")
 
 
 def _library_modules():

@@ -263,3 +263,59 @@ def test_minilm_mean_pooling_equals_sentence_transformers(shared_data, tmp_path)
     assert np.abs(embedder.embed(sentences, batch_size=16) - theirs).max() < 1e-5
     # Different sentences, different embeddings (the comparison is not of constants).
     assert np.abs(theirs[0] - theirs[1]).max() > 0.05
+
+
+@pytest.mark.slow
+def test_a_hugging_face_config_passed_as_bert_config_file_keeps_its_meaning(shared_data,
+                                                                            tmp_path):
+    """Issue 31.1: MiniLM's config.json given as --bert_config_file is read as Hugging Face's
+    (its "gelu" the exact erf form, as the directory alone reads it), not as the original's
+    bert_config.json (the tanh form, which moved these embeddings by 2.4e-4): extract_features
+    gives the directory's own embeddings, and the export's bert_config.json keeps gelu_exact."""
+    directory = minilm_directory()
+    sentences = sst2_sentences(shared_data, 16)
+    input_file = tmp_path / "sst2.txt"
+    input_file.write_text("\n".join(sentences), encoding="utf-8")
+    outputs = {}
+    for name, config_flag in (("alone", None), ("given", directory / "config.json")):
+        outputs[name] = tmp_path / f"{name}.npy"
+        status, output = run_command_line("run.extract_features", dict(
+            input_file=input_file, output_file=outputs[name], init_checkpoint=directory,
+            bert_config_file=config_flag, pooling="mean"))
+        assert status == 0, output[-3000:]
+    alone, given = np.load(outputs["alone"]), np.load(outputs["given"])
+    assert alone.shape == (16, 384)
+    assert np.abs(alone - given).max() < 1e-6
+    status, output = run_command_line("run.export_savedmodel", dict(
+        init_checkpoint=directory, bert_config_file=directory / "config.json", task="encoder",
+        pooling="mean", export_dir=tmp_path / "exported"))
+    assert status == 0, output[-3000:]
+    exported = json.loads((tmp_path / "exported" / "assets" / "bert_config.json").read_text())
+    assert exported["hidden_act"] == "gelu_exact"
+    from bert_tf import api
+    assert api.load_config(directory / "config.json").hidden_act == "gelu_exact"
+
+
+def test_every_config_file_is_read_by_its_format(tmp_path):
+    """Issue 31.1: one reader (BertConfig.from_json_file) tells the two formats apart by their
+    keys: Hugging Face's "gelu" is the erf form, the original's the tanh form; a non-BERT
+    Hugging Face config is an error naming the file, in a command line too."""
+    from bert_tf.errors import InputError
+    from bert_tf.model.config import BertConfig
+    original = dict(CONFIG, hidden_act="gelu")
+    (tmp_path / "bert_config.json").write_text(json.dumps(original))
+    assert BertConfig.from_json_file(tmp_path / "bert_config.json").hidden_act == "gelu"
+    hugging_face = dict(original, model_type="bert", layer_norm_eps=1e-12, pad_token_id=0)
+    (tmp_path / "config.json").write_text(json.dumps(hugging_face))
+    config = BertConfig.from_json_file(tmp_path / "config.json")
+    assert config.hidden_act == "gelu_exact"
+    assert config.architecture_differences(BertConfig.from_dict(original)) == [
+        ("hidden_act", "gelu_exact", "gelu")]
+    (tmp_path / "roberta.json").write_text(json.dumps(dict(hugging_face, model_type="roberta")))
+    with pytest.raises(InputError, match=r"roberta.json: model_type 'roberta' is not BERT"):
+        BertConfig.from_json_file(tmp_path / "roberta.json")
+    assert_one_line_error("run.run_pretraining", dict(
+        bert_config_file=tmp_path / "roberta.json", input_file=tmp_path / "config.json",
+        output_dir=tmp_path / "out", do_train=True),
+        f"error: {tmp_path / 'roberta.json'}: model_type 'roberta' is not BERT")
+    assert not (tmp_path / "out").exists()

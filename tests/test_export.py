@@ -101,6 +101,10 @@ def test_a_multi_label_classifier_exports_its_labels_over_the_thresholds(exporte
     assert 0 < over.sum() < over.size
     assert [[name.decode() for name in row if name] for row in served["labels"].numpy()] == [
         [label for label, chosen in zip("abc", row) if chosen] for row in over]
+    # Issue 31.9: the export records that it is multi-label, and each label's threshold.
+    marker = json.loads((tmp_path / "multi" / "assets" / "bert_tf_export.json").read_text())
+    assert (marker["labels"], marker["multi_label"], marker["thresholds"]) == (
+        ["a", "b", "c"], True, [0.5, 0.48, 0.52])
 
 
 def test_assets_hold_the_vocabulary_and_config(exported):
@@ -110,7 +114,9 @@ def test_assets_hold_the_vocabulary_and_config(exported):
     assert json.loads((export_dir / "assets" / "bert_config.json").read_text())[
         "hidden_size"] == 32
     marker = json.loads((export_dir / "assets" / "bert_tf_export.json").read_text())
-    assert (marker["task"], marker["labels"]) == ("classifier", ["a", "b", "c"])
+    assert (marker["task"], marker["labels"], marker["multi_label"]) == (
+        "classifier", ["a", "b", "c"], False)
+    assert "thresholds" not in marker
     graph = (export_dir / "saved_model.pb").read_bytes()
     assert str(exported["root"]).encode() not in graph  # no absolute path baked in
 
@@ -380,7 +386,19 @@ def test_a_checkpoint_that_does_not_match_the_config_is_refused(exported, tmp_pa
     config.write_text(json.dumps(dict(TINY, hidden_size=48, intermediate_size=96)))
     flags = dict(exported["flags"], bert_config_file=config,
                  vocab_file=exported["root"] / "vocab.moved", export_dir=tmp_path / "out")
+    # The checkpoint's folder has its config: the given one is refused as another model's.
     output = export(flags, expect=2)
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(f"error: --bert_config_file: {config} is not the config of the "
+                           f"model in --init_checkpoint={exported['root']} (hidden_size 48 vs "
+                           f"32, intermediate_size 96 vs 64, "), last
+    assert not (tmp_path / "out").exists()
+    # Without a config beside it, the checkpoint's shapes are checked against the given one.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for path in exported["root"].glob("model.ckpt.*"):
+        shutil.copy(path, bare / path.name)
+    output = export(dict(flags, init_checkpoint=bare / "model.ckpt"), expect=2)
     last = output.strip().splitlines()[-1]
     assert last.startswith("error: ") and "model.ckpt" in last and "shape" in last, last
     assert not (tmp_path / "out").exists()

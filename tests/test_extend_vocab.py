@@ -120,7 +120,8 @@ def test_append_resizes_the_checkpoint(refbert, ref, uncased_vocab, corpus, tmp_
     domain = tmp_path / "domain"
     assert sorted(p.name for p in domain.iterdir()) == [
         "bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index",
-        "checkpoint", "vocab.txt"]
+        "bert_tf_model.json", "checkpoint", "vocab.txt"]
+    assert json.loads((domain / "bert_tf_model.json").read_text()) == {"do_lower_case": True}
     old = uncased_vocab.read_text("utf-8").splitlines()
     new = (domain / "vocab.txt").read_text("utf-8").splitlines()
     ranking = reference_ranking(ref, uncased_vocab, corpus)
@@ -236,6 +237,10 @@ def vocab_with_slots(path, slots):
     ("zero words", {"vocab": 3, "num_words": 0}, "--num_words"),
     ("checkpoint of another vocabulary", {"vocab": 3, "mode": "append",
                                           "init_checkpoint": "CHECKPOINT"},
+     "--bert_config_file: TMP/small.json is not the config of the model in "
+     "--init_checkpoint=TMP/model (vocab_size 20 vs 30522, TMP/model/bert_config.json)"),
+    ("checkpoint of another vocabulary, no config beside it",
+     {"vocab": 3, "mode": "append", "init_checkpoint": "CHECKPOINT", "config_beside": False},
      "bert/embeddings/word_embeddings is [30522, 32], not [vocab_size, hidden_size] = [20, 32]"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, corpus, name, flags, expected):
@@ -243,12 +248,14 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, corpus, name, flags,
     vocab = vocab_with_slots(tmp_path / "vocab.txt", flags.pop("vocab"))
     if flags.get("init_checkpoint") == "CHECKPOINT":
         _, flags["init_checkpoint"] = write_tiny_checkpoint(tmp_path / "model")
+        if not flags.pop("config_beside", True):
+            (tmp_path / "model" / "bert_config.json").unlink()
     if flags.get("mode") == "append":
         (tmp_path / "small.json").write_text(json.dumps(dict(TINY, vocab_size=20)))
         flags.update(bert_config_file=tmp_path / "small.json", output_dir=tmp_path / "out")
     flags.update(vocab_file=vocab, input_file=corpus, output_vocab_file=tmp_path / "new.txt")
-    assert_one_line_error("data_tools.extend_vocab", flags, expected.replace("VOCAB",
-                                                                             str(vocab)))
+    assert_one_line_error("data_tools.extend_vocab", flags, expected.replace(
+        "VOCAB", str(vocab)).replace("TMP", str(tmp_path)))
     assert not (tmp_path / "new.txt").exists() and not (tmp_path / "out").exists()
 
 
@@ -266,3 +273,34 @@ def test_append_refuses_a_folder_in_use_before_reading_the_corpus(uncased_vocab,
                          bert_config=BertConfig.from_dict(TINY), output_dir=str(output_dir))
     assert sorted(p.name for p in (tmp_path / "used").iterdir()) == ["notes.txt"]
     assert not (tmp_path / "new.txt").exists()
+
+
+def test_the_appended_folder_is_a_movable_model_directory(uncased_vocab, corpus, tmp_path):
+    """Issue 31.6: extend_vocab --mode=append's output folder is a model directory (config,
+    vocabulary, casing beside the checkpoint) that extract_features takes alone, and its
+    `checkpoint` file names the checkpoint relative to the folder: moved elsewhere, it gives
+    the same features, without "Couldn't match files"."""
+    from bert_tf.model.config import BertConfig
+    from bert_tf.text.vocab_extension import extend_vocab
+    _, checkpoint = write_tiny_checkpoint(tmp_path / "model")
+    domain = tmp_path / "domain"
+    extend_vocab(str(uncased_vocab), [str(corpus)], str(domain / "vocab.txt"), mode="append",
+                 num_words=20, init_checkpoint=checkpoint, bert_config=BertConfig.from_dict(TINY),
+                 output_dir=str(domain), log=lambda message: None)
+    assert "/" not in (domain / "checkpoint").read_text()
+    lines = corpus.read_text("utf-8").splitlines()
+    text = tmp_path / "text.txt"
+    text.write_text("\n".join(line for line in lines if line.strip())[:2000] + "\n",
+                    encoding="utf-8")
+    features = {}
+    for name in ("here", "moved"):
+        if name == "moved":
+            (tmp_path / "elsewhere").mkdir()
+            domain = domain.rename(tmp_path / "elsewhere" / "domain_model")
+        status, log = run_command_line("run.extract_features", dict(
+            input_file=text, output_file=tmp_path / f"{name}.jsonl", init_checkpoint=domain,
+            layers="-1", max_seq_length=32))
+        assert status == 0, log[-3000:]
+        assert "Couldn't match files" not in log
+        features[name] = (tmp_path / f"{name}.jsonl").read_text()
+    assert features["here"] == features["moved"] and len(features["here"]) > 1000

@@ -1,5 +1,6 @@
-"""Bad input to run_classifier, run_ner and run_squad: one line `error: ...` naming the flag, file or line,
-exit status 2, no traceback. A table of cases, each run as the real command line."""
+"""Bad input to run_classifier, run_ner, run_squad, run_multiple_choice and export_savedmodel:
+one line `error: ...` naming the flag, file or line, exit status 2, no traceback. A table of
+cases, each run as the real command line."""
 import json
 
 import pytest
@@ -52,6 +53,20 @@ def files(tmp_path_factory, uncased_vocab):
     (root / "squad_out").mkdir()
     (root / "squad_out" / "eval.tf_record").write_bytes(b"earlier records")
     (root / "squad_out" / "predictions.json").write_text('{"q0": "earlier"}\n')
+    # A vocabulary larger than the model: extend_vocab --mode=append's, used with the original
+    # checkpoint (ids from 30522 on have no embedding).
+    big_vocab = root / "appended_vocab.txt"
+    big_vocab.write_text(uncased_vocab.read_text(encoding="utf-8")
+                         + "".join(f"domainword{i}\n" for i in range(10)), encoding="utf-8")
+    choices = root / "choices"
+    choices.mkdir()
+    (choices / "train.tsv").write_text("the cat\tsat\tran\t0\na dog\tbarked\tflew\t0\n")
+    (choices / "test.tsv").write_text("the cat\tsat\tran\n")
+    # An earlier run's output folder (its predictions, a user's notes) that a failing run must
+    # leave as it is: no records, no train/.
+    (root / "earlier_out").mkdir()
+    (root / "earlier_out" / "test_results.tsv").write_text("0.5\t0.5\n")
+    (root / "earlier_out" / "notes.txt").write_text("mine")
     # A checkpoint of the encoder alone (no classifier head), in the original naming.
     from bert_tf.model.checkpoints import write_tf1_checkpoint
     from bert_tf.model.config import BertConfig
@@ -70,7 +85,7 @@ def files(tmp_path_factory, uncased_vocab):
             (directory / source.name).write_bytes(content)
         damaged[part] = str(directory / "model.ckpt")
     return {"root": root, "vocab": str(uncased_vocab), "config": str(root / "bert_config.json"),
-            "encoder_checkpoint": checkpoint, "damaged": damaged}
+            "encoder_checkpoint": checkpoint, "damaged": damaged, "big_vocab": str(big_vocab)}
 
 
 def classifier(files, **flags):
@@ -96,6 +111,15 @@ def export(files, **flags):
             "max_seq_length": 32}
     base.update(flags)
     return "run.export_savedmodel", base
+
+
+def multiple_choice(files, **flags):
+    base = {"vocab_file": files["vocab"], "bert_config_file": files["config"],
+            "output_dir": files["root"] / "choices_out", "max_seq_length": 16,
+            "task_name": "tsv", "context_column": 0, "ending_columns": "1,2",
+            "label_column": 3, "data_dir": files["root"] / "choices", "train_batch_size": 2}
+    base.update(flags)
+    return "run.run_multiple_choice", base
 
 
 def squad(files, **flags):
@@ -168,6 +192,24 @@ CASES = [
     ("export a truncated data file", lambda f: export(f, init_checkpoint=f["damaged"]["data"]),
      "error: {root}/damaged_data/model.ckpt.data-00000-of-00001: damaged checkpoint data file: "
      "cannot be read (Read less bytes than requested)"),
+    # A vocabulary larger than the model, in every command that takes both: refused before
+    # any record is written (not a traceback from the embedding lookup once training runs).
+    ("classifier train: vocabulary larger than the model",
+     lambda f: classifier(f, do_train=True, vocab_file=f["big_vocab"],
+                          output_dir=f["root"] / "earlier_out"),
+     "error: --vocab_file: {root}/appended_vocab.txt has 30532 entries but the model's "
+     "vocab_size is 30522 ({root}/bert_config.json)"),
+    ("classifier predict-only: vocabulary larger than the model",
+     lambda f: classifier(f, do_predict=True, vocab_file=f["big_vocab"], label_list="pos,neg",
+                          init_checkpoint=f["encoder_checkpoint"],
+                          output_dir=f["root"] / "earlier_out"),
+     "error: --vocab_file: {root}/appended_vocab.txt has 30532 entries"),
+    ("multiple choice: vocabulary larger than the model",
+     lambda f: multiple_choice(f, do_train=True, vocab_file=f["big_vocab"]),
+     "error: --vocab_file: {root}/appended_vocab.txt has 30532 entries"),
+    ("export: vocabulary larger than the model",
+     lambda f: export(f, init_checkpoint=f["encoder_checkpoint"], vocab_file=f["big_vocab"]),
+     "error: --vocab_file: {root}/appended_vocab.txt has 30532 entries"),
     ("nothing to do", lambda f: classifier(f),
      "error: --do_train: at least one of --do_train, --do_eval or --do_predict must be set"),
     ("output_dir is a file", lambda f: classifier(f, do_train=True,
@@ -209,15 +251,17 @@ CASES = [
 
 @pytest.mark.parametrize("name,make,expected", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_is_one_clear_line(files, name, make, expected):
-    """One `error:` line, exit status 2, and every file that existed before is still there
-    with the same bytes (a failing run removes or replaces nothing)."""
+    """One `error:` line, exit status 2, every file that existed before still there with the
+    same bytes (a failing run removes or replaces nothing), and nothing new: no records, no
+    train/, no export folder (no partial output)."""
     module, flags = make(files)
     before = snapshot(files["root"])
     assert_one_line_error(module, flags, expected.format(root=files["root"]))
     after = snapshot(files["root"])
     assert {path: after.get(path) for path in before} == before
+    assert sorted(set(after) - set(before)) == []
 
 
 def snapshot(root):
-    """{file path: its bytes} of every file under root."""
-    return {path: path.read_bytes() for path in root.rglob("*") if path.is_file()}
+    """{path: its bytes (None: a folder)} of everything under root."""
+    return {path: path.read_bytes() if path.is_file() else None for path in root.rglob("*")}

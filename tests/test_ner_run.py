@@ -99,3 +99,22 @@ def test_predictions_cover_every_test_word(trained):
     with open(output_dir / "test_predictions.txt", encoding="utf-8") as f:
         columns = {len(line.split()) for line in f if line.strip()}
     assert columns == {3}  # word gold predicted
+
+
+def test_predict_from_the_trained_folder_alone(trained, tmp_path):
+    """Issue 31.6: the trained output_dir is a model directory: run_ner predicts from it with
+    the data flag alone (its tags, config, vocabulary and casing recorded there; no
+    --label_list), and tags the test words as the training run did."""
+    data, output_dir, _ = trained
+    test_only = tmp_path / "data"
+    test_only.mkdir()
+    (test_only / "test.txt").write_bytes((data / "test.txt").read_bytes())
+    line = [sys.executable, "-m", "run.run_ner", f"--data_dir={test_only}",
+            f"--init_checkpoint={output_dir}", f"--output_dir={tmp_path / 'predicted'}",
+            "--do_predict"]
+    process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
+                             timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
+    ours = (tmp_path / "predicted" / "test_predictions.txt").read_text(encoding="utf-8")
+    assert ours == (output_dir / "test_predictions.txt").read_text(encoding="utf-8")
+    assert len({line.split()[2] for line in ours.splitlines() if line.strip()}) > 1

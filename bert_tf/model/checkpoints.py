@@ -281,9 +281,7 @@ def hf_directory_files(path):
     kind, location = resolve_checkpoint(path)
     if kind != "hf":
         return None
-    config_path = os.path.join(location, "config.json")
-    with tf.io.gfile.GFile(config_path) as f:
-        config = BertConfig.from_hf_dict(json.load(f), source=config_path)
+    config = BertConfig.from_json_file(os.path.join(location, "config.json"), hugging_face=True)
     vocab = os.path.join(location, "vocab.txt")
     do_lower_case = None
     tokenizer_config = os.path.join(location, "tokenizer_config.json")
@@ -647,8 +645,12 @@ def write_named_checkpoint(weights, path, global_step=None):
     for suffix in (".index", ".data-00000-of-00001"):
         tf.io.gfile.rename(tmp + suffix, path + suffix, overwrite=True)
     # The `checkpoint` state file as tf.train.latest_checkpoint reads it (what the deprecated
-    # update_checkpoint_state writes, without its deprecation warning).
-    state = tf.compat.v1.train.generate_checkpoint_state_proto(directory, path, [path])
+    # update_checkpoint_state writes, without its deprecation warning), naming the checkpoint
+    # relative to its folder so that the folder can be moved (an absolute save_dir keeps the
+    # name as given).
+    name = os.path.basename(path)
+    state = tf.compat.v1.train.generate_checkpoint_state_proto(os.path.abspath(directory), name,
+                                                               [name])
     with atomic_open(os.path.join(directory, "checkpoint")) as f:
         f.write(text_format.MessageToString(state))
     return path

@@ -7,7 +7,9 @@ configs from other tools survive a round trip. Invalid values raise `InputError`
 
 `hidden_act` follows the original's meaning: "gelu" is the tanh approximation (the original's
 `gelu`). "gelu_exact" is the erf form, which Hugging Face configs call "gelu";
-`from_hf_dict` translates a Hugging Face `config.json`.
+`from_hf_dict` translates a Hugging Face `config.json`. Every config file is read by
+`from_json_file`, which tells the two formats apart by their keys (`is_hugging_face_config`),
+so a Hugging Face `config.json` passed where a `bert_config.json` is expected keeps its meaning.
 """
 import copy
 import json
@@ -33,6 +35,12 @@ HF_ACTIVATIONS = {
     "linear": "linear",
 }
 
+# Keys that Hugging Face's BertConfig writes and the original's bert_config.json never has:
+# every config.json that transformers writes holds model_type and layer_norm_eps (and most
+# transformers_version, architectures, pad_token_id); one of them is enough.
+HF_ONLY_KEYS = ("model_type", "architectures", "transformers_version", "layer_norm_eps",
+                "pad_token_id", "position_embedding_type", "torch_dtype", "_name_or_path")
+
 _FIELDS = {
     # name: (default, type, check, description of the check)
     "vocab_size": (None, int, lambda v: v > 0, "a positive integer"),
@@ -47,6 +55,11 @@ _FIELDS = {
     "type_vocab_size": (16, int, lambda v: v > 0, "a positive integer"),
     "initializer_range": (0.02, float, lambda v: v > 0.0, "a positive number"),
 }
+
+
+# Fields of training alone (dropout, initialisation): configs that differ only in these describe
+# the same weights, and fine-tuning may change them.
+TRAINING_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range")
 
 
 class BertConfig:
@@ -91,8 +104,12 @@ class BertConfig:
             raise file_error(source, str(e)) if source else e
 
     @classmethod
-    def from_json_file(cls, json_file):
-        """Reads a `bert_config.json`; errors name the file."""
+    def from_json_file(cls, json_file, hugging_face=None):
+        """Reads a config file: the original's `bert_config.json`, or a Hugging Face
+        `config.json` (read by `from_hf_dict`), told apart by its keys
+        (`is_hugging_face_config`) unless `hugging_face` says which (a Hugging Face
+        directory's config.json). Errors name the file."""
+        json_file = str(json_file)
         if not tf.io.gfile.exists(json_file):
             raise file_error(json_file, "config file not found")
         with tf.io.gfile.GFile(json_file, "r") as reader:
@@ -101,6 +118,8 @@ class BertConfig:
             json_object = json.loads(text)
         except json.JSONDecodeError as e:
             raise file_error(json_file, f"not valid JSON: {e.msg}", e.lineno) from None
+        if hugging_face or hugging_face is None and is_hugging_face_config(json_object):
+            return cls.from_hf_dict(json_object, source=json_file)
         return cls.from_dict(json_object, source=json_file)
 
     @classmethod
@@ -108,9 +127,18 @@ class BertConfig:
         """Builds a config from a Hugging Face BERT `config.json` object.
 
         HF "gelu" is the exact erf form (ours: "gelu_exact"); their layer_norm_eps must be the
-        original's 1e-12 since our LayerNorm fixes it.
+        original's 1e-12 since our LayerNorm fixes it; a model_type other than "bert" (another
+        architecture, whose weights this encoder would misread) is an error.
         """
         try:
+            if not isinstance(hf_object, dict):
+                raise InputError("a config must be a JSON object")
+            model_type = hf_object.get("model_type", "bert")
+            if model_type != "bert":
+                raise InputError(f"model_type {model_type!r} is not BERT (only \"bert\" "
+                                 f"configs are read)")
+            if "vocab_size" not in hf_object:
+                raise InputError("missing required key 'vocab_size'")
             hf_act = hf_object.get("hidden_act", "gelu")
             if hf_act not in HF_ACTIVATIONS:
                 raise InputError(f"hidden_act {hf_act!r} is not supported "
@@ -143,11 +171,23 @@ class BertConfig:
         values.update(changes)
         return BertConfig(**values)
 
+    def architecture_differences(self, other):
+        """[(field, self's value, other's)] of the fields (all but TRAINING_FIELDS) in which
+        the two configs describe different weights; empty when they describe the same."""
+        return [(key, getattr(self, key), getattr(other, key)) for key in _FIELDS
+                if key not in TRAINING_FIELDS and getattr(self, key) != getattr(other, key)]
+
     def __eq__(self, other):
         return isinstance(other, BertConfig) and self.to_dict() == other.to_dict()
 
     def __repr__(self):
         return f"BertConfig({self.to_dict()})"
+
+
+def is_hugging_face_config(json_object):
+    """Whether a config's JSON object is a Hugging Face `config.json` (one of HF_ONLY_KEYS)
+    rather than the original's `bert_config.json`."""
+    return isinstance(json_object, dict) and any(key in json_object for key in HF_ONLY_KEYS)
 
 
 def _checked(key, value):

@@ -206,7 +206,9 @@ class Task(abc.ABC):
     # ---- Serving (bert_tf.serving.export saves the signatures).
     def export_description(self):
         """What an export records of the task beside its name and length (the export marker,
-        assets/bert_tf_export.json, and LiteRT's): the default, nothing."""
+        assets/bert_tf_export.json, and LiteRT's), and what a training run records in its
+        model directory (bert_tf.model.directory.RECORD_FILE), where predict and export find
+        the labels and options again: the default, nothing."""
         return {}
 
     def serving_outputs(self, outputs, from_text=False):

@@ -390,8 +390,15 @@ class ClassificationTask(Task):
 
     # ---- Serving.
     def export_description(self):
-        """The label names in output order (none for regression)."""
-        return {"labels": list(self.config.labels)} if self.config.labels else {}
+        """The label names in output order (none for regression), whether it is a regression
+        or a multi-label model, and a multi-label model's thresholds (one per label)."""
+        config = self.config
+        description = {"regression": config.regression, "multi_label": config.multi_label}
+        if config.labels:
+            description["labels"] = list(config.labels)
+        if config.multi_label:
+            description["thresholds"] = list(config.thresholds)
+        return description
 
     def serving_outputs(self, outputs, from_text=False):
         """Probabilities and logits (regression: the score); on raw strings also each row's

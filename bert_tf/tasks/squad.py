@@ -147,6 +147,14 @@ class SquadTask(Task):
         return paths
 
     # ---- Serving.
+    def export_description(self):
+        """The options of the answer `serve_text_pair` finds, and whether questions may have
+        none (SQuAD 2.0)."""
+        config = self.config
+        return {"max_query_length": config.max_query_length, "n_best_size": config.n_best_size,
+                "max_answer_length": config.max_answer_length,
+                "version_2_with_negative": config.version_2_with_negative}
+
     def serving_outputs(self, outputs, from_text=False):
         return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
                 "end_logits": tf.cast(outputs["end_logits"], tf.float32)}

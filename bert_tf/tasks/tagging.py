@@ -142,6 +142,10 @@ class TaggingTask(Task):
         return [path]
 
     # ---- Serving.
+    def export_description(self):
+        """The tags in output order and how entities are read from them."""
+        return {"labels": list(self.config.labels), "scheme": self.config.scheme}
+
     def serving_outputs(self, outputs, from_text=False):
         logits = tf.cast(outputs["logits"], tf.float32)
         return {"tag_ids": self._predictions(logits), "logits": logits}

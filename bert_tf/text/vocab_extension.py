@@ -136,8 +136,9 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
     """Chooses `num_words` words of the corpus `input_files` (see the module docstring) and
     writes the extended vocabulary to `output_vocab_file`; with mode "append", also the
     resized `init_checkpoint` (`output_dir`/bert_model.ckpt, in the original naming, new rows
-    drawn with `seed`) and `output_dir`/bert_config.json (`bert_config` with the new
-    vocab_size). Everything is checked before the corpus is read; on failure nothing is left.
+    drawn with `seed`), `output_dir`/bert_config.json (`bert_config` with the new
+    vocab_size) and the casing (bert_tf.model.directory.RECORD_FILE): with the vocabulary
+    there too (the command line's default), a model directory. Everything is checked before the corpus is read; on failure nothing is left.
 
     Returns a dict: the `words` added ({word, id, count, pieces} each, best first), the
     `vocab_size` (lines) written, and figures of the corpus and the checkpoint.
@@ -203,11 +204,14 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
         old_size = bert_config.vocab_size
         weights = checkpoints.resize_vocabulary(weights, new_vocab_size,
                                                 bert_config.initializer_range, seed)
+        from bert_tf.model import directory
         with io_utils.removed_on_failure(output_dir):
             checkpoints.write_named_checkpoint(weights, checkpoint_path)
             bert_config.replace(vocab_size=new_vocab_size).to_json_file(
-                os.path.join(output_dir, "bert_config.json"))
+                os.path.join(output_dir, directory.CONFIG_FILE))
             _write_lines(output_vocab_file, new_lines)
+            # The casing the words were counted with: the folder is a whole model directory.
+            directory.write_record(output_dir, {"do_lower_case": bool(do_lower_case)})
         summary.update(old_vocab_size=old_size, new_vocab_size=new_vocab_size,
                        checkpoint=checkpoint_path, left_out=len(left_out))
         if left_out:

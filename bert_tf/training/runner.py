@@ -9,7 +9,9 @@ what every task needs, the same way for all of them:
 - the model (under the strategy's scope) and the optimizer: the original's AdamWeightDecay or
   LAMB, with the weight-decay exclusions matched against the original variable names;
 - training (`bert_tf.training.loops.train`): resumes from the latest checkpoint in output_dir, else
-  starts from --init_checkpoint; optional eval after every checkpoint; optionally the trained
+  starts from --init_checkpoint; output_dir made a model directory first (its config, a copy of
+  the vocabulary, the casing, the task's labels and options: `bert_tf.model.directory`), so
+  that predict and export need only it; optional eval after every checkpoint; optionally the trained
   weights also as a TF1 checkpoint in the original's names (output_dir/original_format), which
   the original release and tools built on it load;
 - the checkpoint that eval and predict use: the model just trained, else the latest checkpoint in
@@ -33,7 +35,7 @@ from absl import logging
 
 from bert_tf.data.input_pipeline import find_bad_record
 from bert_tf.errors import InputError, arg, argument_error
-from bert_tf.model import layers
+from bert_tf.model import directory, layers
 from bert_tf.model.checkpoints import (load_checkpoint, naming_damaged_checkpoint,
                                        original_variable_map, require_complete,
                                        write_tf1_checkpoint)
@@ -282,6 +284,8 @@ def run(task, settings, log=log):
 
         results = None
         if settings.do_train:
+            if is_chief(strategy):
+                write_model_directory(task, settings)
             results = _train(task, strategy, model, optimizer, settings, log)
         if settings.do_eval or settings.do_predict:
             if settings.do_train:
@@ -304,6 +308,16 @@ def run(task, settings, log=log):
         keras.mixed_precision.set_global_policy(policy)
         layers.set_cpu_kernels(cpu_kernels)
         logging.set_verbosity(verbosity)
+
+
+def write_model_directory(task, settings):
+    """Before the first checkpoint: output_dir gets the model's config, a copy of the run's
+    vocabulary (when known) and the record of its casing and task (bert_tf.model.directory),
+    so that the folder the run leaves is a whole model. A user's other config or vocabulary
+    there is an InputError naming output_dir."""
+    vocab_file = settings.vocab_file
+    directory.write(settings.output_dir, task.config.bert_config, vocab_file,
+                    directory.task_record(task, settings.do_lower_case if vocab_file else None))
 
 
 def _train(task, strategy, model, optimizer, settings, log):

@@ -70,7 +70,10 @@ class RunSettings:
     cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
     seed: int = None
     export_dir: str = None
-    vocab_file: str = None  # with export_dir: the raw-string signatures' vocabulary
+    # The run's vocabulary and casing: a training run copies and records them in output_dir
+    # (a model directory, bert_tf.model.directory); with export_dir, the raw-string
+    # signatures'.
+    vocab_file: str = None
     do_lower_case: bool = True
 
     def validate(self, steps_known=True):
