@@ -288,3 +288,9 @@ def atomic_open(path, mode="w", encoding=None):
                 encoding = "utf-8"
             with open(tmp, mode, encoding=encoding) as f:
                 yield f
+
+
+def checkpoint_folder(path):
+    """The folder that holds checkpoint `path` (a directory, or a checkpoint prefix's)."""
+    path = os.fspath(path)
+    return path if os.path.isdir(path) else (os.path.dirname(path) or ".")

@@ -154,7 +154,7 @@ def main(argv):
     from bert_tf.serving import formats
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
-    from bert_tf.training.settings import checkpoint_folder
+    from bert_tf.io_utils import checkpoint_folder
     formats.check_export_dir(FLAGS.export_dir, FLAGS.format,
                              keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     files = api.resolve_model_files(

@@ -22,10 +22,9 @@ import shutil
 import tensorflow as tf
 
 from bert_tf.errors import InputError, arg, argument_error, file_error
-from bert_tf.io_utils import atomic_open, atomic_output, is_url
+from bert_tf.io_utils import atomic_open, atomic_output, checkpoint_folder, is_url
 from bert_tf.model.checkpoints import hf_directory_files, resolve_checkpoint
 from bert_tf.model.config import BertConfig
-from bert_tf.training.settings import checkpoint_folder
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"

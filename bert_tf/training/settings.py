@@ -12,7 +12,7 @@ import dataclasses
 import os
 
 from bert_tf.errors import arg, argument_error
-from bert_tf.io_utils import check_writable_dir
+from bert_tf.io_utils import check_writable_dir, checkpoint_folder
 
 
 # Dynamic loss scaling (float16): Keras' and TensorFlow's defaults. The scale halves at every
@@ -123,12 +123,6 @@ class RunSettings:
             if self.init_checkpoint:
                 keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
             check_export_dir(self.export_dir, keep)
-
-
-def checkpoint_folder(path):
-    """The folder that holds checkpoint `path` (a directory, or a checkpoint prefix's)."""
-    path = os.fspath(path)
-    return path if os.path.isdir(path) else (os.path.dirname(path) or ".")
 
 
 def check_request(do_train, do_eval, do_predict, output_dir):
