@@ -51,7 +51,8 @@ flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-t
 flags.DEFINE_integer("max_seq_length", 128, "Maximum total sequence length after WordPiece "
                      "tokenization; longer inputs are truncated, shorter ones padded.")
 flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the pre-trained model: original TF1, "
-                    "our TF2, or a model directory (Hugging Face's, Google's, a training run's output_dir).")
+                    "our TF2, or a model directory (Hugging Face's, Google's, a training run's "
+                    "output_dir).")
 flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on "
                     "(default for a model directory as --init_checkpoint: its vocab.txt).")
 flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased "

@@ -45,7 +45,7 @@ def test_an_absent_package_is_named_with_what_installs_it(fake_packages, monkeyp
         "absent_package_of_this_test", "an oracle"))
     assert kind == ("fail" if ci else "skip")
     assert ("needs the Python package absent_package_of_this_test (an oracle), which is not "
-            'installed: pip install -e ".[cpu,test]"') in message
+            f"installed: {conftest.TEST_EXTRA}") in message
     kind, message = outcome(monkeypatch, ci, lambda: conftest.require_module(
         "absent_package_of_this_test.metrics", "an oracle", install="pip install it"))
     assert kind == ("fail" if ci else "skip")

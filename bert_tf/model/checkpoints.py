@@ -44,7 +44,6 @@ import re
 
 import numpy as np
 import tensorflow as tf
-from google.protobuf import text_format
 from safetensors import safe_open
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
@@ -652,7 +651,7 @@ def write_named_checkpoint(weights, path, global_step=None):
     state = tf.compat.v1.train.generate_checkpoint_state_proto(os.path.abspath(directory), name,
                                                                [name])
     with atomic_open(os.path.join(directory, "checkpoint")) as f:
-        f.write(text_format.MessageToString(state))
+        f.write(str(state))  # a protocol buffer prints as its text format
     return path
 
 

@@ -138,7 +138,8 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
     resized `init_checkpoint` (`output_dir`/bert_model.ckpt, in the original naming, new rows
     drawn with `seed`), `output_dir`/bert_config.json (`bert_config` with the new
     vocab_size) and the casing (bert_tf.model.directory.RECORD_FILE): with the vocabulary
-    there too (the command line's default), a model directory. Everything is checked before the corpus is read; on failure nothing is left.
+    there too (the command line's default), a model directory. Everything is checked before
+    the corpus is read; on failure nothing is left.
 
     Returns a dict: the `words` added ({word, id, count, pieces} each, best first), the
     `vocab_size` (lines) written, and figures of the corpus and the checkpoint.

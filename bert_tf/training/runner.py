@@ -11,9 +11,9 @@ what every task needs, the same way for all of them:
 - training (`bert_tf.training.loops.train`): resumes from the latest checkpoint in output_dir, else
   starts from --init_checkpoint; output_dir made a model directory first (its config, a copy of
   the vocabulary, the casing, the task's labels and options: `bert_tf.model.directory`), so
-  that predict and export need only it; optional eval after every checkpoint; optionally the trained
-  weights also as a TF1 checkpoint in the original's names (output_dir/original_format), which
-  the original release and tools built on it load;
+  that predict and export need only it; optional eval after every checkpoint; optionally the
+  trained weights also as a TF1 checkpoint in the original's names (output_dir/original_format),
+  which the original release and tools built on it load;
 - the checkpoint that eval and predict use: the model just trained, else the latest checkpoint in
   output_dir (ours, or one the task continues), else --init_checkpoint, which must then hold
   every variable of the model (a task head missing from it would predict at random); a
