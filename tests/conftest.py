@@ -49,6 +49,13 @@ def assert_one_line_error(module, flags, expected, **kwargs):
     return last
 
 
+def strategy_line(output):
+    """The `*** <task>: strategy ...` line of a run's output (the runner's settings line)."""
+    lines = [line for line in output.splitlines() if ": strategy " in line]
+    assert len(lines) == 1, output[-3000:]
+    return lines[0]
+
+
 def snapshot(root):
     """{path: bytes} of every file under root, and every directory (bytes None)."""
     root = pathlib.Path(root)

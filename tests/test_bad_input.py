@@ -505,39 +505,6 @@ def test_extend_vocab_append_prints_no_tensorflow_deprecation(files, tmp_path):
         tmp_path / "out" / "bert_model.ckpt")
 
 
-def strategy_line(output):
-    """The `*** <task>: strategy ...` line of a run's output."""
-    lines = [line for line in output.splitlines() if ": strategy " in line]
-    assert len(lines) == 1, output[-3000:]
-    return lines[0]
-
-
-@pytest.mark.slow
-def test_only_training_runs_name_their_optimizer(files, tmp_path, uncased_vocab):
-    """Issue 31.8: the run's settings line names the optimizer of a training run only:
-    extract_features and a predict-only run use none."""
-    status, output = run_command_line(*features(files, output_file=tmp_path / "f.jsonl"))
-    assert status == 0, output[-3000:]
-    assert "mixed_precision=off" in strategy_line(output)
-    assert "optimizer" not in strategy_line(output)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "train.tsv").write_text("the cat sat\tpos\nthe dog ran\tneg\n")
-    (data / "test.tsv").write_text("the red mat\n")
-    (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY, vocab_size=30522)))
-    trained = tsv_run(data, uncased_vocab, tmp_path / "bert_config.json", tmp_path / "trained",
-                      train_batch_size=2, num_train_epochs=1)
-    status, output = run_command_line(*trained)
-    assert status == 0, output[-3000:]
-    assert strategy_line(output).endswith("optimizer=adamw")
-    status, output = run_command_line(*tsv_run(
-        data, uncased_vocab, tmp_path / "bert_config.json", tmp_path / "predicted",
-        do_train=None, do_predict=True, init_checkpoint=tmp_path / "trained",
-        label_list="neg,pos"))
-    assert status == 0, output[-3000:]
-    assert "optimizer" not in strategy_line(output)
-
-
 def test_oneDNN_float16_fallback_line_is_dropped_and_nothing_else():
     """Issue 31.8: oneDNN's once-per-process ERROR line on a CPU without float16 arithmetic is
     recognised in both log formats and dropped by the filter that absorbs it; other lines on

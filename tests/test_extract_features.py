@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, strategy_line
 from test_model import SMALL_CONFIG, build_reference, make_inputs
 
 INPUT_LINES = [
@@ -107,6 +107,7 @@ def test_extract_features_matches_original(refbert, uncased_vocab, tmp_path):
                      f"--max_seq_length={MAX_SEQ_LENGTH}", "--batch_size=4")
     assert result.returncode == 0, result.stderr
     assert "[extract_features] done: 6 examples" in result.stderr
+    assert "optimizer" not in strategy_line(result.stderr)  # issue 31.8: it trains nothing
 
     expected = reference_jsonl(refbert, str(input_file), str(uncased_vocab), str(checkpoint),
                                config)

@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_command_line
+from conftest import assert_one_line_error, run_command_line, strategy_line
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,7 @@ def trained(tmp_path_factory, uncased_vocab, shared_data):
         output_dir=out, do_train=True, max_seq_length=MAX_SEQ_LENGTH, train_batch_size=8,
         num_train_epochs=2.0, learning_rate=1e-3, seed=1))
     assert status == 0, log[-3000:]
-    return {"root": root, "google": google, "data": data, "out": out}
+    return {"root": root, "google": google, "data": data, "out": out, "log": log}
 
 
 def test_a_trained_folder_holds_the_model_files(trained, uncased_vocab):
@@ -92,6 +92,9 @@ def test_predict_and_export_from_the_folder_alone(trained, tmp_path):
     status, log = run_command_line("run.run_classifier", dict(
         DATA_FLAGS, data_dir=test_only, init_checkpoint=out, output_dir=alone, do_predict=True))
     assert status == 0, log[-3000:]
+    # Issue 31.8: the settings line names the optimizer of a training run only.
+    assert strategy_line(trained["log"]).endswith("optimizer=adamw")
+    assert "optimizer" not in strategy_line(log)
     explicit = tmp_path / "explicit"
     status, log = run_command_line("run.run_classifier", dict(
         DATA_FLAGS, data_dir=test_only, init_checkpoint=out, output_dir=explicit,
