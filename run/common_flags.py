@@ -12,6 +12,7 @@ that use it, after the flags are parsed (--help and flag errors without TensorFl
 """
 import dataclasses
 import os
+import sys
 
 from absl import flags
 
@@ -186,31 +187,44 @@ def fine_tuning_model_files(task):
     return files
 
 
+def _trains():
+    """Whether this command line trains: then it may give a model directory's model other
+    labels (intermediate-task fine-tuning, MNLI then RTE), which its new record holds."""
+    return "do_train" in FLAGS and FLAGS.do_train
+
+
 def flags_from_model(files, task, options, agree=()):
     """Flags that default to what the model directory of `files` records of a run of `task`
     (bert_tf.model.directory): `options` maps each flag to its recorded key. A flag not given
     takes the recorded value; a given flag of `agree` (what gives the outputs their meaning:
-    the labels) must equal it: otherwise an error naming the flag."""
+    the labels) must equal it in a run that does not train: otherwise an error naming the
+    flag."""
     from bert_tf.model import directory
 
     record = files.task_record(task)
+    taken = []
     for flag, key in options.items():
         if key not in record:
             continue
         if not FLAGS[flag].present:
             setattr(FLAGS, flag, record[key])
-        elif flag in agree and directory.differs(FLAGS[flag].value, record[key]):
+            taken.append(f"--{flag}={directory.format_value(record[key])}")
+        elif (flag in agree and not _trains()
+              and directory.differs(FLAGS[flag].value, record[key])):
             raise directory.disagreement(flag, FLAGS[flag].value, files.folder, key, record[key])
+    if taken:  # said, so that an error about them (a label of new data) is understood
+        print(f"*** from {os.path.join(files.folder, directory.RECORD_FILE)}: {' '.join(taken)}",
+              file=sys.stderr, flush=True)
 
 
 def check_recorded(files, task, key, value, flag):
-    """`value` (what the command line took for `key` from `flag`: a named task's labels) must
-    be what the model directory records of a run of `task`: otherwise an error naming
-    `flag`."""
+    """In a run that does not train, `value` (what the command line took for `key` from
+    `flag`: a named task's labels) must be what the model directory records of a run of
+    `task`: otherwise an error naming `flag`."""
     from bert_tf.model import directory
 
     record = files.task_record(task)
-    if key in record and directory.differs(value, record[key]):
+    if not _trains() and key in record and directory.differs(value, record[key]):
         raise directory.disagreement(flag, value, files.folder, key, record[key],
                                      given_by_argument=False)
 

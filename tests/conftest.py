@@ -22,7 +22,8 @@ UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 
 def run_command_line(module, flags=(), timeout=300, cwd=PROJECT_ROOT):
     """Runs `python -m module` with `flags` ({name: value}: True gives --name, None leaves it
-    out; or a list of ready arguments); returns (exit status, stdout + stderr)."""
+    out; or a list of ready arguments) as in a user's install (`command_env`); returns (exit
+    status, stdout + stderr)."""
     import subprocess
     line = [sys.executable, "-m", module]
     if isinstance(flags, dict):
@@ -33,7 +34,7 @@ def run_command_line(module, flags=(), timeout=300, cwd=PROJECT_ROOT):
     else:
         line.extend(str(arg) for arg in flags)
     process = subprocess.run(line, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                             env=command_env())
     return process.returncode, process.stdout + process.stderr
 
 
@@ -164,27 +165,54 @@ def refbert():
     return module
 
 
-_BLOCK_TENSORFLOW_TEXT = """
+_BLOCK_MODULES = """
 import sys
 
-class _BlockTensorflowText:
+class _BlockModules:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] == "tensorflow_text":
-            raise ImportError("tensorflow_text is blocked for this test")
+        if name.split(".")[0] in {blocked!r}:
+            raise ImportError(name.split(".")[0] + " is blocked for this test")
         return None
 
-sys.meta_path.insert(0, _BlockTensorflowText())
+sys.meta_path.insert(0, _BlockModules())
 """
 
 
-def env_without_tensorflow_text(directory):
-    """The environment of a fresh process in which `import tensorflow_text` raises ImportError
-    (a sitecustomize written into `directory`, first on PYTHONPATH), the project importable."""
+def env_blocking(directory, modules):
+    """The environment of a fresh process in which importing any of `modules` raises
+    ImportError (a sitecustomize written into `directory`, first on PYTHONPATH), the project
+    importable."""
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "sitecustomize.py").write_text(_BLOCK_TENSORFLOW_TEXT)
+    (directory / "sitecustomize.py").write_text(_BLOCK_MODULES.format(blocked=set(modules)))
     return dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(directory), str(PROJECT_ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+
+
+def env_without_tensorflow_text(directory):
+    """`env_blocking` of tensorflow_text: a TPU VM's install."""
+    return env_blocking(directory, ("tensorflow_text",))
+
+
+# What a user's install lacks that the test extra brings and the command lines would import:
+# Keras imports scikit-learn when it is there (for its sklearn wrappers), half a second of every
+# command line's start.
+NOT_IN_A_USERS_INSTALL = ("sklearn",)
+_command_env = {}
+
+
+def command_env(**variables):
+    """The environment the suite runs command lines in: a user's install
+    (NOT_IN_A_USERS_INSTALL blocked), TensorFlow's C++ log quiet; `variables` set besides."""
+    if not _command_env:
+        import atexit
+        import shutil
+        import tempfile
+        directory = tempfile.mkdtemp(prefix="bert_tf_command_env_")
+        atexit.register(shutil.rmtree, directory, True)
+        _command_env.update(env_blocking(directory, NOT_IN_A_USERS_INSTALL),
+                            TF_CPP_MIN_LOG_LEVEL="3")
+    return dict(_command_env, **variables)
 
 
 def decoded_records(path):
@@ -346,7 +374,7 @@ def start_workers(line, num_workers=2):
     for index in range(num_workers):
         tf_config = {"cluster": {"worker": [f"127.0.0.1:{p}" for p in ports]},
                      "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(tf_config))
+        env = command_env(TF_CPP_MIN_LOG_LEVEL="2", TF_CONFIG=json.dumps(tf_config))
         processes.append(subprocess.Popen(line, cwd=PROJECT_ROOT, env=env, text=True,
                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     return processes

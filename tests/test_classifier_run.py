@@ -16,14 +16,14 @@ checkpoint in the original naming with a classifier head (output_weights / outpu
 - bad input exits with a one-line error naming the flag or file.
 """
 import contextlib
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT, assert_same_checkpoints, kill_a_worker_and_resume, stub_estimator
+from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, kill_a_worker_and_resume,
+                      stub_estimator)
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +44,7 @@ def command(output_dir, **flags):
 
 
 def run(line, expect=0, timeout=300):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    process = subprocess.run(line, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True,
+    process = subprocess.run(line, cwd=PROJECT_ROOT, env=command_env(TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
                              timeout=timeout)
     output = process.stdout + process.stderr
     assert process.returncode == expect, output[-4000:]

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from data_tools import demo_corpus
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, command_env
 
 
 def test_demo_corpus_is_deterministic_and_in_pretraining_format(tmp_path):
@@ -32,7 +32,8 @@ def test_demo_runs_end_to_end(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "run.demo", f"--output_dir={out}", "--num_documents=300",
          "--vocab_size=600", "--num_train_steps=300"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
+        env=command_env(TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "=== summary" in result.stdout
     assert "fine-tuning eval (people and cities in new sentences): entity F1=" in result.stdout

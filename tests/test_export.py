@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, command_env
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ def export(flags, expect=0):
     line = [sys.executable, "-m", "run.export_savedmodel"]
     line += [f"--{k}={v}" for k, v in flags.items()]
     process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                             timeout=300, env=command_env())
     output = process.stdout + process.stderr
     assert process.returncode == expect, output[-3000:]
     return output

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from conftest import PROJECT_ROOT, strategy_line
+from conftest import PROJECT_ROOT, command_env, strategy_line
 from test_model import SMALL_CONFIG, build_reference, make_inputs
 
 INPUT_LINES = [
@@ -85,9 +85,8 @@ def reference_jsonl(refbert, input_file, vocab_file, checkpoint, config):
 
 
 def run_cli(*args):
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
     return subprocess.run([sys.executable, "-m", "run.extract_features", *args], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, env=env, timeout=300)
+                          capture_output=True, text=True, env=command_env(), timeout=300)
 
 
 def test_extract_features_matches_original(refbert, uncased_vocab, tmp_path):

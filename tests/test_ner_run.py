@@ -5,14 +5,13 @@ Short training (44 steps on the first 6,000 lines of train.txt) must learn entit
 entity scores in eval_results.txt must be seqeval's on the predictions file the run wrote
 (which must hold every word of the eval file, in order, with its gold tag).
 """
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT, minilm_directory, require_module
+from conftest import PROJECT_ROOT, command_env, minilm_directory, require_module
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +61,7 @@ def trained(tmp_path_factory, shared_data):
             "--num_train_epochs=2", "--train_batch_size=16", "--learning_rate=2e-4", "--seed=1",
             "--bucket_by_length"]
     process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                             timeout=600, env=command_env(TF_CPP_MIN_LOG_LEVEL="2"))
     assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
     return data, output_dir, process.stdout + process.stderr
 
@@ -113,7 +112,7 @@ def test_predict_from_the_trained_folder_alone(trained, tmp_path):
             f"--init_checkpoint={output_dir}", f"--output_dir={tmp_path / 'predicted'}",
             "--do_predict"]
     process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                             timeout=600, env=command_env(TF_CPP_MIN_LOG_LEVEL="2"))
     assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
     ours = (tmp_path / "predicted" / "test_predictions.txt").read_text(encoding="utf-8")
     assert ours == (output_dir / "test_predictions.txt").read_text(encoding="utf-8")

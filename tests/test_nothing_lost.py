@@ -193,26 +193,6 @@ def test_refused_before_any_work_and_nothing_lost(more_files, name, make, expect
     assert_refused(module, flags, expected.format(**{k: v for k, v in f.items()}), f["root"])
 
 
-@pytest.mark.slow
-def test_an_earlier_export_is_replaced_and_a_new_folder_made(files, tmp_path):
-    """Our own export (recognised by its marker) is replaced; an empty folder is used."""
-    from bert_tf.serving.export import EXPORT_MARKER, is_bert_tf_export
-    target = tmp_path / "exported"
-    for _ in range(2):
-        module, flags = export(files, export_dir=target)
-        status, output = run_command_line(module, flags)
-        assert status == 0, output[-3000:]
-        assert is_bert_tf_export(str(target))
-    marker = json.loads((target / "assets" / EXPORT_MARKER).read_text())
-    assert marker["task"] == "classifier" and "serve_text" in marker["signatures"]
-    (target / "notes.txt").write_text("mine now")  # a user's file makes the folder theirs
-    assert_refused(*export(files, export_dir=target), "error: --export_dir: ", tmp_path)
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    status, output = run_command_line(*export(files, export_dir=empty))
-    assert status == 0 and is_bert_tf_export(str(empty)), output[-3000:]
-
-
 def immutable(path):
     """Makes folder `path` immutable (even root cannot write in it); skips if chattr cannot."""
     result = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True)
@@ -298,30 +278,40 @@ def test_a_failed_data_preparation_leaves_no_output_dir(files):
 
 
 @pytest.mark.slow
-def test_a_saved_model_export_holding_a_users_file_at_any_depth_is_kept(files, tmp_path):
-    """Issue 31.7: an earlier SavedModel export with a user's file in assets/ or in a folder of
-    its own inside variables/ is refused by export_savedmodel and by run_classifier
-    --export_dir (before any work: no output folder made), naming the file; the export and
-    the file stay as they were. Without it, the export is ours again (replaceable)."""
+def test_an_earlier_export_is_replaced_only_while_it_holds_nothing_else(files, tmp_path):
+    """An empty folder is used, and our own export replaced; issue 31.7: one holding a user's
+    file at any depth (assets/, a folder of its own inside variables/, beside saved_model.pb)
+    is refused by export_savedmodel and by run_classifier --export_dir (before any work: no
+    output folder made), naming the file, and the export and the file stay as they were;
+    without the file, the export is ours again (replaceable)."""
+    from bert_tf.errors import InputError
+    from bert_tf.serving.export import EXPORT_MARKER, check_export_dir, is_bert_tf_export
     target = tmp_path / "exported"
-    status, output = run_command_line(*export(files, export_dir=target))
-    assert status == 0, output[-3000:]
-    for extra in ("assets/my_extra.txt", "variables/notes/readme.txt"):
+    target.mkdir()
+    for _ in range(2):
+        status, output = run_command_line(*export(files, export_dir=target))
+        assert status == 0, output[-3000:]
+        assert is_bert_tf_export(str(target))
+    marker = json.loads((target / "assets" / EXPORT_MARKER).read_text())
+    assert marker["task"] == "classifier" and "serve_text" in marker["signatures"]
+
+    (target / "assets" / "my_extra.txt").write_text("mine")
+    message = (f"error: --export_dir: {target} is a SavedModel exported by bert_tf but also "
+               f"holds 'assets/my_extra.txt', which the export did not write; nothing was "
+               f"deleted")
+    assert_refused(*export(files, export_dir=target), message, tmp_path)
+    assert_refused(*classifier(files, do_train=True, output_dir=tmp_path / "out",
+                               export_dir=target), message, tmp_path)
+    (target / "assets" / "my_extra.txt").unlink()
+    # The same check in Python, at the other depths (the command lines call it as above).
+    for extra, shown in (("variables/notes/readme.txt", "variables/notes/"),
+                         ("notes.txt", "notes.txt")):
         (target / extra).parent.mkdir(exist_ok=True)
         (target / extra).write_text("mine")
-        shown = extra if extra.startswith("assets") else "variables/notes/"
-        assert_refused(*export(files, export_dir=target),
-                       f"error: --export_dir: {target} is a SavedModel exported by bert_tf but "
-                       f"also holds {shown!r}, which the export did not write; nothing was "
-                       f"deleted", tmp_path)
-        if extra.startswith("assets"):
-            assert_refused(*classifier(files, do_train=True, output_dir=tmp_path / "out",
-                                       export_dir=target),
-                           f"error: --export_dir: {target} is a SavedModel exported by bert_tf "
-                           f"but also holds 'assets/my_extra.txt'", tmp_path)
+        with pytest.raises(InputError, match=f"also holds {shown!r}, which the export did not"):
+            check_export_dir(target)
         (target / extra).unlink()
     (target / "variables" / "notes").rmdir()
-    from bert_tf.serving.export import check_export_dir
     check_export_dir(target)  # ours again: replaceable
 
 

@@ -23,7 +23,8 @@ import pytest
 import tensorflow as tf
 
 import pretraining_fixtures as fx
-from conftest import PROJECT_ROOT, assert_same_checkpoints, free_ports, kill_a_worker_and_resume
+from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, free_ports,
+                      kill_a_worker_and_resume)
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def command(config, inputs, output_dir, **flags):
 
 
 def start(line, env=None, log=None):
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
+    environment = command_env(TF_CPP_MIN_LOG_LEVEL="2", **(env or {}))
     return subprocess.Popen(line, cwd=PROJECT_ROOT, env=environment, stdout=log or subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
