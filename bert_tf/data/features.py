@@ -14,6 +14,8 @@ One place for what every task shares with the original release (the packing of i
 The pretraining data writer serializes its records by hand for speed (bert_tf.data.pretraining_data);
 its spec lives here with the others.
 """
+import dataclasses
+
 import tensorflow as tf
 
 from bert_tf.io_utils import atomic_output
@@ -32,13 +34,77 @@ def _input_spec(max_seq_length):
             for name in ("input_ids", "input_mask", "segment_ids")}
 
 
-def pretraining_feature_spec(max_seq_length, max_predictions_per_seq):
-    """create_pretraining_data's 7 fixed-length features (run_pretraining's input_fn_builder)."""
-    return dict(_input_spec(max_seq_length),
-                masked_lm_positions=_fixed(max_predictions_per_seq, tf.int64),
-                masked_lm_ids=_fixed(max_predictions_per_seq, tf.int64),
-                masked_lm_weights=_fixed(max_predictions_per_seq, tf.float32),
-                next_sentence_labels=_fixed(1, tf.int64))
+@dataclasses.dataclass(frozen=True)
+class PretrainingLayout:
+    """What a pretraining record holds besides input_ids, input_mask and segment_ids [T].
+
+      masking="static" (the original's): masks drawn when written, `masked_lm_positions`,
+        `masked_lm_ids` [P] and `masked_lm_weights` [P] float.
+      masking="dynamic": no masks; `masked_lm_candidates` [T]: 0 never masked ([CLS], [SEP],
+        padding), 1 a token that starts a masking unit, 2 a token that joins the unit before it
+        (a "##" piece under whole-word masking). Masks are drawn when read.
+      next_sentence (the original's): `next_sentence_labels` [1] (0: B follows A, 1: random B),
+        [S] packed.
+      packed: several sequences per row, each with its own [CLS] ... [SEP]:
+        `position_ids` [T] (from 0 in each sequence), `sequence_ids` [T] (1, 2, ... per
+        sequence, 0 in padding: attention stays within a sequence); with next_sentence also
+        `next_sentence_positions` [S] (each sequence's [CLS]) and `next_sentence_weights` [S]
+        float (1 for a real sequence, 0 in the row's unused slots), S = max_sequences_per_row.
+    The original's records are PretrainingLayout() (static, next_sentence, not packed).
+    """
+    masking: str = "static"
+    next_sentence: bool = True
+    packed: bool = False
+    max_sequences_per_row: int = 0
+
+    def describe(self):
+        objective = "masked-LM + next-sentence" if self.next_sentence else "masked-LM only"
+        packed = ""
+        if self.packed:
+            packed = (f", packed (at most {self.max_sequences_per_row} sequences a row)"
+                      if self.max_sequences_per_row else ", packed")
+        return f"{self.masking} masks, {objective}{packed}"
+
+
+ORIGINAL_LAYOUT = PretrainingLayout()
+
+
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, layout=ORIGINAL_LAYOUT):
+    """The features of pretraining records (`PretrainingLayout`); the original's layout is
+    create_pretraining_data's 7 fixed-length features (run_pretraining's input_fn_builder)."""
+    spec = _input_spec(max_seq_length)
+    if layout.masking == "static":
+        spec.update(masked_lm_positions=_fixed(max_predictions_per_seq, tf.int64),
+                    masked_lm_ids=_fixed(max_predictions_per_seq, tf.int64),
+                    masked_lm_weights=_fixed(max_predictions_per_seq, tf.float32))
+    else:
+        spec.update(masked_lm_candidates=_fixed(max_seq_length, tf.int64))
+    if layout.packed:
+        spec.update(position_ids=_fixed(max_seq_length, tf.int64),
+                    sequence_ids=_fixed(max_seq_length, tf.int64))
+    if layout.next_sentence:
+        if layout.packed:
+            rows = layout.max_sequences_per_row
+            spec.update(next_sentence_labels=_fixed(rows, tf.int64),
+                        next_sentence_positions=_fixed(rows, tf.int64),
+                        next_sentence_weights=_fixed(rows, tf.float32))
+        else:
+            spec.update(next_sentence_labels=_fixed(1, tf.int64))
+    return spec
+
+
+def pretraining_layout_of(feature_lengths):
+    """The PretrainingLayout of a record, from {feature name: number of values} (its first
+    record's); None when the names fit no layout."""
+    names = set(feature_lengths)
+    masking = ("static" if "masked_lm_positions" in names
+               else "dynamic" if "masked_lm_candidates" in names else None)
+    if masking is None or not {"input_ids", "input_mask", "segment_ids"} <= names:
+        return None
+    packed = "sequence_ids" in names
+    next_sentence = "next_sentence_labels" in names
+    rows = feature_lengths["next_sentence_labels"] if packed and next_sentence else 0
+    return PretrainingLayout(masking, next_sentence, packed, rows)
 
 
 def classifier_feature_spec(max_seq_length, regression=False, multi_label_size=None):
