@@ -322,20 +322,20 @@ def test_trained_checkpoint_in_the_original_naming_loads_in_the_original(
 
 
 def test_multi_worker_fine_tuning_resumes_after_a_worker_is_killed(workspace, tmp_path):
-    """run_classifier on two MultiWorkerMirrored workers (64 MRPC rows, 25 epochs at batch 8:
-    200 steps); one worker is killed after the first checkpoint; restarted, both resume from
+    """run_classifier on two MultiWorkerMirrored workers (64 MRPC rows, 12.5 epochs at batch 8:
+    100 steps); one worker is killed after the first checkpoint; restarted, both resume from
     the last checkpoint and end with the weights of an uninterrupted run (the input replayed
     to the step: --seed)."""
 
     def line_into(output_dir):
         return command(output_dir, **model_flags(
             workspace, init_checkpoint=workspace["checkpoint"], do_train=True,
-            train_batch_size=8, num_train_epochs=25.0, learning_rate=1e-4, seed=4,
+            train_batch_size=8, num_train_epochs=12.5, learning_rate=1e-4, seed=4,
             save_checkpoints_steps=20, iterations_per_loop=20,
             distribution_strategy="multi_worker_mirrored"))
 
     step, output = kill_a_worker_and_resume(line_into, tmp_path / "straight", tmp_path / "killed",
-                                            200)
-    assert "2 replica(s)" in output and f"[train] done: {200 - step} steps" in output
-    assert_same_checkpoints(tmp_path / "straight" / "model.ckpt-200",
-                            tmp_path / "killed" / "model.ckpt-200")
+                                            100)
+    assert "2 replica(s)" in output and f"[train] done: {100 - step} steps" in output
+    assert_same_checkpoints(tmp_path / "straight" / "model.ckpt-100",
+                            tmp_path / "killed" / "model.ckpt-100")

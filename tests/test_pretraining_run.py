@@ -202,15 +202,15 @@ def test_multi_worker_run_resumes_after_a_worker_is_killed(workspace):
 
     def line_into(output_dir):
         return command(workspace["config"], workspace["inputs"], str(output_dir), do_train=True,
-                       train_batch_size=8, num_train_steps=200, num_warmup_steps=10,
+                       train_batch_size=8, num_train_steps=100, num_warmup_steps=10,
                        save_checkpoints_steps=20, iterations_per_loop=20, log_steps=20, seed=3,
                        distribution_strategy="multi_worker_mirrored")
 
     step, output = kill_a_worker_and_resume(line_into, root / "mw_straight", root / "mw_killed",
-                                            200)
-    assert "2 replica(s)" in output and f"[train] done: {200 - step} steps" in output
-    assert_same_checkpoints(root / "mw_straight" / "model.ckpt-200",
-                            root / "mw_killed" / "model.ckpt-200")
+                                            100)
+    assert "2 replica(s)" in output and f"[train] done: {100 - step} steps" in output
+    assert_same_checkpoints(root / "mw_straight" / "model.ckpt-100",
+                            root / "mw_killed" / "model.ckpt-100")
 
 
 def test_resume_after_kill_9(workspace):
