@@ -138,12 +138,8 @@ def main(argv):
     # --help and flag errors come without numba's start-up.
     from bert_tf.data import pretraining_data
 
-    if FLAGS.max_sequences_per_row is not None:
-        if not FLAGS.pack_sequences:
-            raise flag_error("max_sequences_per_row", "is only used with --pack_sequences")
-        if FLAGS.max_sequences_per_row < 1:
-            raise flag_error("max_sequences_per_row",
-                             f"must be at least 1, got {FLAGS.max_sequences_per_row}")
+    if FLAGS.max_sequences_per_row is not None and not FLAGS.pack_sequences:
+        raise flag_error("max_sequences_per_row", "is only used with --pack_sequences")
     # Dynamic masks differ every epoch: copies of the data with other masks are no longer
     # needed, so --dupe_factor is 1 unless given.
     dupe_factor = (FLAGS.dupe_factor if FLAGS.masking == "static" or FLAGS["dupe_factor"].present

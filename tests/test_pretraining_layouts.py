@@ -289,5 +289,5 @@ def test_command_line(corpus, uncased_vocab, tmp_path, tokenizer):
                           {"input_file": corpus, "output_file": tmp_path / "e.tfrecord",
                            "vocab_file": uncased_vocab, "pack_sequences": True,
                            "max_sequences_per_row": 0},
-                          "--max_sequences_per_row: must be at least 1, got 0")
+                          "--max_sequences_per_row=0: must be a positive integer")
     assert not list(tmp_path.glob("*e.tfrecord*"))
