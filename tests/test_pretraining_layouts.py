@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from bert_tf.data import pretraining_data
-from bert_tf.data.features import pretraining_feature_spec, pretraining_layout_of
+from bert_tf.data.features import (PretrainingLayout, pretraining_feature_spec,
+                                   pretraining_layout_of)
 from bert_tf.data.record_stats import count_tokens, record_feature_lengths
 from bert_tf.tokenization import FullTokenizer
 from conftest import assert_one_line_error
@@ -40,15 +41,25 @@ def write(corpus, tokenizer, path, seed=5, **options):
     return options, summary
 
 
+def layout_of(options):
+    """The PretrainingLayout the spec gives to records written with `options`."""
+    packed_nsp = options.pack_sequences and options.objective == "mlm_nsp"
+    return PretrainingLayout(options.masking, options.objective == "mlm_nsp",
+                             options.pack_sequences,
+                             options.sequences_per_row if packed_nsp else 0)
+
+
 def parse(path, options):
     """The records parsed with the reader's spec for options' layout, as numpy dicts; checks
     that the records' features give that layout back."""
     import tensorflow as tf
 
-    layout = options.layout()
-    assert pretraining_layout_of(record_feature_lengths(str(path))) == layout
+    layout = layout_of(options)
+    lengths = record_feature_lengths(str(path))
+    assert pretraining_layout_of(lengths) == layout
     spec = pretraining_feature_spec(options.max_seq_length, options.max_predictions_per_seq,
                                     layout)
+    assert lengths == {name: feature.shape[0] for name, feature in spec.items()}
     dataset = tf.data.TFRecordDataset(str(path)).map(
         lambda r: tf.io.parse_single_example(r, spec))
     return list(dataset.as_numpy_iterator())
@@ -261,7 +272,7 @@ def test_token_counts_of_record_files(corpus, tokenizer, tmp_path):
         real = sum(int(r["input_mask"].sum()) for r in records)
         assert counts.records == len(records) and counts.real_tokens == real
         assert counts.sequences == sum(len(sequences_of(r, options)) for r in records)
-        assert counts.layout == options.layout()
+        assert counts.layout == layout_of(options)
         assert counts.padding_fraction == pytest.approx(1 - real / (64 * len(records)))
         assert counts.padding_fraction == pytest.approx(summary.padding_fraction(summary.records))
 
@@ -290,4 +301,34 @@ def test_command_line(corpus, uncased_vocab, tmp_path, tokenizer):
                            "vocab_file": uncased_vocab, "pack_sequences": True,
                            "max_sequences_per_row": 0},
                           "--max_sequences_per_row=0: must be a positive integer")
+    assert_one_line_error("data_tools.create_pretraining_data",
+                          {"input_file": corpus, "output_file": tmp_path / "e.tfrecord",
+                           "vocab_file": uncased_vocab, "max_sequences_per_row": 4},
+                          "--max_sequences_per_row: is only used with --pack_sequences")
     assert not list(tmp_path.glob("*e.tfrecord*"))
+
+
+def test_beam_writes_the_streaming_modes_packed_files(corpus, uncased_vocab, tokenizer, tmp_path):
+    pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install .[beam])")
+    import functools
+
+    from bert_tf.data import pretraining_beam
+
+    options = Options(max_seq_length=128, dupe_factor=2, short_seq_prob=0.5,
+                      pack_sequences=True)
+    shards = {mode: [str(tmp_path / f"{mode}{i}") for i in range(2)]
+              for mode in ("streaming", "beam")}
+    streaming = pretraining_data.create_pretraining_data_streaming(
+        [str(corpus)], shards["streaming"], tokenizer, options, random_seed=2, window_bytes=2000,
+        progress_interval=1e9)
+    beam = pretraining_beam.create_pretraining_data_beam(
+        [str(corpus)], shards["beam"],
+        functools.partial(pretraining_data.make_tokenizer, "full", str(uncased_vocab), True),
+        options, pretraining_beam.pipeline_options("DirectRunner"), random_seed=2,
+        window_bytes=2000, log=lambda message: None)
+    assert ([open(p, "rb").read() for p in shards["beam"]]
+            == [open(p, "rb").read() for p in shards["streaming"]])
+    assert (beam.records, beam.instances, beam.instance_tokens, beam.masked_tokens) == (
+        streaming.records, streaming.instances, streaming.instance_tokens,
+        streaming.masked_tokens)
+    assert streaming.instances > streaming.records > 0

@@ -60,8 +60,8 @@ FLOAT_FEATURES = ("masked_lm_weights",)
 
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
-    """The original's instance-creation flags (same names and defaults), and the layouts added
-    to them (`bert_tf.data.features.PretrainingLayout`; the defaults are the original's):
+    """The original's instance-creation flags (same names and defaults), and the record layout
+    (`bert_tf.data.features.PretrainingLayout`'s fields; the defaults are the original's):
 
       masking: "static" (masks drawn when written) or "dynamic" (`masked_lm_candidates`
         written, masks drawn when read);
@@ -104,13 +104,6 @@ class InstanceOptions:
         if not self.pack_sequences:
             return 1
         return self.max_sequences_per_row or self.max_seq_length // self.shortest_sequence
-
-    def layout(self):
-        """The records' `PretrainingLayout` (imports bert_tf.data.features, hence TensorFlow)."""
-        from bert_tf.data.features import PretrainingLayout
-
-        rows = self.sequences_per_row if self.pack_sequences and self.next_sentence else 0
-        return PretrainingLayout(self.masking, self.next_sentence, self.pack_sequences, rows)
 
     def describe(self):
         """The layout in words (as `PretrainingLayout.describe`, without importing it)."""
@@ -951,7 +944,7 @@ _LAYOUT_KEY_OFFSETS = np.cumsum([0] + [len(n) for n, _, _ in _LAYOUT_FEATURES]).
 
 def layout_features(options):
     """{feature name: number of values} of the records `options` make (as
-    `features.pretraining_feature_spec(..., options.layout())`, without TensorFlow)."""
+    `features.pretraining_feature_spec` for their layout, without TensorFlow)."""
     lengths = {"T": options.max_seq_length, "P": options.max_predictions_per_seq,
                "S": options.sequences_per_row}
     names = {"input_ids", "input_mask", "segment_ids"}
