@@ -175,6 +175,9 @@ def main(argv):
     tokenizer = make_tokenizer()  # also checks the vocabulary before any work
 
     log = sys.stderr
+    if dupe_factor != FLAGS.dupe_factor:
+        print("--masking=dynamic: --dupe_factor=1 (the reader draws new masks every epoch; set "
+              "--dupe_factor to repeat the data)", file=log)
     print("*** Reading from input files ***", file=log)
     for path in input_files:
         print(f"  {path}", file=log)

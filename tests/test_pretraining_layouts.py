@@ -6,7 +6,8 @@ vocabulary ("##" pieces, [CLS]/[SEP]) and, for packing, the unpacked records the
 flags make: packing must only regroup those instances.
 """
 import collections
-import dataclasses
+import functools
+import pathlib
 
 import numpy as np
 import pytest
@@ -68,7 +69,7 @@ def parse(path, options):
 def documents_tokens(corpus, tokenizer):
     """Each document's token ids, tokenized on its own (blank lines separate documents)."""
     docs, current = [], []
-    for line in open(corpus, encoding="utf-8"):
+    for line in pathlib.Path(corpus).read_text(encoding="utf-8").splitlines():
         if not line.strip():
             if current:
                 docs.append(current)
@@ -197,7 +198,8 @@ def test_packing_regroups_the_same_instances(corpus, tokenizer, tmp_path, name):
     masks = kept = predicted = 0
     for record in packed:
         length = int(record["input_mask"].sum())
-        assert (record["input_mask"][:length] == 1).all() and not record["input_mask"][length:].any()
+        assert (record["input_mask"][:length] == 1).all()
+        assert not record["input_mask"][length:].any()
         seq_ids, pos_ids, ids = record["sequence_ids"], record["position_ids"], record["input_ids"]
         starts = [k for k in range(length) if pos_ids[k] == 0]
         assert starts[0] == 0 and all(ids[k] == cls for k in starts)
@@ -310,8 +312,6 @@ def test_command_line(corpus, uncased_vocab, tmp_path, tokenizer):
 
 def test_beam_writes_the_streaming_modes_packed_files(corpus, uncased_vocab, tokenizer, tmp_path):
     pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install .[beam])")
-    import functools
-
     from bert_tf.data import pretraining_beam
 
     options = Options(max_seq_length=128, dupe_factor=2, short_seq_prob=0.5,
@@ -326,8 +326,8 @@ def test_beam_writes_the_streaming_modes_packed_files(corpus, uncased_vocab, tok
         functools.partial(pretraining_data.make_tokenizer, "full", str(uncased_vocab), True),
         options, pretraining_beam.pipeline_options("DirectRunner"), random_seed=2,
         window_bytes=2000, log=lambda message: None)
-    assert ([open(p, "rb").read() for p in shards["beam"]]
-            == [open(p, "rb").read() for p in shards["streaming"]])
+    assert ([pathlib.Path(p).read_bytes() for p in shards["beam"]]
+            == [pathlib.Path(p).read_bytes() for p in shards["streaming"]])
     assert (beam.records, beam.instances, beam.instance_tokens, beam.masked_tokens) == (
         streaming.records, streaming.instances, streaming.instance_tokens,
         streaming.masked_tokens)

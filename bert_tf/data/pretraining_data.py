@@ -22,6 +22,12 @@ the same output files, 10x+ faster and in a fraction of the memory. How:
 The streaming mode (`create_pretraining_data_streaming`) runs the same per-window algorithm on
 bounded windows of documents in parallel processes; see its docstring for its contract.
 
+Other record layouts (`InstanceOptions.masking`, `objective`, `pack_sequences`; the features of
+`bert_tf.data.features.PretrainingLayout`) share instance creation: dynamic masking skips the
+masking draws, the "mlm" objective keeps each chunk whole instead of splitting it into A and B,
+packing regroups the finished instances into rows (`make_rows`), and `_serialize_rows` writes
+any layout.
+
 Input format (as the original): one sentence per line, a blank (after `str.strip()`) line
 between documents; files are read in the order given and a document continues across a file
 boundary when the file does not end with a blank line. Lines are split on "\\n" only.
@@ -1093,7 +1099,6 @@ def _serialize_rows(row_ids, bounds, members, tokens, a_start, a_len, b_start, b
     Returns (bytes, record end offsets, real tokens, masked tokens, random next, sequences).
     """
     num_features = len(present)
-    t_len = lengths[_F_IDS]
     width = 0
     for f in range(num_features):
         width = max(width, lengths[f])
