@@ -8,6 +8,7 @@ flags make: packing must only regroup those instances.
 import collections
 import functools
 import pathlib
+import random
 
 import numpy as np
 import pytest
@@ -241,6 +242,41 @@ def test_packing_regroups_the_same_instances(corpus, tokenizer, tmp_path, name):
         assert 0.7 < masks / predicted < 0.9 and 0.03 < kept / predicted < 0.2
     if S < 5:
         assert max(int(r["sequence_ids"].max()) for r in packed) == S
+
+
+@pytest.mark.parametrize("masking", ["static", "dynamic"])
+def test_rows_fill_well_and_keep_the_shuffled_order(corpus, tokenizer, tmp_path, masking):
+    # Lines cut to their first words: instances of every length.
+    short = tmp_path / "short.txt"
+    short.write_text("\n".join(" ".join(line.split()[:5]) for line in
+                               corpus.read_text(encoding="utf-8").splitlines()) + "\n",
+                     encoding="utf-8")
+    options = Options(max_seq_length=128, dupe_factor=4, short_seq_prob=0.8, objective="mlm",
+                      masking=masking, pack_sequences=True, max_sequences_per_row=6)
+    vocab_ids = pretraining_data.VocabIds.from_vocab(tokenizer.vocab)
+    instances = pretraining_data.create_instances(
+        pretraining_data.read_corpus([str(short)], tokenizer), random.Random(1), options,
+        vocab_ids)
+    rows = pretraining_data.make_rows(instances, options)
+    n = len(instances)
+    assert sorted(rows.members.tolist()) == list(range(n))
+    rank = np.empty(n, np.int64)
+    rank[instances.order] = np.arange(n)  # place in the shuffled order
+    lengths = instances.a_len[:n].astype(np.int64) + 2
+    for r in range(len(rows)):
+        members = rows.members[rows.bounds[r]:rows.bounds[r + 1]]
+        assert 1 <= len(members) <= 6
+        assert (np.diff(rank[members]) > 0).all()
+        assert lengths[members].sum() <= options.max_seq_length
+        assert instances.num_masked[members].sum() <= options.max_predictions_per_seq
+    firsts = rank[rows.members[rows.bounds[:-1]]]
+    assert (np.diff(firsts) > 0).all()  # rows come in the order of their first instance
+    # Close to a lower bound of the rows needed: by tokens, by masked predictions, and one row
+    # for each instance longer than half a row.
+    T, P = options.max_seq_length, options.max_predictions_per_seq
+    fewest = max(-(-lengths.sum() // T), -(-instances.num_masked[:n].sum() // P),
+                 (lengths > T // 2).sum())
+    assert fewest <= len(rows) <= (1.02 if masking == "dynamic" else 1.1) * fewest + 1
 
 
 def test_streaming_shares_the_layouts(corpus, tokenizer, tmp_path):
