@@ -534,9 +534,9 @@ def _create_instances(mt, tokens, seg_bounds, doc_bounds, doc_order, dupe, doc_i
 
     Writes instances from row n on, starting at (dupe, doc_index); stops before end_dupe or
     once `limit` rows are filled (at a document's end); returns (rows filled, next dupe, next
-    doc_index). two_segments=False (objective "mlm"): each chunk the original would split into
-    A and B is one span [CLS] A [SEP] instead (b_len 0), trimmed as the original trims a pair;
-    do_mask=False (dynamic masking): no masks drawn (num_masked 0).
+    doc_index). two_segments=False (objective "mlm"): instances are single spans [CLS] A [SEP]
+    of whole segments (b_len 0), cut as the original cuts chunks but never past
+    max_seq_length - 2 tokens; do_mask=False (dynamic masking): no masks drawn (num_masked 0).
     """
     num_docs = len(doc_order)
     max_num_tokens = max_seq_length - 3 if two_segments else max_seq_length - 2
@@ -560,13 +560,23 @@ def _create_instances(mt, tokens, seg_bounds, doc_bounds, doc_order, dupe, doc_i
             i = 0
             while i < num_segs:
                 s = first_seg + i
-                current_length += seg_bounds[s + 1] - seg_bounds[s]
-                chunk_ends = i == num_segs - 1 or current_length >= target_seq_length
-                if chunk_ends and not two_segments:
-                    # One span: the whole chunk, trimmed at either end as truncate_seq_pair does.
-                    c0 = first_seg + chunk_first
-                    a_start = seg_bounds[c0]
-                    a_len = seg_bounds[first_seg + i + 1] - a_start
+                seg_len = seg_bounds[s + 1] - seg_bounds[s]
+                if not two_segments:
+                    # One span of whole segments: it ends at the target length, at the
+                    # document's end, or before a segment that would not fit (which starts
+                    # the next span); a single segment too long is trimmed at either end, as
+                    # truncate_seq_pair trims.
+                    overflow = current_length > 0 and current_length + seg_len > max_num_tokens
+                    end = i
+                    if not overflow:
+                        current_length += seg_len
+                        end = i + 1
+                        if i < num_segs - 1 and current_length < target_seq_length:
+                            i += 1
+                            continue
+                        i += 1
+                    a_start = seg_bounds[first_seg + chunk_first]
+                    a_len = seg_bounds[first_seg + end] - a_start
                     while a_len > max_num_tokens:
                         if _random(mt) < 0.5:
                             a_start += 1
@@ -587,9 +597,11 @@ def _create_instances(mt, tokens, seg_bounds, doc_bounds, doc_order, dupe, doc_i
                     b_len_out[n] = 0
                     rnd_out[n] = 0
                     n += 1
-                    chunk_first = i + 1
+                    chunk_first = end
                     current_length = 0
-                elif chunk_ends:
+                    continue
+                current_length += seg_len
+                if i == num_segs - 1 or current_length >= target_seq_length:
                     chunk_len = i - chunk_first + 1
                     a_end = 1
                     if chunk_len >= 2:
