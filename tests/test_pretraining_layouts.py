@@ -67,8 +67,9 @@ def parse(path, options):
     return list(dataset.as_numpy_iterator())
 
 
-def documents_tokens(corpus, tokenizer):
-    """Each document's token ids, tokenized on its own (blank lines separate documents)."""
+def documents_lines(corpus, tokenizer):
+    """Each document's lines as token ids, tokenized on their own (blank lines separate
+    documents)."""
     docs, current = [], []
     for line in pathlib.Path(corpus).read_text(encoding="utf-8").splitlines():
         if not line.strip():
@@ -76,10 +77,15 @@ def documents_tokens(corpus, tokenizer):
                 docs.append(current)
             current = []
         else:
-            current += tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))
+            current.append(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)))
     if current:
         docs.append(current)
     return docs
+
+
+def documents_tokens(corpus, tokenizer):
+    """Each document's token ids."""
+    return [sum(lines, []) for lines in documents_lines(corpus, tokenizer)]
 
 
 def contains(haystack, needle):
@@ -148,6 +154,9 @@ def test_mlm_objective_is_one_span_of_one_document(corpus, tokenizer, tmp_path, 
     assert "next_sentence_labels" not in records[0] and summary.random_next == 0
     assert len(records) == summary.instances > 30
     docs = documents_tokens(corpus, tokenizer)
+    lines_of_docs = documents_lines(corpus, tokenizer)
+    spans = {tuple(sum(lines[a:b], [])) for lines in lines_of_docs
+             for a in range(len(lines)) for b in range(a + 1, len(lines) + 1)}
     cls, sep = tokenizer.vocab["[CLS]"], tokenizer.vocab["[SEP]"]
     for record in records:
         length = int(record["input_mask"].sum())
@@ -163,6 +172,10 @@ def test_mlm_objective_is_one_span_of_one_document(corpus, tokenizer, tmp_path, 
         text = ids[1:length - 1].tolist()
         assert cls not in text and sep not in text
         assert sum(contains(doc, text) for doc in docs) >= 1, "crosses a document"
+        # Whole consecutive lines, or a part of one line longer than an instance.
+        assert (tuple(text) in spans
+                or (len(text) == options.max_seq_length - 2
+                    and any(contains(line, text) for lines in lines_of_docs for line in lines)))
         assert not ids[length:].any()
 
 
