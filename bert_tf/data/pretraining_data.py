@@ -982,13 +982,13 @@ def layout_features(options):
 @dataclasses.dataclass
 class Rows:
     """The records' rows: row r holds instances `members[bounds[r]:bounds[r+1]]`, in that
-    order, and rows are written in order."""
+    order, and rows are written in order; bounds None: one instance a row, `members[r]`."""
 
-    bounds: np.ndarray   # int64 [num_rows + 1]
+    bounds: np.ndarray   # int64 [num_rows + 1], or None
     members: np.ndarray  # int64 [num_instances]
 
     def __len__(self):
-        return len(self.bounds) - 1
+        return len(self.members) if self.bounds is None else len(self.bounds) - 1
 
 
 @njit(cache=True, nogil=True)
@@ -1089,7 +1089,7 @@ def make_rows(instances, options):
     first instance in it)."""
     order = np.asarray(instances.order, dtype=np.int64)
     if not options.pack_sequences or len(order) == 0:
-        return Rows(np.arange(len(order) + 1, dtype=np.int64), order)
+        return Rows(None, order)
     lengths = instance_lengths(instances, options)[order]
     masked = instances.num_masked[:instances.size].astype(np.int64)[order]
     by_length = np.argsort(-lengths, kind="stable")
@@ -1218,17 +1218,22 @@ def serialize_rows(instances, corpus, options, vocab_ids, rows, row_ids):
     write the features `layout_features(options)` names.
     """
     row_ids = np.ascontiguousarray(row_ids, dtype=np.int64)
-    if options.is_original:
-        indices = rows.members[rows.bounds[row_ids]]
-        buf, ends, stats = serialize_instances(instances, corpus, options, vocab_ids, indices)
-        return buf, ends, stats + (len(indices),)
+    bounds, members = rows.bounds, rows.members
+    if bounds is None:  # one instance a row
+        members = members[row_ids]
+        bounds = np.arange(len(members) + 1, dtype=np.int64)
+        row_ids = np.arange(len(members), dtype=np.int64)
+        if options.is_original:
+            buf, ends, stats = serialize_instances(instances, corpus, options, vocab_ids,
+                                                   members)
+            return buf, ends, stats + (len(members),)
     wanted = layout_features(options)
     present = np.array([name in wanted for name, _, _ in _LAYOUT_FEATURES], np.bool_)
     lengths = np.array([wanted.get(name, 0) for name, _, _ in _LAYOUT_FEATURES], np.int64)
     is_float = np.array([flt for _, _, flt in _LAYOUT_FEATURES], np.bool_)
     bound = 16 + len(_LAYOUT_KEY_BYTES) + int(sum(12 + 10 * n for n in wanted.values()))
     buf, ends, num_tokens, num_masked, num_random, num_sequences = _serialize_rows(
-        row_ids, rows.bounds, rows.members, corpus.tokens, *instances.arrays(),
+        row_ids, bounds, members, corpus.tokens, *instances.arrays(),
         vocab_ids.cls_id, vocab_ids.sep_id, vocab_ids.is_subword, options.do_whole_word_mask,
         options.next_sentence, present, lengths, is_float, _LAYOUT_KEY_BYTES,
         _LAYOUT_KEY_OFFSETS, _CRC_TABLES, bound)
