@@ -18,6 +18,10 @@ shard is deterministic for a given seed, --window_bytes and shard count (whateve
 --num_workers is), and memory stays bounded as the corpus grows. It is not the original's
 single global shuffle (which needs every instance in memory).
 
+Beyond the original's records (bert_tf.data.features.PretrainingLayout): --masking=dynamic
+(masks drawn when read), --objective=mlm (no next-sentence pairs), --pack_sequences (several
+instances per record); in every mode. See docs/create_pretraining_data.md.
+
 --runner=DirectRunner (or DataflowRunner, FlinkRunner, SparkRunner with --beam_options) runs
 the streaming mode as an Apache Beam pipeline (bert_tf/data/pretraining_beam.py): the same output
 files, byte for byte, on one machine or many.
@@ -86,6 +90,27 @@ flags.DEFINE_string("runner", None,
                     "output files as the streaming mode. DirectRunner runs --num_workers "
                     "processes. Needs apache-beam (pip install 'apache-beam>=2.60', the beam "
                     "extra).")
+flags.DEFINE_enum("masking", "static", ["static", "dynamic"],
+                  "'static' (the original's): masks drawn once when the records are written "
+                  "(--dupe_factor copies with different masks). 'dynamic': no masks written; "
+                  "each record has masked_lm_candidates (0 never masked, 1 starts a masking "
+                  "unit, 2 joins the unit before it) and the reader draws new masks every "
+                  "epoch. --dupe_factor defaults to 1 then (set it to repeat the data).")
+flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm"],
+                  "'mlm_nsp' (the original's): sentence pairs A/B, half with a random B, and "
+                  "next_sentence_labels. 'mlm': masked-LM only: one contiguous span of "
+                  "consecutive sentences of one document per instance, [CLS] text [SEP], no "
+                  "next-sentence label.")
+flags.DEFINE_bool("pack_sequences", False,
+                  "Pack several instances into each record of exactly --max_seq_length tokens "
+                  "(each keeps its [CLS]/[SEP] and segment ids; records get position_ids and "
+                  "sequence_ids, and with next-sentence labels next_sentence_positions and "
+                  "next_sentence_weights). Same instances as without it, fewer padded rows.")
+flags.DEFINE_integer("max_sequences_per_row", None,
+                     "With --pack_sequences: at most this many instances in a record (the "
+                     "size of the per-sequence next-sentence features). Default: as many as "
+                     "the shortest instance allows (--max_seq_length // 5 with next-sentence "
+                     "pairs, // 3 with --objective=mlm), so it never limits the packing.")
 flags.DEFINE_string("beam_options", "",
                     "With --runner: more Beam pipeline options, one shell-quoted string, e.g. "
                     "\"--project=P --region=R --temp_location=gs://B/tmp\" for Dataflow.")
@@ -113,13 +138,23 @@ def main(argv):
     # --help and flag errors come without numba's start-up.
     from bert_tf.data import pretraining_data
 
+    if FLAGS.max_sequences_per_row is not None and not FLAGS.pack_sequences:
+        raise flag_error("max_sequences_per_row", "is only used with --pack_sequences")
+    # Dynamic masks differ every epoch: copies of the data with other masks are no longer
+    # needed, so --dupe_factor is 1 unless given.
+    dupe_factor = (FLAGS.dupe_factor if FLAGS.masking == "static" or FLAGS["dupe_factor"].present
+                   else 1)
     options = pretraining_data.InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        dupe_factor=FLAGS.dupe_factor,
+        dupe_factor=dupe_factor,
         masked_lm_prob=FLAGS.masked_lm_prob,
         short_seq_prob=FLAGS.short_seq_prob,
-        do_whole_word_mask=FLAGS.do_whole_word_mask)
+        do_whole_word_mask=FLAGS.do_whole_word_mask,
+        masking=FLAGS.masking,
+        objective=FLAGS.objective,
+        pack_sequences=FLAGS.pack_sequences,
+        max_sequences_per_row=FLAGS.max_sequences_per_row or 0)
     options.validate()
     input_files = expand_globs(FLAGS.input_file, "input_file")
     output_files = split_comma_list(FLAGS.output_file)
@@ -140,6 +175,9 @@ def main(argv):
     tokenizer = make_tokenizer()  # also checks the vocabulary before any work
 
     log = sys.stderr
+    if dupe_factor != FLAGS.dupe_factor:
+        print("--masking=dynamic: --dupe_factor=1 (the reader draws new masks every epoch; set "
+              "--dupe_factor to repeat the data)", file=log)
     print("*** Reading from input files ***", file=log)
     for path in input_files:
         print(f"  {path}", file=log)

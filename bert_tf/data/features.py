@@ -41,8 +41,10 @@ class PretrainingLayout:
       masking="static" (the original's): masks drawn when written, `masked_lm_positions`,
         `masked_lm_ids` [P] and `masked_lm_weights` [P] float.
       masking="dynamic": no masks; `masked_lm_candidates` [T]: 0 never masked ([CLS], [SEP],
-        padding), 1 a token that starts a masking unit, 2 a token that joins the unit before it
-        (a "##" piece under whole-word masking). Masks are drawn when read.
+        padding), 1 a token that starts a masking unit, 2 a token that joins the unit just
+        before it (under whole-word masking, a "##" piece right after another candidate; one
+        right after [CLS]/[SEP] starts a unit), so a unit is a 1 and the 2s that follow it.
+        Masks are drawn when read.
       next_sentence (the original's): `next_sentence_labels` [1] (0: B follows A, 1: random B),
         [S] packed.
       packed: several sequences per row, each with its own [CLS] ... [SEP]:

@@ -37,8 +37,8 @@ from bert_tf.data import pretraining_data
 from bert_tf.errors import InputError, arg, argument_error
 
 _NAMESPACE = "bert_tf.create_pretraining_data"
-_COUNTERS = ("documents", "input_tokens", "instances", "instance_tokens", "masked_tokens",
-             "random_next")
+_COUNTERS = ("documents", "input_tokens", "records", "instance_tokens", "masked_tokens",
+             "random_next", "instances")
 
 
 try:
@@ -57,7 +57,7 @@ def _require_beam():
 
 
 class WindowDoFn(beam.DoFn if beam else object):
-    """(index, spans) -> (index, instances, [(group j, part path, records)]): one window's
+    """(index, spans) -> (index, records, [(group j, part path, records)]): one window's
     records by the streaming mode's WindowProcessor, each group written to its part file."""
 
     def __init__(self, tokenizer_factory, options, random_seed, num_outputs, parts_dir):
@@ -76,7 +76,7 @@ class WindowDoFn(beam.DoFn if beam else object):
     def process(self, element):
         index, spans = element
         lines = pretraining_data.read_window_lines(spans)
-        documents, tokens, instances, groups, stats = self.processor(index, lines)
+        documents, tokens, records, groups, stats = self.processor(index, lines)
         parts = []
         for j, (data, count) in enumerate(groups):
             if count:
@@ -85,21 +85,21 @@ class WindowDoFn(beam.DoFn if beam else object):
                 writer.write(data, count)
                 writer.commit()
                 parts.append((j, path, count))
-        for name, value in zip(_COUNTERS, (documents, tokens, instances) + tuple(stats)):
+        for name, value in zip(_COUNTERS, (documents, tokens, records) + tuple(stats)):
             self.counters[name].inc(value)
-        yield index, instances, parts
+        yield index, records, parts
 
 
 def part_path(parts_dir, index, group):
     return f"{parts_dir}/window-{index:09d}-group-{group:05d}.tfrecord"
 
 
-def _prefix_sums(instances_by_window):
-    """{window: instances} -> {window: records in all earlier windows}."""
+def _prefix_sums(records_by_window):
+    """{window: records} -> {window: records in all earlier windows}."""
     total, prefix = 0, {}
-    for index in sorted(instances_by_window):
+    for index in sorted(records_by_window):
         prefix[index] = total
-        total += instances_by_window[index]
+        total += records_by_window[index]
     return prefix
 
 
@@ -179,7 +179,7 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
                            | "CreateInstances" >> beam.ParDo(WindowDoFn(
                                tokenizer_factory, options, random_seed, num_outputs, parts_dir)))
                 prefix = (results
-                          | "InstancesPerWindow" >> beam.Map(lambda r: (r[0], r[1]))
+                          | "RecordsPerWindow" >> beam.Map(lambda r: (r[0], r[1]))
                           | "AllWindows" >> beam.combiners.ToDict()
                           | "PrefixSums" >> beam.Map(_prefix_sums))
                 parts = results | "ByShard" >> beam.FlatMap(
@@ -197,7 +197,8 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
             value = counter.committed if counter.committed is not None else counter.attempted
             counts[counter.key.metric.name] = counts.get(counter.key.metric.name, 0) + value
         summary = pretraining_data.Summary(
-            **{name: counts.get(name, 0) for name in ("documents", "input_tokens", "instances")})
+            options=options,
+            **{name: counts.get(name, 0) for name in ("documents", "input_tokens", "records")})
         summary.add_records(tuple(counts.get(name, 0) for name in _COUNTERS[3:]))
         pretraining_data.check_documents(summary.documents, input_files)
     summary.records_per_file = {path: counts.get(f"records_{i}", 0)

@@ -22,6 +22,12 @@ the same output files, 10x+ faster and in a fraction of the memory. How:
 The streaming mode (`create_pretraining_data_streaming`) runs the same per-window algorithm on
 bounded windows of documents in parallel processes; see its docstring for its contract.
 
+Other record layouts (`InstanceOptions.masking`, `objective`, `pack_sequences`; the features of
+`bert_tf.data.features.PretrainingLayout`) share instance creation: dynamic masking skips the
+masking draws, the "mlm" objective keeps each chunk whole instead of splitting it into A and B,
+packing regroups the finished instances into rows (`make_rows`), and `_serialize_rows` writes
+any layout.
+
 Input format (as the original): one sentence per line, a blank (after `str.strip()`) line
 between documents; files are read in the order given and a document continues across a file
 boundary when the file does not end with a blank line. Lines are split on "\\n" only.
@@ -60,7 +66,17 @@ FLOAT_FEATURES = ("masked_lm_weights",)
 
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
-    """The original's instance-creation flags (same names and defaults)."""
+    """The original's instance-creation flags (same names and defaults), and the record layout
+    (`bert_tf.data.features.PretrainingLayout`'s fields; the defaults are the original's):
+
+      masking: "static" (masks drawn when written) or "dynamic" (`masked_lm_candidates`
+        written, masks drawn when read);
+      objective: "mlm_nsp" (the original's sentence pairs, half with a random next) or "mlm"
+        (one contiguous span of one document per instance, no next-sentence label);
+      pack_sequences: several instances per row of exactly max_seq_length tokens, at most
+        `max_sequences_per_row` of them (0: as many as the shortest instance allows, so the
+        cap never binds).
+    """
 
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
@@ -68,9 +84,50 @@ class InstanceOptions:
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     do_whole_word_mask: bool = False
+    masking: str = "static"
+    objective: str = "mlm_nsp"
+    pack_sequences: bool = False
+    max_sequences_per_row: int = 0
+
+    @property
+    def next_sentence(self):
+        return self.objective == "mlm_nsp"
+
+    @property
+    def is_original(self):
+        """The original's records (static masks, sentence pairs, one instance per record)."""
+        return self.masking == "static" and self.next_sentence and not self.pack_sequences
+
+    @property
+    def shortest_sequence(self):
+        """Tokens of the shortest instance: [CLS] A [SEP] B [SEP] or [CLS] A [SEP]."""
+        return 5 if self.next_sentence else 3
+
+    @property
+    def sequences_per_row(self):
+        """Instances in a row: 1 unpacked; packed, `max_sequences_per_row` or (0) as many
+        shortest instances as fit."""
+        if not self.pack_sequences:
+            return 1
+        return self.max_sequences_per_row or self.max_seq_length // self.shortest_sequence
+
+    def describe(self):
+        """The layout in words (as `PretrainingLayout.describe`, without importing it)."""
+        objective = "masked-LM + next-sentence" if self.next_sentence else "masked-LM only"
+        packed = (f", packed (at most {self.sequences_per_row} sequences a row)"
+                  if self.pack_sequences else "")
+        return f"{self.masking} masks, {objective}{packed}"
 
     def validate(self):
         """Raises InputError naming the field for values the original would crash on."""
+        if self.masking not in ("static", "dynamic"):
+            raise argument_error("masking", f"must be static or dynamic, got {self.masking!r}")
+        if self.objective not in ("mlm_nsp", "mlm"):
+            raise argument_error("objective",
+                                 f"must be mlm_nsp or mlm, got {self.objective!r}")
+        if self.max_sequences_per_row < 0:
+            raise argument_error("max_sequences_per_row",
+                                 f"must be at least 1, got {self.max_sequences_per_row}")
         if self.max_seq_length < 5:
             # [CLS] A [SEP] B [SEP] with A and B non-empty needs max_seq_length - 3 >= 2 (the
             # original's rng.randint(2, max_seq_length - 3) fails below that).
@@ -470,16 +527,19 @@ def _mask_instance(mt, seq, length, masked_lm_prob, max_predictions_per_seq, wor
 def _create_instances(mt, tokens, seg_bounds, doc_bounds, doc_order, dupe, doc_index, end_dupe,
                       max_seq_length, short_seq_prob, masked_lm_prob, max_predictions_per_seq,
                       word_ids, is_subword, do_whole_word_mask, cls_id, sep_id, mask_id,
+                      two_segments, do_mask,
                       n, limit, a_start_out, a_len_out, b_start_out, b_len_out, rnd_out,
                       nmask_out, mpos_out, mrep_out):
     """The original's dupe/document loop and create_instances_from_document, on ids.
 
     Writes instances from row n on, starting at (dupe, doc_index); stops before end_dupe or
     once `limit` rows are filled (at a document's end); returns (rows filled, next dupe, next
-    doc_index).
+    doc_index). two_segments=False (objective "mlm"): instances are single spans [CLS] A [SEP]
+    of whole segments (b_len 0), cut as the original cuts chunks but never past
+    max_seq_length - 2 tokens; do_mask=False (dynamic masking): no masks drawn (num_masked 0).
     """
     num_docs = len(doc_order)
-    max_num_tokens = max_seq_length - 3
+    max_num_tokens = max_seq_length - 3 if two_segments else max_seq_length - 2
     seq = np.empty(max_seq_length, np.int32)
     cand_pos = np.empty(max_seq_length, np.int64)
     group_start = np.empty(max_seq_length + 1, np.int64)
@@ -500,7 +560,47 @@ def _create_instances(mt, tokens, seg_bounds, doc_bounds, doc_order, dupe, doc_i
             i = 0
             while i < num_segs:
                 s = first_seg + i
-                current_length += seg_bounds[s + 1] - seg_bounds[s]
+                seg_len = seg_bounds[s + 1] - seg_bounds[s]
+                if not two_segments:
+                    # One span of whole segments: it ends at the target length, at the
+                    # document's end, or before a segment that would not fit (which starts
+                    # the next span); a single segment too long is trimmed at either end, as
+                    # truncate_seq_pair trims.
+                    overflow = current_length > 0 and current_length + seg_len > max_num_tokens
+                    end = i
+                    if not overflow:
+                        current_length += seg_len
+                        end = i + 1
+                        if i < num_segs - 1 and current_length < target_seq_length:
+                            i += 1
+                            continue
+                        i += 1
+                    a_start = seg_bounds[first_seg + chunk_first]
+                    a_len = seg_bounds[first_seg + end] - a_start
+                    while a_len > max_num_tokens:
+                        if _random(mt) < 0.5:
+                            a_start += 1
+                        a_len -= 1
+                    length = a_len + 2
+                    seq[0] = cls_id
+                    seq[1:1 + a_len] = tokens[a_start:a_start + a_len]
+                    seq[length - 1] = sep_id
+                    nmask_out[n] = 0
+                    if do_mask:
+                        nmask_out[n] = _mask_instance(
+                            mt, seq, length, masked_lm_prob, max_predictions_per_seq, word_ids,
+                            is_subword, do_whole_word_mask, cls_id, sep_id, mask_id, cand_pos,
+                            group_start, group_order, covered, mpos_out[n], mrep_out[n])
+                    a_start_out[n] = a_start
+                    a_len_out[n] = a_len
+                    b_start_out[n] = 0
+                    b_len_out[n] = 0
+                    rnd_out[n] = 0
+                    n += 1
+                    chunk_first = end
+                    current_length = 0
+                    continue
+                current_length += seg_len
                 if i == num_segs - 1 or current_length >= target_seq_length:
                     chunk_len = i - chunk_first + 1
                     a_end = 1
@@ -550,10 +650,12 @@ def _create_instances(mt, tokens, seg_bounds, doc_bounds, doc_order, dupe, doc_i
                     seq[1 + a_len] = sep_id
                     seq[2 + a_len:2 + a_len + b_len] = tokens[b_start:b_start + b_len]
                     seq[length - 1] = sep_id
-                    nmask_out[n] = _mask_instance(
-                        mt, seq, length, masked_lm_prob, max_predictions_per_seq, word_ids,
-                        is_subword, do_whole_word_mask, cls_id, sep_id, mask_id, cand_pos,
-                        group_start, group_order, covered, mpos_out[n], mrep_out[n])
+                    nmask_out[n] = 0
+                    if do_mask:
+                        nmask_out[n] = _mask_instance(
+                            mt, seq, length, masked_lm_prob, max_predictions_per_seq, word_ids,
+                            is_subword, do_whole_word_mask, cls_id, sep_id, mask_id, cand_pos,
+                            group_start, group_order, covered, mpos_out[n], mrep_out[n])
                     a_start_out[n] = a_start
                     a_len_out[n] = a_len
                     b_start_out[n] = b_start
@@ -597,7 +699,8 @@ def create_instances(corpus, rng, options, vocab_ids, progress=None, instances_p
             options.dupe_factor, options.max_seq_length, options.short_seq_prob,
             options.masked_lm_prob, options.max_predictions_per_seq, vocab_ids.word_ids,
             vocab_ids.is_subword, options.do_whole_word_mask, vocab_ids.cls_id, vocab_ids.sep_id,
-            vocab_ids.mask_id, instances.size, instances.size + instances_per_call,
+            vocab_ids.mask_id, options.next_sentence, options.masking == "static",
+            instances.size, instances.size + instances_per_call,
             *instances.arrays())
         if progress is not None:
             progress.update(dupe * num_docs + doc_index - docs_before,
@@ -839,6 +942,305 @@ def serialize_instances(instances, corpus, options, vocab_ids, indices):
 
 
 # ---------------------------------------------------------------------------------------------
+# Rows: one instance each, or several packed (the layouts beyond the original's)
+# ---------------------------------------------------------------------------------------------
+# Every feature a layout can have, sorted by key (the wire order); (name, length kind, float).
+# Length kinds: "T" max_seq_length, "P" max_predictions_per_seq, "S" sequences per row.
+_LAYOUT_FEATURES = (
+    ("input_ids", "T", False), ("input_mask", "T", False),
+    ("masked_lm_candidates", "T", False), ("masked_lm_ids", "P", False),
+    ("masked_lm_positions", "P", False), ("masked_lm_weights", "P", True),
+    ("next_sentence_labels", "S", False), ("next_sentence_positions", "S", False),
+    ("next_sentence_weights", "S", True), ("position_ids", "T", False),
+    ("segment_ids", "T", False), ("sequence_ids", "T", False))
+assert [name for name, _, _ in _LAYOUT_FEATURES] == sorted(n for n, _, _ in _LAYOUT_FEATURES)
+_LAYOUT_KEY_BYTES = np.frombuffer("".join(n for n, _, _ in _LAYOUT_FEATURES).encode(), np.uint8)
+_LAYOUT_KEY_OFFSETS = np.cumsum([0] + [len(n) for n, _, _ in _LAYOUT_FEATURES]).astype(np.int64)
+(_F_IDS, _F_MASK, _F_CANDIDATES, _F_LABELS, _F_POSITIONS, _F_WEIGHTS, _F_NSP_LABELS,
+ _F_NSP_POSITIONS, _F_NSP_WEIGHTS, _F_POSITION_IDS, _F_SEGMENTS, _F_SEQUENCE_IDS) = range(12)
+
+
+def layout_features(options):
+    """{feature name: number of values} of the records `options` make (as
+    `features.pretraining_feature_spec` for their layout, without TensorFlow)."""
+    lengths = {"T": options.max_seq_length, "P": options.max_predictions_per_seq,
+               "S": options.sequences_per_row}
+    names = {"input_ids", "input_mask", "segment_ids"}
+    if options.masking == "static":
+        names |= {"masked_lm_positions", "masked_lm_ids", "masked_lm_weights"}
+    else:
+        names.add("masked_lm_candidates")
+    if options.pack_sequences:
+        names |= {"position_ids", "sequence_ids"}
+    if options.next_sentence:
+        names.add("next_sentence_labels")
+        if options.pack_sequences:
+            names |= {"next_sentence_positions", "next_sentence_weights"}
+    return {name: lengths[kind] for name, kind, _ in _LAYOUT_FEATURES if name in names}
+
+
+@dataclasses.dataclass
+class Rows:
+    """The records' rows: row r holds instances `members[bounds[r]:bounds[r+1]]`, in that
+    order, and rows are written in order; bounds None: one instance a row, `members[r]`."""
+
+    bounds: np.ndarray   # int64 [num_rows + 1], or None
+    members: np.ndarray  # int64 [num_instances]
+
+    def __len__(self):
+        return len(self.members) if self.bounds is None else len(self.bounds) - 1
+
+
+@njit(cache=True, nogil=True)
+def _pack_rows(item_order, lengths, masked, max_len, max_masked, max_seqs, min_len, bin_of):
+    """Best-fit decreasing over lengths: items taken in `item_order` (longest first), each put
+    in the open row with the least room that still takes its tokens and its masked predictions
+    (rows bucketed by room left, a few rows tried per bucket), else a new row. A row stays open
+    while it has fewer than max_seqs items and room for min_len tokens. Writes bin_of[item];
+    returns the number of rows."""
+    n = len(lengths)
+    head = np.full(max_len + 1, -1, np.int64)
+    nxt = np.empty(n, np.int64)
+    prv = np.empty(n, np.int64)
+    room = np.empty(n, np.int64)
+    used_masked = np.empty(n, np.int64)
+    count = np.empty(n, np.int64)
+    num_bins = 0
+    for k in item_order:
+        length = lengths[k]
+        m = masked[k]
+        chosen = -1
+        for s in range(length, max_len + 1):
+            b = head[s]
+            tries = 0
+            while b != -1 and tries < 8:
+                if used_masked[b] + m <= max_masked:
+                    chosen = b
+                    break
+                b = nxt[b]
+                tries += 1
+            if chosen != -1:
+                break
+        if chosen == -1:
+            chosen = num_bins
+            num_bins += 1
+            room[chosen] = max_len
+            used_masked[chosen] = 0
+            count[chosen] = 0
+        else:  # unlink it from its bucket
+            if prv[chosen] == -1:
+                head[room[chosen]] = nxt[chosen]
+            else:
+                nxt[prv[chosen]] = nxt[chosen]
+            if nxt[chosen] != -1:
+                prv[nxt[chosen]] = prv[chosen]
+        room[chosen] -= length
+        used_masked[chosen] += m
+        count[chosen] += 1
+        bin_of[k] = chosen
+        if count[chosen] < max_seqs and room[chosen] >= min_len:
+            s = room[chosen]
+            nxt[chosen] = head[s]
+            prv[chosen] = -1
+            if head[s] != -1:
+                prv[head[s]] = chosen
+            head[s] = chosen
+    return num_bins
+
+
+@njit(cache=True, nogil=True)
+def _rows_in_order(order, bin_of, num_bins):
+    """Rows ordered by their first instance in `order` (the shuffled order), each row's
+    instances in that order too: (bounds, members)."""
+    rank = np.full(num_bins, -1, np.int64)
+    sizes = np.zeros(num_bins, np.int64)
+    r = 0
+    for k in range(len(order)):
+        b = bin_of[k]
+        if rank[b] == -1:
+            rank[b] = r
+            r += 1
+        sizes[rank[b]] += 1
+    bounds = np.zeros(num_bins + 1, np.int64)
+    for i in range(num_bins):
+        bounds[i + 1] = bounds[i] + sizes[i]
+    fill = bounds[:-1].copy()
+    members = np.empty(len(order), np.int64)
+    for k in range(len(order)):
+        row = rank[bin_of[k]]
+        members[fill[row]] = order[k]
+        fill[row] += 1
+    return bounds, members
+
+
+def instance_lengths(instances, options):
+    """Tokens of each instance, [CLS] and [SEP]s included."""
+    extra = 3 if options.next_sentence else 2
+    return (instances.a_len[:instances.size].astype(np.int64)
+            + instances.b_len[:instances.size] + extra)
+
+
+def make_rows(instances, options):
+    """The rows of `instances` (see `Rows`): unpacked, one per instance in output order;
+    packed (`options.pack_sequences`), best-fit decreasing (`_pack_rows`; deterministic, no
+    random draw: the same instances as unpacked, whatever the packing), each row at most
+    max_seq_length tokens, max_predictions_per_seq masked predictions and
+    `options.sequences_per_row` instances; rows keep the shuffled order (ordered by their
+    first instance in it)."""
+    order = np.asarray(instances.order, dtype=np.int64)
+    if not options.pack_sequences or len(order) == 0:
+        return Rows(None, order)
+    lengths = instance_lengths(instances, options)[order]
+    masked = instances.num_masked[:instances.size].astype(np.int64)[order]
+    by_length = np.argsort(-lengths, kind="stable")
+    bin_of = np.empty(len(order), np.int64)
+    num_bins = _pack_rows(by_length, lengths, masked, options.max_seq_length,
+                          options.max_predictions_per_seq, options.sequences_per_row,
+                          int(lengths.min()), bin_of)
+    return Rows(*_rows_in_order(order, bin_of, num_bins))
+
+
+@njit(cache=True, nogil=True)
+def _serialize_rows(row_ids, bounds, members, tokens, a_start, a_len, b_start, b_len,
+                    is_random_next, num_masked, masked_positions, masked_replacements, cls_id,
+                    sep_id, is_subword, do_whole_word_mask, two_segments, present, lengths,
+                    is_float, key_bytes, key_offsets, crc_tables, bound):
+    """TFRecord-framed serialized Examples of rows `row_ids` (any layout: the `present`
+    features of `_LAYOUT_FEATURES`, `lengths` values each), as `_serialize_records`.
+
+    Returns (bytes, record end offsets, real tokens, masked tokens, random next, sequences).
+    """
+    num_features = len(present)
+    width = 0
+    for f in range(num_features):
+        width = max(width, lengths[f])
+    values = np.zeros((num_features, width), np.int64)
+    payloads = np.zeros(num_features, np.int64)
+    key_len = np.diff(key_offsets)
+    buf = np.empty(len(row_ids) * bound, np.uint8)
+    ends = np.empty(len(row_ids), np.int64)
+    total_tokens = 0
+    total_masked = 0
+    total_random = 0
+    total_sequences = 0
+    p = 0
+    for r in range(len(row_ids)):
+        row = row_ids[r]
+        values[:, :] = 0
+        offset = 0
+        num_labels = 0
+        for s in range(bounds[row + 1] - bounds[row]):
+            i = members[bounds[row] + s]
+            la = np.int64(a_len[i])
+            lb = np.int64(b_len[i])
+            # [CLS] A [SEP] (B [SEP])
+            values[_F_IDS, offset] = cls_id
+            values[_F_IDS, offset + 1:offset + 1 + la] = tokens[a_start[i]:a_start[i] + la]
+            values[_F_IDS, offset + 1 + la] = sep_id
+            length = la + 2
+            if two_segments:
+                values[_F_IDS, offset + 2 + la:offset + 2 + la + lb] = (
+                    tokens[b_start[i]:b_start[i] + lb])
+                values[_F_IDS, offset + 2 + la + lb] = sep_id
+                length += lb + 1
+                values[_F_SEGMENTS, offset + 2 + la:offset + length] = 1
+            for k in range(length):
+                values[_F_MASK, offset + k] = 1
+                values[_F_POSITION_IDS, offset + k] = k
+                values[_F_SEQUENCE_IDS, offset + k] = s + 1
+            # Masking candidates: 0 [CLS]/[SEP], 2 a "##" piece right after a candidate (with
+            # whole-word masking), else 1.
+            for k in range(length):
+                token = values[_F_IDS, offset + k]
+                if token == cls_id or token == sep_id:
+                    continue
+                if (do_whole_word_mask and k > 0 and values[_F_CANDIDATES, offset + k - 1] != 0
+                        and is_subword[token]):
+                    values[_F_CANDIDATES, offset + k] = 2
+                else:
+                    values[_F_CANDIDATES, offset + k] = 1
+            nm = np.int64(num_masked[i])
+            for k in range(nm):
+                position = offset + np.int64(masked_positions[i, k])
+                values[_F_POSITIONS, num_labels] = position
+                values[_F_LABELS, num_labels] = values[_F_IDS, position]
+                values[_F_WEIGHTS, num_labels] = 1
+                values[_F_IDS, position] = masked_replacements[i, k]
+                num_labels += 1
+            values[_F_NSP_LABELS, s] = is_random_next[i]
+            values[_F_NSP_POSITIONS, s] = offset
+            values[_F_NSP_WEIGHTS, s] = 1
+            offset += length
+            total_masked += nm
+            total_random += is_random_next[i]
+            total_sequences += 1
+        total_tokens += offset
+        features_size = 0
+        for f in range(num_features):
+            if not present[f]:
+                continue
+            if is_float[f]:
+                payloads[f] = 4 * lengths[f]
+            else:
+                payload = 0
+                for k in range(lengths[f]):
+                    payload += _varint_size(values[f, k])
+                payloads[f] = payload
+            entry = _feature_sizes(key_len[f], payloads[f])[0]
+            features_size += 1 + _varint_size(entry) + entry
+        example_size = 1 + _varint_size(features_size) + features_size
+        start = p
+        for k in range(8):
+            buf[p + k] = (example_size >> (8 * k)) & 0xFF
+        p = _put_u32(buf, p + 8, _masked_crc(_crc32c(crc_tables, buf, start, start + 8)))
+        data_start = p
+        buf[p] = 0x0A  # Example.features
+        p = _put_varint(buf, p + 1, features_size)
+        for f in range(num_features):
+            if not present[f]:
+                continue
+            p = _put_feature_header(buf, p, key_bytes, key_offsets, f, payloads[f], is_float[f])
+            for k in range(lengths[f]):
+                if is_float[f]:
+                    p = _put_u32(buf, p, 0x3F800000 if values[f, k] else 0)
+                else:
+                    p = _put_varint(buf, p, values[f, k])
+        p = _put_u32(buf, p, _masked_crc(_crc32c(crc_tables, buf, data_start, p)))
+        ends[r] = p
+    return buf[:p], ends, total_tokens, total_masked, total_random, total_sequences
+
+
+def serialize_rows(instances, corpus, options, vocab_ids, rows, row_ids):
+    """TFRecord-framed records of rows `row_ids` of `rows`: (bytes, record end offsets,
+    stats), stats = (real tokens, masked tokens, random-next instances, instances).
+
+    The original's layout goes through `serialize_instances` (its exact bytes); the others
+    write the features `layout_features(options)` names.
+    """
+    row_ids = np.ascontiguousarray(row_ids, dtype=np.int64)
+    bounds, members = rows.bounds, rows.members
+    if bounds is None:  # one instance a row
+        members = members[row_ids]
+        bounds = np.arange(len(members) + 1, dtype=np.int64)
+        row_ids = np.arange(len(members), dtype=np.int64)
+        if options.is_original:
+            buf, ends, stats = serialize_instances(instances, corpus, options, vocab_ids,
+                                                   members)
+            return buf, ends, stats + (len(members),)
+    wanted = layout_features(options)
+    present = np.array([name in wanted for name, _, _ in _LAYOUT_FEATURES], np.bool_)
+    lengths = np.array([wanted.get(name, 0) for name, _, _ in _LAYOUT_FEATURES], np.int64)
+    is_float = np.array([flt for _, _, flt in _LAYOUT_FEATURES], np.bool_)
+    bound = 16 + len(_LAYOUT_KEY_BYTES) + int(sum(12 + 10 * n for n in wanted.values()))
+    buf, ends, num_tokens, num_masked, num_random, num_sequences = _serialize_rows(
+        row_ids, bounds, members, corpus.tokens, *instances.arrays(),
+        vocab_ids.cls_id, vocab_ids.sep_id, vocab_ids.is_subword, options.do_whole_word_mask,
+        options.next_sentence, present, lengths, is_float, _LAYOUT_KEY_BYTES,
+        _LAYOUT_KEY_OFFSETS, _CRC_TABLES, bound)
+    return buf, ends, (int(num_tokens), int(num_masked), int(num_random), int(num_sequences))
+
+
+# ---------------------------------------------------------------------------------------------
 # Writing TFRecord files
 # ---------------------------------------------------------------------------------------------
 
@@ -926,7 +1328,11 @@ def record_writers(output_files, gzip=False):
 
 @dataclasses.dataclass
 class Summary:
-    """What a run wrote, for the closing summary line."""
+    """What a run wrote, for the closing summary line.
+
+    `instances` are the training sequences, `records` the rows written (as many unless
+    packed); `max_seq_length` and `layout` (`InstanceOptions.describe()`) describe the rows.
+    """
 
     documents: int = 0
     input_tokens: int = 0
@@ -934,13 +1340,17 @@ class Summary:
     instance_tokens: int = 0
     masked_tokens: int = 0
     random_next: int = 0
+    records: int = 0
     records_per_file: dict = dataclasses.field(default_factory=dict)
+    options: InstanceOptions = None
 
     def add_records(self, stats):
-        tokens, masked, random_next = stats
+        """stats: (real tokens, masked tokens, random next, instances) of records written."""
+        tokens, masked, random_next, instances = stats
         self.instance_tokens += tokens
         self.masked_tokens += masked
         self.random_next += random_next
+        self.instances += instances
 
     @property
     def masked_fraction(self):
@@ -951,18 +1361,43 @@ class Summary:
     def random_next_fraction(self):
         return self.random_next / self.instances if self.instances else 0.0
 
+    def padding_fraction(self, rows):
+        """Share of `rows` rows' max_seq_length positions that are padding."""
+        capacity = rows * (self.options or InstanceOptions()).max_seq_length
+        return 1.0 - self.instance_tokens / capacity if capacity else 0.0
+
     def format(self):
-        """The closing summary: instances per file, tokens, masked fraction, random-next share."""
-        lines = [f"Wrote {self.instances} instances from {self.documents} documents "
+        """The closing summary: records per file, tokens, padding, masked fraction,
+        random-next share."""
+        options = self.options or InstanceOptions()
+        packed = options.pack_sequences
+        what = (f"{self.instances} instances in {self.records} rows" if packed
+                else f"{self.instances} instances")
+        lines = [f"Wrote {what} from {self.documents} documents "
                  f"({self.input_tokens} input tokens):"]
         for path, count in self.records_per_file.items():
-            lines.append(f"  {path}: {count} instances")
+            lines.append(f"  {path}: {count} {'rows' if packed else 'instances'}")
         per_instance = self.instance_tokens / self.instances if self.instances else 0.0
         lines.append(f"  tokens in instances: {self.instance_tokens} ({per_instance:.1f} per "
                      f"instance, incl. [CLS]/[SEP])")
-        lines.append(f"  masked: {self.masked_tokens} tokens, mean masked fraction "
-                     f"{self.masked_fraction:.4f}")
-        lines.append(f"  random next: {self.random_next} ({self.random_next_fraction:.4f})")
+        if not options.is_original:
+            lines.append(f"  layout: {options.describe()}")
+        if packed:
+            lines.append(f"  packing: {self.instances} rows before, {self.records} after "
+                         f"({self.instances / max(self.records, 1):.2f} instances a row); "
+                         f"padding fraction {self.padding_fraction(self.instances):.4f} before, "
+                         f"{self.padding_fraction(self.records):.4f} after")
+        else:
+            lines.append(f"  padding fraction: {self.padding_fraction(self.instances):.4f} of "
+                         f"{self.instances} rows x {options.max_seq_length} tokens")
+        if options.masking == "static":
+            lines.append(f"  masked: {self.masked_tokens} tokens, mean masked fraction "
+                         f"{self.masked_fraction:.4f}")
+        else:
+            lines.append("  masked: none written (dynamic masking: masks are drawn when read)")
+        if options.next_sentence:
+            lines.append(f"  random next: {self.random_next} "
+                         f"({self.random_next_fraction:.4f})")
         return "\n".join(lines)
 
 
@@ -1031,23 +1466,27 @@ def read_corpus(input_files, tokenizer, processes=1, progress=None, block_bytes=
 WRITE_BATCH = 8192  # records serialized per call (bounds the serialization buffer)
 
 
-def write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=None):
-    """The original's write_instance_to_example_files: output order, round-robin over files."""
-    order = instances.order
+def write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=None,
+                    rows=None):
+    """The original's write_instance_to_example_files: output order, round-robin over files
+    (of rows, when packed: `rows`, by default `make_rows`)."""
+    rows = rows if rows is not None else make_rows(instances, options)
+    num_rows = len(rows)
     num_writers = len(writers)
-    for start in range(0, len(order), WRITE_BATCH):
-        stop = min(start + WRITE_BATCH, len(order))
+    for start in range(0, num_rows, WRITE_BATCH):
+        stop = min(start + WRITE_BATCH, num_rows)
         for w, writer in enumerate(writers):
             # Record k (in output order) goes to file k % num_writers.
             first = start + (w - start) % num_writers
-            indices = order[first:stop:num_writers]
-            if len(indices) == 0:
+            row_ids = np.arange(first, stop, num_writers)
+            if len(row_ids) == 0:
                 continue
-            data, _, stats = serialize_instances(instances, corpus, options, vocab_ids, indices)
-            writer.write(data, len(indices))
+            data, _, stats = serialize_rows(instances, corpus, options, vocab_ids, rows, row_ids)
+            writer.write(data, len(row_ids))
             summary.add_records(stats)
         if progress is not None:
             progress.update(stop - start)
+    summary.records += num_rows
 
 
 def create_pretraining_data(input_files, output_files, tokenizer, options, random_seed=12345,
@@ -1055,14 +1494,15 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, rando
     """Default mode: exactly the original's records, order and output files.
 
     `tokenizer` is a FullTokenizer or FastTokenizer (same tokens), `options` the original's
-    flags (`InstanceOptions`); tokenization runs in `processes` processes (same result).
+    flags (`InstanceOptions`; its layout fields default to the original's records);
+    tokenization runs in `processes` processes (same result).
     Reads everything, creates every instance (compactly) and shuffles them globally, as the
     original does; memory grows with the corpus (see the streaming mode for corpora that do not
     fit). Returns a `Summary`.
     """
     options.validate()
     vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
-    summary = Summary()
+    summary = Summary(options=options)
     with record_writers(output_files, gzip=gzip) as writers:
         reading = Progress("read+tokenize", unit="lines", secondary_unit="tokens",
                            interval=progress_interval)
@@ -1078,11 +1518,11 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, rando
         instances = create_instances(corpus, random.Random(random_seed), options, vocab_ids,
                                      progress=creating)
         creating.summary(instances=len(instances))
-        summary.instances = len(instances)
 
-        writing = Progress("write", total=len(instances), unit="instances",
-                           interval=progress_interval)
-        write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=writing)
+        rows = make_rows(instances, options)
+        writing = Progress("write", total=len(rows), unit="records", interval=progress_interval)
+        write_instances(instances, corpus, options, vocab_ids, writers, summary, progress=writing,
+                        rows=rows)
         writing.summary()
         for writer in writers:
             summary.records_per_file[writer.path] = writer.num_records
@@ -1129,8 +1569,11 @@ def load_compiled_functions():
                     np.array([0, 2, 3], np.int64))
     vocab_ids = VocabIds({}, 0, 1, 2, np.arange(12, dtype=np.int32), np.zeros(12, np.bool_))
     options = InstanceOptions(max_seq_length=8, dupe_factor=1)
-    instances = create_instances(corpus, random.Random(0), options, vocab_ids)
-    serialize_instances(instances, corpus, options, vocab_ids, instances.order)
+    for layout in (options, dataclasses.replace(options, masking="dynamic", objective="mlm",
+                                                 pack_sequences=True)):
+        instances = create_instances(corpus, random.Random(0), layout, vocab_ids)
+        rows = make_rows(instances, layout)
+        serialize_rows(instances, corpus, layout, vocab_ids, rows, np.arange(len(rows)))
 
 
 def iter_window_spans(input_files, window_bytes, block_bytes=1 << 20, with_lines=False):
@@ -1190,9 +1633,10 @@ class WindowProcessor:
     state): the streaming mode calls it in worker processes, the Beam pipeline
     (`bert_tf.data.pretraining_beam`) in its DoFn.
 
-    Calling it with (index, lines) returns (documents, input tokens, instances, groups, stats):
+    Calling it with (index, lines) returns (documents, input tokens, records, groups, stats):
     groups[j] = (framed TFRecord bytes, count) holds the records whose index k in the window's
-    output order has k % num_outputs == j; stats = (instance tokens, masked, random next).
+    output order has k % num_outputs == j; stats = (instance tokens, masked, random next,
+    instances). Records are rows (`make_rows`): packing, if any, stays within a window.
     """
 
     def __init__(self, tokenizer, options, random_seed, num_outputs):
@@ -1208,15 +1652,16 @@ class WindowProcessor:
         corpus = builder.build()
         instances = create_instances(corpus, random.Random(self.random_seed + index),
                                      self.options, self.vocab_ids)
+        rows = make_rows(instances, self.options)
         groups = []
-        stats = np.zeros(3, np.int64)
+        stats = np.zeros(4, np.int64)
         for j in range(self.num_outputs):
-            indices = instances.order[j::self.num_outputs]
-            data, _, group_stats = serialize_instances(instances, corpus, self.options,
-                                                       self.vocab_ids, indices)
-            groups.append((data.tobytes(), len(indices)))  # bytes unpickle without a copy
+            row_ids = np.arange(j, len(rows), self.num_outputs)
+            data, _, group_stats = serialize_rows(instances, corpus, self.options,
+                                                  self.vocab_ids, rows, row_ids)
+            groups.append((data.tobytes(), len(row_ids)))  # bytes unpickle without a copy
             stats += group_stats
-        return (corpus.num_documents, corpus.num_tokens, len(instances), groups,
+        return (corpus.num_documents, corpus.num_tokens, len(rows), groups,
                 tuple(stats.tolist()))
 
 
@@ -1250,26 +1695,26 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
     state = {"processor": WindowProcessor(tokenizer, options, random_seed, len(output_files))}
     if num_workers > 1:
         load_compiled_functions()  # once here: forked workers inherit them
-    summary = Summary()
-    progress = Progress("create_pretraining_data", unit="documents", secondary_unit="instances",
+    summary = Summary(options=options)
+    progress = Progress("create_pretraining_data", unit="documents", secondary_unit="records",
                         interval=progress_interval)
     num_outputs = len(output_files)
     with record_writers(output_files, gzip=gzip) as writers:
         windows = enumerate(iter_windows(input_files, window_bytes))
         written = 0
-        for num_docs, num_tokens, num_instances, groups, stats in ordered_map(
+        for num_docs, num_tokens, num_records, groups, stats in ordered_map(
                 _process_window, windows, num_workers, state, max_in_flight=num_workers + 1):
             summary.documents += num_docs
             summary.input_tokens += num_tokens
-            summary.instances += num_instances
+            summary.records += num_records
             summary.add_records(stats)
             # Record k of the window is record written + k of the stream: file
             # (written + k) % num_outputs, the same for the whole group k % num_outputs.
             for j, (data, count) in enumerate(groups):
                 if count:
                     writers[(written + j) % num_outputs].write(data, count)
-            written += num_instances
-            progress.update(num_docs, secondary=num_instances, instances=summary.instances)
+            written += num_records
+            progress.update(num_docs, secondary=num_records, instances=summary.instances)
         check_documents(summary.documents, input_files)
         for writer in writers:
             summary.records_per_file[writer.path] = writer.num_records
