@@ -61,27 +61,17 @@ def mask_example(example, index, seed, *, vocab_size, mask_id, masked_lm_prob,
     budgets = num_to_predict(lengths, masked_lm_prob, max_predictions_per_seq)
 
     starts = tf.equal(candidates, 1)
-    in_unit = tf.greater(candidates, 0)
-    unit_of = tf.where(in_unit, tf.cumsum(tf.cast(starts, tf.int32)) - 1, length)
+    units_so_far = tf.cumsum(tf.cast(starts, tf.int32))
+    in_unit = tf.greater(candidates, 0) & tf.greater(units_so_far, 0)  # (a 2 first: none)
+    unit_of = tf.where(in_unit, units_so_far - 1, length)
     sizes = tf.math.unsorted_segment_sum(tf.cast(in_unit, tf.int32), unit_of, length + 1)
     # A unit start's size (0 elsewhere), its sequence; units in a random order (others last).
     start_sizes = tf.where(starts, tf.gather(sizes, unit_of), 0)
     keys = tf.random.stateless_uniform([length], order_seed, dtype=tf.float32)
     order = tf.argsort(tf.where(starts, keys, 2.0), stable=True)
 
-    def take(carry, position):
-        counts, total = carry
-        size = start_sizes[position]
-        sequence = sequences[position]
-        fits = ((size > 0) & (counts[sequence] + size <= budgets[sequence])
-                & (total + size <= max_predictions_per_seq))
-        added = tf.where(fits, size, 0)
-        counts = tf.tensor_scatter_nd_add(counts, [[sequence]], [added])
-        return (counts, total + added), fits
-
-    initial = (tf.zeros([length + 1], tf.int32), tf.constant(0, tf.int32))
-    taken_in_order = tf.scan(lambda carry, p: take(carry[0], p), order,
-                             initializer=(initial, tf.constant(False)))[1]
+    taken_in_order = _greedy_units(tf.gather(start_sizes, order), tf.gather(sequences, order),
+                                   budgets, max_predictions_per_seq)
     taken_units = tf.scatter_nd(order[:, None], tf.cast(taken_in_order, tf.int32), [length])
     # Unit (by its index) taken -> every token of it masked.
     unit_taken = tf.math.unsorted_segment_max(taken_units, unit_of, length + 1)
@@ -110,6 +100,50 @@ def mask_example(example, index, seed, *, vocab_size, mask_id, masked_lm_prob,
     example["masked_lm_ids"] = tf.where(real, tf.gather(input_ids, chosen), 0)
     example["masked_lm_weights"] = weights
     return example
+
+
+def _greedy_units(sizes, sequences, budgets, cap):
+    """The original's loop over units in their random order (`sizes` [T], 0: no unit there;
+    their `sequences`): a unit is taken when its sequence's count stays within its budget and
+    the row's within `cap`, else skipped. Returns taken [T] bool.
+
+    Vectorized by rounds: a round takes, from a frontier on, every unit that fits given the
+    units before it (cumulative sums per sequence and over the row), up to the first unit
+    that does not; that one is skipped and the next round starts after it. A round that
+    stops early has taken something first, so there are at most cap + 1 rounds (usually 1-2).
+    """
+    length = tf.shape(sizes)[0]
+    slots = tf.size(budgets)
+    index = tf.range(length)
+    by_sequence = tf.argsort(sequences * length + index)  # units of a sequence together
+    back = tf.argsort(by_sequence)
+
+    def round_(frontier, taken, remaining, remaining_total):
+        room = tf.gather(remaining, sequences)
+        eligible = (sizes > 0) & (index >= frontier) & (sizes <= room) & (
+            sizes <= remaining_total)
+        amounts = tf.where(eligible, sizes, 0)
+        # Running sums within each sequence: over the units sorted by sequence, minus the sum
+        # before the sequence's first unit.
+        sorted_amounts = tf.gather(amounts, by_sequence)
+        running = tf.cumsum(sorted_amounts)
+        before = tf.math.unsorted_segment_min(running - sorted_amounts,
+                                              tf.gather(sequences, by_sequence), slots)
+        in_sequence = tf.gather(running - tf.gather(before, tf.gather(sequences, by_sequence)),
+                                back)
+        fits = eligible & (in_sequence <= room) & (tf.cumsum(amounts) <= remaining_total)
+        failed = eligible & ~fits
+        first_failed = tf.reduce_min(tf.where(failed, index, length))
+        now = fits & (index < first_failed)
+        added = tf.where(now, sizes, 0)
+        return (first_failed + 1, taken | now,
+                remaining - tf.math.unsorted_segment_sum(added, sequences, slots),
+                remaining_total - tf.reduce_sum(added))
+
+    _, taken, _, _ = tf.while_loop(
+        lambda frontier, *_: frontier < length, round_,
+        (tf.constant(0), tf.zeros([length], tf.bool), budgets, tf.constant(cap, tf.int32)))
+    return taken
 
 
 def stream_seed(seed, stream_id=0):
