@@ -452,6 +452,12 @@ def test_mlm_only_run_and_its_checkpoint_in_a_classifier(files, tmp_path):
     np.testing.assert_array_equal(classifier.encoder.word_embeddings.numpy(),
                                   pretrainer.encoder.word_embeddings.numpy())
     assert sorted(report.new) == ["output_bias", "output_weights"]
+    # The pooler, read by no loss, is as initialised (the seed's), not decayed.
+    initial = tiny_pretrainer(next_sentence=False, seed=1)
+    np.testing.assert_array_equal(pretrainer.encoder.pooler.dense.kernel.numpy(),
+                                  initial.encoder.pooler.dense.kernel.numpy())
+    assert not np.array_equal(pretrainer.encoder.layer_0.intermediate.kernel.numpy(),
+                              initial.encoder.layer_0.intermediate.kernel.numpy())
 
 
 def test_resume_after_kill_9_with_dynamic_masks(files, tmp_path):

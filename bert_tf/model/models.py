@@ -50,7 +50,7 @@ class BertPretrainer(_TaskModel):
     """Encoder + masked-LM head (cls/predictions) + next-sentence head (cls/seq_relationship).
 
     `next_sentence=False`: masked-LM only (no cls/seq_relationship variables, no
-    "next_sentence_log_probs"). Packed rows ("position_ids", "sequence_ids", and with the
+    "next_sentence_log_probs"; the pooler is not trained). Packed rows ("position_ids", "sequence_ids", and with the
     next-sentence head "next_sentence_positions" [B, S]: each sequence's [CLS]) give
     "pooled_output" [B, S, H] and "next_sentence_log_probs" [B, S, 2].
     """
@@ -70,6 +70,9 @@ class BertPretrainer(_TaskModel):
             self._finish_build(self.masked_lm, self.next_sentence)
         else:
             self.next_sentence = None
+            # No loss reads the pooler: left as initialised (or loaded), not decayed to zero
+            # by the optimizer's weight decay.
+            self.encoder.pooler.trainable = False
             self._finish_build(self.masked_lm)
 
     def head_variable_parts(self):
