@@ -460,6 +460,22 @@ def test_mlm_only_run_and_its_checkpoint_in_a_classifier(files, tmp_path):
                               initial.encoder.layer_0.intermediate.kernel.numpy())
 
 
+def test_mlm_reads_the_originals_records(files, tmp_path):
+    task = make_task(files, [files["static"]], objective="mlm")
+    task.check_inputs(settings(tmp_path / "out"))
+    assert task.config.layout == PretrainingLayout()  # static, next sentence, not packed
+    assert "next_sentence_labels" not in task.feature_spec("train")
+    batch = next(iter(task.dataset_fn("eval", 4)()))
+    reference = next(iter(tf.data.TFRecordDataset([files["static"]]).map(
+        lambda r: decode_record(r, pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)))
+        .batch(4)))
+    for name in batch:
+        np.testing.assert_array_equal(batch[name], reference[name])
+    outputs = task.outputs(tiny_pretrainer(next_sentence=False), batch, training=False)
+    assert sorted(task.eval_outputs(batch, outputs)) == [
+        "masked_lm_correct", "masked_lm_loss_sum", "masked_lm_weight"]
+
+
 def test_resume_after_kill_9_with_dynamic_masks(files, tmp_path):
     """Packed rows with dynamic masks and next-sentence labels, through the command line."""
     flags = dict(bert_config_file=files["config"], input_file=files["packed"],
