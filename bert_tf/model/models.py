@@ -50,9 +50,9 @@ class BertPretrainer(_TaskModel):
     """Encoder + masked-LM head (cls/predictions) + next-sentence head (cls/seq_relationship).
 
     `next_sentence=False`: masked-LM only (no cls/seq_relationship variables, no
-    "next_sentence_log_probs"; the pooler is not trained). Packed rows ("position_ids", "sequence_ids", and with the
-    next-sentence head "next_sentence_positions" [B, S]: each sequence's [CLS]) give
-    "pooled_output" [B, S, H] and "next_sentence_log_probs" [B, S, 2].
+    "next_sentence_log_probs"; the pooler is not trained). Packed rows ("position_ids",
+    "sequence_ids", and with the next-sentence head "next_sentence_positions" [B, S]: each
+    sequence's [CLS]) give "pooled_output" [B, S, H] and "next_sentence_log_probs" [B, S, 2].
     """
 
     def __init__(self, config, next_sentence=True, name="bert_pretrainer", **kwargs):
