@@ -1,26 +1,8 @@
-"""Masks drawn when records are read (records with masking="dynamic", bert_tf.data.features).
-
-`mask_example` turns one decoded record's `masked_lm_candidates` into the original's three
-masked-LM features and masks its `input_ids`, by the rules of the original's
-create_pretraining_data.py `create_masked_lm_predictions`:
-- num_to_predict = min(max_predictions_per_seq, max(1, round(len * masked_lm_prob))), len the
-  sequence's tokens, [CLS] and [SEP] included (Python 3's round: half to even);
-- masking units (a token marked 1 and the tokens marked 2 after it: a whole word) taken in a
-  uniformly random order, a unit skipped when it would pass num_to_predict;
-- each masked token: 80% [MASK], 10% kept, 10% an id uniform over the vocabulary;
-- positions in ascending order, padded to max_predictions_per_seq with weight 0.
-Packed rows: each sequence (`sequence_ids`) has its own num_to_predict; the units of the whole
-row are taken in one random order, and a unit is skipped also when the row would pass
-max_predictions_per_seq, so the row's cap falls on random units of any sequence and never
-splits a word.
-
-The draws are a pure function of (seed, index): stateless random ops seeded by both, so the
-same example at another place in the stream (the next epoch) gets other masks, and a resumed
-run that replays its input gets the same ones.
+"""Masks drawn when records are read (records with masking="dynamic", bert_tf.data.features):
+`mask_example`, by the rules of the original create_pretraining_data's
+`create_masked_lm_predictions`, as a pure function of (seed, the example's place in its stream).
 """
 import tensorflow as tf
-
-DYNAMIC_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
 
 def num_to_predict(lengths, masked_lm_prob, max_predictions_per_seq):
@@ -34,6 +16,22 @@ def mask_example(example, index, seed, *, vocab_size, mask_id, masked_lm_prob,
     """`example` (a decoded record: int32 [T] features with `masked_lm_candidates`) with masked
     `input_ids` and `masked_lm_positions`, `masked_lm_ids` (int32 [P]), `masked_lm_weights`
     (float32 [P]) instead of `masked_lm_candidates`.
+
+    The original's rules:
+    - num_to_predict = min(max_predictions_per_seq, max(1, round(len * masked_lm_prob))), len
+      the sequence's tokens, [CLS] and [SEP] included (Python 3's round: half to even);
+    - masking units (a token marked 1 and the tokens marked 2 after it: a whole word) taken in
+      a uniformly random order, a unit skipped when it would pass num_to_predict;
+    - each masked token: 80% [MASK], 10% kept, 10% an id uniform over [0, vocab_size);
+    - positions in ascending order, padded to max_predictions_per_seq with weight 0.
+    Packed rows: each sequence (`sequence_ids`) has its own num_to_predict; the units of the
+    whole row are taken in one random order, and a unit is skipped also when the row would pass
+    max_predictions_per_seq, so the row's cap falls on random units of any sequence and never
+    splits a word.
+
+    The draws are stateless, seeded by (seed, index): the same example at another place in the
+    stream (the next epoch) gets other masks, and a resumed run that replays its input the
+    same ones.
 
     Args:
       index: the example's index in its stream (int, scalar tensor).
