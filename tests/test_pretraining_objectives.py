@@ -253,7 +253,9 @@ def binomial_close(ours, reference, n_ours, n_reference, sigmas=4.5):
     assert np.all(np.abs(ours - reference) <= bound), (ours, reference, bound)
 
 
-@pytest.mark.parametrize("masked_lm_prob,max_predictions", [(0.15, 8), (0.4, 8)])
+# 30 tokens: 0.15 -> round(4.5) = 4 (half to even), 0.2 -> 6 ([CLS], [SEP] counted: 5 without),
+# 0.4 -> 12, capped at 5.
+@pytest.mark.parametrize("masked_lm_prob,max_predictions", [(0.15, 8), (0.2, 8), (0.4, 5)])
 def test_dynamic_masks_follow_the_originals_rules(masked_lm_prob, max_predictions):
     from test_create_pretraining_data import master_create_masked_lm_predictions
 
