@@ -547,3 +547,12 @@ def test_command_line_refuses_bad_masking_flags(files, tmp_path):
                 max_seq_length=fx.SEQ_LENGTH, max_predictions_per_seq=fx.MAX_PREDICTIONS)
     assert_one_line_error("run.run_pretraining", dict(base, masked_lm_prob=0),
                           "--masked_lm_prob=0.0: must be in the open interval (0, 1)")
+    big = tmp_path / "big_vocab.txt"
+    big.write_text("\n".join(VOCAB + ["extra"]) + "\n")
+    assert_one_line_error("run.run_pretraining", dict(base, vocab_file=big),
+                          f"--vocab_file: {big} has {fx.VOCAB_SIZE + 1} entries but the "
+                          f"model's vocab_size is {fx.VOCAB_SIZE}")
+    mlm_only = dict(base, input_file=files["mlm_only"], vocab_file=files["vocab"])
+    last = assert_one_line_error("run.run_pretraining", mlm_only,
+                                 "--objective: mlm_nsp needs next_sentence_labels")
+    assert files["mlm_only"] in last
