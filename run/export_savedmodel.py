@@ -88,10 +88,11 @@ flags.DEFINE_enum("litert_signature", "serving_default",
                   "cannot tokenize.")
 
 
-def build_task(config, vocab_file=None, max_seq_length=None, regression=False):
+def build_task(config, vocab_file=None, max_seq_length=None, regression=False, record=None):
     """The --task's task (bert_tf.tasks.registry) with the options its flags give
     (`max_seq_length`: the one the command line took, default --max_seq_length;
-    `regression`: a classifier recorded as one, which has no labels)."""
+    `regression`: a classifier recorded as one, which has no labels; `record`: what the
+    model's folder records of its task, e.g. a masked-LM-only pretraining objective)."""
     options = {"max_seq_length": max_seq_length or FLAGS.max_seq_length}
     if FLAGS.pooling is not None:
         from bert_tf.model.pooling import embedding_options
@@ -125,6 +126,8 @@ def build_task(config, vocab_file=None, max_seq_length=None, regression=False):
         if "[MASK]" not in vocab:
             raise flag_error("vocab_file", f"{vocab_file} has no [MASK] token")
         options.update(mask_id=vocab["[MASK]"], top_k=FLAGS.top_k)
+        if (record or {}).get("objective"):
+            options.update(objective=record["objective"])
     return registry.build(FLAGS.task, config, **options)
 
 
@@ -174,7 +177,8 @@ def main(argv):
         raise flag_error("max_seq_length", f"must be in [3, {config.max_position_embeddings}] "
                                            f"(max_position_embeddings), got {max_seq_length}")
     task = build_task(config, vocab_file, max_seq_length,
-                      regression=files.task_record(FLAGS.task).get("regression", False))
+                      regression=files.task_record(FLAGS.task).get("regression", False),
+                      record=files.task_record(FLAGS.task))
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")

@@ -16,6 +16,11 @@ command after a crash), also from one written by the original's run_pretraining:
 Adam moments and global_step are loaded, so a run moved from the original continues where it
 stopped (same learning-rate schedule) and writes our checkpoints from then on (adamw only).
 
+--objective=mlm trains the masked LM alone (no next-sentence head). The records' layout
+(bert_tf.data.features.PretrainingLayout: static or dynamic masks, next-sentence labels or not,
+packed or not) is read from the first record of each file; records with dynamic masks get them
+drawn as they are read (--masked_lm_prob, --vocab_file; bert_tf.data.dynamic_masking).
+
 --do_eval evaluates the model just trained, or else the latest checkpoint in --output_dir (ours,
 or one written by the original's run_pretraining), or else --init_checkpoint, on the first
 max_eval_steps * eval_batch_size records of --input_file in file order, and writes
@@ -44,6 +49,15 @@ flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 flags.DEFINE_integer("shuffle_buffer_size", 100, "Records in the training shuffle buffer "
                      "(the original: 100).")
+flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm"],
+                  "mlm_nsp: masked-LM + next-sentence (the original's); mlm: masked-LM only, "
+                  "no next-sentence head (reads any records, ignoring next-sentence labels).")
+flags.DEFINE_float("masked_lm_prob", 0.15,
+                   "Records with dynamic masks: the share of each sequence's tokens masked "
+                   "(the original create_pretraining_data's rule), in (0, 1).")
+flags.DEFINE_string("vocab_file", None,
+                    "Records with dynamic masks: the vocabulary they were made with (its [MASK] "
+                    "id; random replacements are drawn over its ids).")
 flags.DEFINE_bool("deterministic_input", False,
                   "Train on the records in file order (repeated) instead of shuffled: the "
                   "same batches under every strategy; for reproducing runs.")
@@ -60,7 +74,18 @@ def main(argv):
                                        "--task=pretraining for the masked-LM)")
     # The checks that need no TensorFlow first (it takes seconds to import).
     check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
+    if not 0 < FLAGS.masked_lm_prob < 1:
+        raise flag_error("masked_lm_prob", f"must be in (0, 1), got {FLAGS.masked_lm_prob}")
     input_files = expand_globs(FLAGS.input_file, "input_file")
+    mask_id = vocab_size = None
+    if FLAGS.vocab_file:
+        from bert_tf.tokenization import load_vocab
+        from bert_tf.io_utils import check_input_file
+        check_input_file(FLAGS.vocab_file, "vocab_file", what="vocabulary")
+        vocab = load_vocab(FLAGS.vocab_file)
+        if "[MASK]" not in vocab:
+            raise flag_error("vocab_file", f"{FLAGS.vocab_file} has no [MASK] token")
+        mask_id, vocab_size = vocab["[MASK]"], len(vocab)
     # Then the task and the runner, which import TensorFlow.
     from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
     from bert_tf.training import runner
@@ -71,13 +96,18 @@ def main(argv):
         raise flag_error("max_seq_length",
                          f"{FLAGS.max_seq_length} is longer than the model's "
                          f"max_position_embeddings {bert_config.max_position_embeddings}")
+    if vocab_size is not None and vocab_size > bert_config.vocab_size:
+        raise flag_error("vocab_file", f"{FLAGS.vocab_file} has {vocab_size} entries but the "
+                                       f"model's vocab_size is {bert_config.vocab_size} "
+                                       f"({FLAGS.bert_config_file})")
     runner.log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
                + (" ..." if len(input_files) > 5 else ""))
     task = PretrainingTask(PretrainingConfig(
         bert_config=bert_config, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         records=pretraining_records(input_files), shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-        deterministic_input=FLAGS.deterministic_input))
+        deterministic_input=FLAGS.deterministic_input, objective=FLAGS.objective,
+        masked_lm_prob=FLAGS.masked_lm_prob, mask_id=mask_id, vocab_size_for_masking=vocab_size))
     runner.run(task, common_flags.run_settings(FLAGS.num_train_steps, FLAGS.num_warmup_steps))
 
 

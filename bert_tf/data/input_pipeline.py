@@ -36,13 +36,7 @@ def cast_int64(features):
             for name, t in features.items()}
 
 
-def check_first_record(path, feature_spec, hint=""):
-    """Raises InputError naming `path` if its first record does not fit `feature_spec`.
-
-    Catches the usual mistakes (records made with another --max_seq_length, not a TFRecord file)
-    before they surface as an op error deep inside the training loop. `hint` is appended to a
-    feature mismatch message (e.g. which flags set the expected lengths).
-    """
+def _first_example(path):
     try:
         record = next(iter(tf.data.TFRecordDataset([str(path)]).take(1)), None)
     except (tf.errors.DataLossError, tf.errors.InvalidArgumentError):
@@ -54,7 +48,28 @@ def check_first_record(path, feature_spec, hint=""):
         example.ParseFromString(record.numpy())
     except Exception:  # protobuf's DecodeError
         raise file_error(path, "record 1 is not a tf.train.Example") from None
-    features = example.features.feature
+    return example
+
+
+def first_record_lengths(path):
+    """{feature name: number of values} of the first record of `path` (what
+    bert_tf.data.features.pretraining_layout_of reads); InputError naming the file when it has
+    no readable tf.train.Example."""
+    lengths = {}
+    for name, feature in _first_example(path).features.feature.items():
+        kind = feature.WhichOneof("kind")
+        lengths[name] = len(getattr(feature, kind).value) if kind else 0
+    return lengths
+
+
+def check_first_record(path, feature_spec, hint=""):
+    """Raises InputError naming `path` if its first record does not fit `feature_spec`.
+
+    Catches the usual mistakes (records made with another --max_seq_length, not a TFRecord file)
+    before they surface as an op error deep inside the training loop. `hint` is appended to a
+    feature mismatch message (e.g. which flags set the expected lengths).
+    """
+    features = _first_example(path).features.feature
     for name, spec in feature_spec.items():
         if name not in features:
             raise file_error(path, f"record 1 has no feature {name!r}{hint}")
@@ -169,7 +184,7 @@ def length_bucket_boundaries(max_seq_length, width=TRAINING_LENGTH_STEP):
 
 def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, input_context=None,
                      seed=None, shuffle_buffer_size=100, cycle_length=4, repeat=True,
-                     sequence_features=None):
+                     sequence_features=None, transform=None):
     """Per-replica batches of decoded examples from `input_files` (a list of paths).
 
     Args:
@@ -187,6 +202,9 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
         and predict batches are read in length-sorted windows (`sort_windows_by_length`), and
         every batch is cut to its longest example (`trim_to_longest`). Not for TPUs, which
         want one static shape.
+      transform: optional f(index, example, pipeline_id) -> example, applied to each decoded
+        example before batching, `index` its place in this pipeline's stream (0, 1, ...:
+        what a resumed run replays) (dynamic masking: bert_tf.data.dynamic_masking).
     """
     num_pipelines, pipeline_id, num_replicas = _sharding(input_context)
     if global_batch_size % num_replicas:
@@ -219,6 +237,8 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
             d = d.shard(num_pipelines, pipeline_id)
         d = d.shuffle(shuffle_buffer_size, seed=seed)
         d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+        if transform is not None:
+            d = _transformed(d, transform, pipeline_id)
         if sequence_features:
             max_length = int(tf.TensorShape(feature_spec["input_ids"].shape)[0])
             boundaries = length_bucket_boundaries(max_length)
@@ -232,6 +252,8 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
         if repeat:
             d = d.repeat()
         d = d.map(decode, num_parallel_calls=tf.data.AUTOTUNE)
+        if transform is not None:  # every pipeline reads the same stream here
+            d = _transformed(d, transform, 0)
         if sequence_features and not repeat:
             d = sort_windows_by_length(d, global_batch_size)
         d = d.batch(global_batch_size, drop_remainder=True)
@@ -253,6 +275,12 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
         # a step gets the same length).
         d = d.flat_map(replica_slices)
     return d.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _transformed(examples, transform, pipeline_id):
+    return examples.enumerate().map(
+        _plain_graph(lambda index, example: transform(index, example, pipeline_id)),
+        num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def dataset_fn(input_files, feature_spec, global_batch_size, **kwargs):

@@ -111,11 +111,14 @@ def projection_parts(prefix, projection):
 
 
 def pretraining_head_parts(masked_lm, next_sentence):
-    """run_pretraining's heads: cls/predictions/... and cls/seq_relationship/..."""
+    """run_pretraining's heads: cls/predictions/... and cls/seq_relationship/... (none when
+    `next_sentence` is None: masked-LM only)."""
     parts = _dense_parts("cls/predictions/transform/dense", masked_lm.transform.dense)
     parts += _layer_norm_parts("cls/predictions/transform/LayerNorm",
                                masked_lm.transform.layer_norm)
     parts.append(Part("cls/predictions/output_bias", masked_lm.output_bias))
+    if next_sentence is None:
+        return parts
     return parts + projection_parts("cls/seq_relationship/", next_sentence.projection)
 
 

@@ -5,6 +5,8 @@ the original: all ones / all zeros) it returns
     {"sequence_output": [B, T, H], "pooled_output": [B, H],
      "encoder_outputs": [L x [B, T, H]], "embedding_output": [B, T, H]}
 in the compute dtype of its dtype policy (float32, or bfloat16/float16 under mixed precision).
+Packed rows (several sequences a row) add "position_ids" and "sequence_ids" [B, T]: positions
+restart in each sequence, and a token attends only within its sequence.
 The weights are created at construction, so a checkpoint can be loaded before the first call.
 """
 import keras
@@ -12,7 +14,9 @@ import tensorflow as tf
 
 from bert_tf.model.checkpoints import encoder_parts
 from bert_tf.model.config import BertConfig, SerializesBertConfig
-from bert_tf.model.layers import BertEmbeddings, BertPooler, TransformerLayer, attention_bias_from_mask
+from bert_tf.model.layers import (BertEmbeddings, BertPooler, TransformerLayer,
+                                  attention_bias_from_mask, attention_bias_from_sequence_ids,
+                                  gather_positions)
 
 
 class BertEncoder(SerializesBertConfig, keras.Model):
@@ -65,7 +69,7 @@ class BertEncoder(SerializesBertConfig, keras.Model):
         """The [vocab_size, hidden_size] table (the masked-LM output is tied to it)."""
         return self.embeddings.word_embeddings
 
-    def call(self, inputs, training=False, output_positions=None):
+    def call(self, inputs, training=False, output_positions=None, cls_positions=None):
         """Returns the outputs described in the module docstring.
 
         `output_positions` ([B, P] int): for a loss that reads the last layer at a few positions
@@ -73,10 +77,13 @@ class BertEncoder(SerializesBertConfig, keras.Model):
         pooler) and at these positions, and the result holds just "pooled_output" and
         "positions_output" [B, P, H], the same values as gathering "sequence_output" (pretraining
         BERT-Base at seq 128 with 20 predictions: about 5% fewer FLOPs per step).
+        `cls_positions` ([B, S] int, packed rows): pool each sequence at its [CLS]:
+        "pooled_output" is then [B, S, H].
         """
         input_ids = inputs["input_ids"]
         input_mask = inputs.get("input_mask")
         segment_ids = inputs.get("segment_ids")
+        sequence_ids = inputs.get("sequence_ids")
         if input_mask is None:
             input_mask = tf.ones_like(input_ids)
         if segment_ids is None:
@@ -87,9 +94,17 @@ class BertEncoder(SerializesBertConfig, keras.Model):
         def unflatten(x, length=seq_length):
             return tf.reshape(x, [-1, length, hidden_size])
 
-        x = self.embeddings(input_ids, segment_ids, training=training)
+        def pool_at_cls(states):  # [B, S, H] -> [B, S, H]
+            rows = states.shape[1] or tf.shape(states)[1]
+            return unflatten(self.pooler.dense(tf.reshape(states, [-1, hidden_size])), rows)
+
+        x = self.embeddings(input_ids, segment_ids, training=training,
+                            position_ids=inputs.get("position_ids"))
         embedding_output = x
-        attention_bias = attention_bias_from_mask(input_mask, x.dtype)
+        if sequence_ids is None:
+            attention_bias = attention_bias_from_mask(input_mask, x.dtype)
+        else:
+            attention_bias = attention_bias_from_sequence_ids(sequence_ids, x.dtype)
         *layers, last_layer = self.transformer_layers
         encoder_outputs = []
         for layer in layers:
@@ -97,17 +112,23 @@ class BertEncoder(SerializesBertConfig, keras.Model):
             encoder_outputs.append(unflatten(x))
         if output_positions is not None:
             positions = tf.cast(output_positions, tf.int32)
-            positions = tf.concat([tf.zeros_like(input_ids[:, :1]), positions], axis=1)
+            cls = (tf.zeros_like(input_ids[:, :1]) if cls_positions is None
+                   else tf.cast(cls_positions, tf.int32))
+            num_cls = cls.shape[1] or tf.shape(cls)[1]
+            positions = tf.concat([cls, positions], axis=1)
             x = last_layer(x, attention_bias, seq_length=seq_length, training=training,
                            positions=positions)
             x = unflatten(x, positions.shape[1] or tf.shape(positions)[1])
-            return {"pooled_output": self.pooler(x), "positions_output": x[:, 1:]}
+            pooled = self.pooler(x) if cls_positions is None else pool_at_cls(x[:, :num_cls])
+            return {"pooled_output": pooled, "positions_output": x[:, num_cls:]}
         x = last_layer(x, attention_bias, seq_length=seq_length, training=training)
         encoder_outputs.append(unflatten(x))
         sequence_output = encoder_outputs[-1]
+        pooled = (self.pooler(sequence_output) if cls_positions is None
+                  else pool_at_cls(gather_positions(sequence_output, cls_positions)))
         return {
             "sequence_output": sequence_output,
-            "pooled_output": self.pooler(sequence_output),
+            "pooled_output": pooled,
             "encoder_outputs": encoder_outputs,
             "embedding_output": unflatten(embedding_output),
         }

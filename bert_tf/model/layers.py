@@ -433,6 +433,16 @@ def attention_bias_from_mask(input_mask, dtype):
     return tf.expand_dims(tf.expand_dims(bias, 1), 1)
 
 
+def attention_bias_from_sequence_ids(sequence_ids, dtype):
+    """[B, T] sequence ids (1, 2, ... per packed sequence, 0 padding) -> [B, 1, T, T] additive
+    bias: 0 where query and key belong to the same nonzero sequence, -10000 elsewhere (a padding
+    query attends nowhere: its output is read by no loss)."""
+    keys = tf.expand_dims(sequence_ids, 1)
+    same = tf.equal(tf.expand_dims(sequence_ids, 2), keys) & tf.not_equal(keys, 0)
+    bias = (1.0 - tf.cast(same, dtype)) * tf.cast(ATTENTION_MASK_ADDER, dtype)
+    return tf.expand_dims(bias, 1)
+
+
 def gather_positions(sequence_output, positions):
     """[B, T, H] and [B, P] int positions -> [B, P, H] (the original's `gather_indexes`)."""
     return tf.gather(sequence_output, tf.cast(positions, tf.int32), batch_dims=1)
@@ -474,14 +484,19 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, self.hidden_size))
         self.built = True
 
-    def call(self, input_ids, segment_ids, training=False):
+    def call(self, input_ids, segment_ids, training=False, position_ids=None):
+        """`position_ids` [B, T]: each token's position (packed rows restart at 0 in each
+        sequence); None: 0 .. T-1."""
         seq_length = input_ids.shape[1] or tf.shape(input_ids)[1]
         flat_ids = tf.reshape(input_ids, [-1])
         flat_types = tf.reshape(segment_ids, [-1])
         x = tf.gather(self.word_embeddings, flat_ids) + tf.gather(self.token_type_embeddings,
                                                                   flat_types)
         x = tf.reshape(x, [-1, seq_length, self.hidden_size])
-        x = x + self.position_embeddings[tf.newaxis, :seq_length, :]
+        if position_ids is None:
+            x = x + self.position_embeddings[tf.newaxis, :seq_length, :]
+        else:
+            x = x + tf.gather(self.position_embeddings, tf.cast(position_ids, tf.int32))
         x = self.layer_norm(tf.reshape(x, [-1, self.hidden_size]))
         x = tf.cast(x, self.compute_dtype)
         return self.dropout(x, training=training)
@@ -498,7 +513,8 @@ class BertEmbeddings(keras.layers.Layer):
 class BertSelfAttention(keras.layers.Layer):
     """Multi-head scaled dot-product self-attention with a fused QKV projection.
 
-    Call on (x [B * T, H] flat, attention_bias [B, 1, 1, T], seq_length); returns the context
+    Call on (x [B * T, H] flat, attention_bias [B, 1, 1, T] or [B, 1, T, T], seq_length);
+    returns the context
     [B * T, H] (before the output projection, as the original's `attention_layer`), or [B * P, H]
     for P query rows per sequence given as `query`.
     Weights: qkv_kernel [H, 3H] = concat(query, key, value kernels), qkv_bias [3H]; quantized
@@ -659,6 +675,9 @@ class TransformerLayer(keras.layers.Layer):
         if positions is not None:
             query = gather_positions(tf.reshape(x, [-1, seq_length, self.hidden_size]), positions)
             query = tf.reshape(query, [-1, self.hidden_size])
+            if attention_bias.shape[2] != 1:  # a bias per query row (packed sequences)
+                attention_bias = tf.expand_dims(
+                    gather_positions(attention_bias[:, 0], positions), 1)
         context = self.attention(x, attention_bias, seq_length=seq_length, training=training,
                                  query=query, dropout_seed=seeds[0])
         if query is not None:

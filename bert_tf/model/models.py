@@ -5,7 +5,8 @@ Every model has `.encoder` (a BertEncoder named "bert"), so weights move between
 holding its head outputs (float32) plus the encoder outputs.
 
     BertPretrainer(config)                 + "masked_lm_positions" [B, P]
-        -> masked_lm_log_probs [B, P, V], next_sentence_log_probs [B, 2]
+        -> masked_lm_log_probs [B, P, V], next_sentence_log_probs [B, 2] (none with
+           next_sentence=False)
     BertClassifier(config, num_labels)     -> logits [B, num_labels] (num_labels=1: regression)
     BertMultipleChoice(config)             inputs [B, N, T] -> logits [B, N]
     BertSpanLabeler(config)                -> start_logits [B, T], end_logits [B, T]
@@ -46,18 +47,33 @@ class _TaskModel(SerializesBertConfig, keras.Model):
 
 
 class BertPretrainer(_TaskModel):
-    """Encoder + masked-LM head (cls/predictions) + next-sentence head (cls/seq_relationship)."""
+    """Encoder + masked-LM head (cls/predictions) + next-sentence head (cls/seq_relationship).
 
-    def __init__(self, config, name="bert_pretrainer", **kwargs):
+    `next_sentence=False`: masked-LM only (no cls/seq_relationship variables, no
+    "next_sentence_log_probs"; the pooler is not trained). Packed rows ("position_ids",
+    "sequence_ids", and with the next-sentence head "next_sentence_positions" [B, S]: each
+    sequence's [CLS]) give "pooled_output" [B, S, H] and "next_sentence_log_probs" [B, S, 2].
+    """
+
+    def __init__(self, config, next_sentence=True, name="bert_pretrainer", **kwargs):
         super().__init__(config, name=name, **kwargs)
         c = self.config
+        self.has_next_sentence = bool(next_sentence)
         self.masked_lm = MaskedLMHead(c.vocab_size, c.hidden_size, c.hidden_act,
                                       c.initializer_range,
                                       embedding_table=lambda: self.encoder.word_embeddings,
                                       name="predictions", dtype=self.dtype_policy)
-        self.next_sentence = NextSentenceHead(c.hidden_size, c.initializer_range,
-                                              name="seq_relationship", dtype=self.dtype_policy)
-        self._finish_build(self.masked_lm, self.next_sentence)
+        if self.has_next_sentence:
+            self.next_sentence = NextSentenceHead(c.hidden_size, c.initializer_range,
+                                                  name="seq_relationship",
+                                                  dtype=self.dtype_policy)
+            self._finish_build(self.masked_lm, self.next_sentence)
+        else:
+            self.next_sentence = None
+            # No loss reads the pooler: left as initialised (or loaded), not decayed to zero
+            # by the optimizer's weight decay.
+            self.encoder.pooler.trainable = False
+            self._finish_build(self.masked_lm)
 
     def head_variable_parts(self):
         return checkpoints.pretraining_head_parts(self.masked_lm, self.next_sentence)
@@ -67,15 +83,24 @@ class BertPretrainer(_TaskModel):
         and then skips the last layer's work at positions the heads do not read (see
         BertEncoder.call)."""
         positions = inputs["masked_lm_positions"]
+        cls_positions = inputs.get("next_sentence_positions")
         if return_encoder_outputs:
-            outputs = dict(self.encoder(inputs, training=training))
+            outputs = dict(self.encoder(inputs, training=training, cls_positions=cls_positions))
             masked_states = gather_positions(outputs["sequence_output"], positions)
         else:
-            outputs = dict(self.encoder(inputs, training=training, output_positions=positions))
+            outputs = dict(self.encoder(inputs, training=training, output_positions=positions,
+                                        cls_positions=cls_positions))
             masked_states = outputs.pop("positions_output")
         outputs["masked_lm_log_probs"] = self.masked_lm(masked_states)
-        outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
+        if self.has_next_sentence:
+            outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
         return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        if not self.has_next_sentence:
+            config.update(next_sentence=False)
+        return config
 
 
 class BertClassifier(_TaskModel):

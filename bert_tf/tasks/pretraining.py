@@ -10,6 +10,12 @@ Eval (the original's `metric_fn` through TPUEstimator.evaluate): over all eval b
     next_sentence_accuracy / next_sentence_loss   per example,
     loss   = mean over eval batches of the batch loss above, global_step.
 
+Objective "mlm" (no next-sentence head) drops the next-sentence terms and metrics. Packed rows
+(several sequences a row, bert_tf.data.features.PretrainingLayout) keep these numbers as the
+unpacked batch would give them: next-sentence terms per real sequence (next_sentence_weights)
+instead of per row; records with dynamic masks get theirs when read
+(bert_tf.data.dynamic_masking; eval's are fixed: seed EVAL_MASKING_SEED, the record's place).
+
 `PretrainingTask` is the `bert_tf.tasks.base.Task` that run_pretraining hands to
 `bert_tf.training.runner.run`. A batch there may be split over replicas and
 gradient-accumulation micro-batches; the task then returns each shard's *share* of the global-batch value
@@ -17,20 +23,28 @@ gradient-accumulation micro-batches; the task then returns each shard's *share* 
 the original computes on the whole batch on one device.
 """
 import dataclasses
+import random
+import sys
 import typing
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.features import pretraining_feature_spec
-from bert_tf.data.input_pipeline import check_first_record, check_id_ranges
-from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.data import dynamic_masking, input_pipeline
+from bert_tf.data.features import (ORIGINAL_LAYOUT, pretraining_feature_spec,
+                                   pretraining_layout_of)
+from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
+                                         first_record_lengths)
+from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.model import checkpoints
 from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks.base import Records, Task, TaskConfig
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
+PACKED_INPUTS = ("position_ids", "sequence_ids", "next_sentence_positions")
+OBJECTIVES = ("mlm_nsp", "mlm")
+EVAL_MASKING_SEED = 0  # eval's dynamic masks: the same at every checkpoint
 
 
 def masked_lm_example_loss(masked_lm_log_probs, masked_lm_ids):
@@ -46,29 +60,45 @@ def masked_lm_example_loss(masked_lm_log_probs, masked_lm_ids):
 
 
 def next_sentence_example_loss(next_sentence_log_probs, next_sentence_labels):
-    """Per-example negative log-likelihood [B]."""
-    labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), [-1])
-    return -tf.gather(tf.cast(next_sentence_log_probs, tf.float32), labels, batch_dims=1)
+    """Per-example negative log-likelihood [B] ([B, S] for packed rows' [B, S, 2])."""
+    log_probs = tf.cast(next_sentence_log_probs, tf.float32)
+    labels = tf.reshape(tf.cast(next_sentence_labels, tf.int32), tf.shape(log_probs)[:-1])
+    return -tf.gather(log_probs, labels, batch_dims=log_probs.shape.rank - 1)
+
+
+def _next_sentence_weights(batch, nll):
+    """The weight of each next-sentence term: 1 a row, or packed rows' next_sentence_weights."""
+    if "next_sentence_weights" in batch:
+        return tf.cast(batch["next_sentence_weights"], tf.float32)
+    return tf.ones_like(nll)
 
 
 def pretraining_loss(outputs, batch, normalizers=None):
-    """(loss, masked_lm_loss, next_sentence_loss) exactly as the original for a whole batch.
+    """(loss, masked_lm_loss, next_sentence_loss) exactly as the original for a whole batch
+    (next_sentence_loss None without a next-sentence head).
 
     `normalizers` (see `PretrainingTask.normalizers`) replaces this batch's sum(w) and example
     count by those of the global batch when `batch` is one shard of it.
     """
     weights = tf.cast(batch["masked_lm_weights"], tf.float32)
     mlm_nll = masked_lm_example_loss(outputs["masked_lm_log_probs"], batch["masked_lm_ids"])
+    weight_total = (tf.reduce_sum(weights) if normalizers is None
+                    else normalizers["masked_lm_weight"])
+    masked_lm_loss = tf.reduce_sum(weights * mlm_nll) / (weight_total + MASKED_LM_EPSILON)
+    if "next_sentence_log_probs" not in outputs:
+        return masked_lm_loss, masked_lm_loss, None
     nsp_nll = next_sentence_example_loss(outputs["next_sentence_log_probs"],
                                          batch["next_sentence_labels"])
-    if normalizers is None:
-        weight_total = tf.reduce_sum(weights)
-        example_total = tf.cast(tf.size(nsp_nll), tf.float32)
+    if "next_sentence_weights" in batch:
+        nsp_weights = _next_sentence_weights(batch, nsp_nll)
+        example_total = (tf.reduce_sum(nsp_weights) if normalizers is None
+                         else normalizers["examples"])
+        next_sentence_loss = tf.reduce_sum(nsp_weights * nsp_nll) / tf.maximum(example_total,
+                                                                               1.0)
     else:
-        weight_total = normalizers["masked_lm_weight"]
-        example_total = normalizers["examples"]
-    masked_lm_loss = tf.reduce_sum(weights * mlm_nll) / (weight_total + MASKED_LM_EPSILON)
-    next_sentence_loss = tf.reduce_sum(nsp_nll) / example_total
+        example_total = (tf.cast(tf.size(nsp_nll), tf.float32) if normalizers is None
+                         else normalizers["examples"])
+        next_sentence_loss = tf.reduce_sum(nsp_nll) / example_total
     return masked_lm_loss + next_sentence_loss, masked_lm_loss, next_sentence_loss
 
 
@@ -81,16 +111,28 @@ def eval_outputs(outputs, batch):
     """Per-example values [B] from which `eval_results` rebuilds the original's metrics."""
     weights = tf.cast(batch["masked_lm_weights"], tf.float32)
     mlm_nll = masked_lm_example_loss(outputs["masked_lm_log_probs"], batch["masked_lm_ids"])
-    labels = tf.reshape(batch["next_sentence_labels"], [-1])
-    return {
+    result = {
         "masked_lm_weight": tf.reduce_sum(weights, axis=-1),
         "masked_lm_loss_sum": tf.reduce_sum(weights * mlm_nll, axis=-1),
         "masked_lm_correct": tf.reduce_sum(
             weights * _correct(outputs["masked_lm_log_probs"], batch["masked_lm_ids"]), axis=-1),
-        "next_sentence_loss": next_sentence_example_loss(outputs["next_sentence_log_probs"],
-                                                         labels),
-        "next_sentence_correct": _correct(outputs["next_sentence_log_probs"], labels),
     }
+    if "next_sentence_log_probs" not in outputs:
+        return result
+    log_probs = outputs["next_sentence_log_probs"]
+    if "next_sentence_weights" in batch:  # packed: sums over each row's sequences
+        labels = batch["next_sentence_labels"]
+        nll = next_sentence_example_loss(log_probs, labels)
+        nsp_weights = _next_sentence_weights(batch, nll)
+        result.update(next_sentence_loss=tf.reduce_sum(nsp_weights * nll, axis=-1),
+                      next_sentence_correct=tf.reduce_sum(
+                          nsp_weights * _correct(log_probs, labels), axis=-1),
+                      next_sentence_weight=tf.reduce_sum(nsp_weights, axis=-1))
+        return result
+    labels = tf.reshape(batch["next_sentence_labels"], [-1])
+    result.update(next_sentence_loss=next_sentence_example_loss(log_probs, labels),
+                  next_sentence_correct=_correct(log_probs, labels))
+    return result
 
 
 def eval_results(outputs, global_step, batch_size):
@@ -99,31 +141,46 @@ def eval_results(outputs, global_step, batch_size):
     "loss" is the mean over eval batches (of `batch_size` examples, in order) of each batch's
     loss, as TPUEstimator.evaluate averages the model_fn's loss. The values are numpy float32
     (global_step int64) like TPUEstimator.evaluate's, so that `format_results` prints them as
-    the original does.
+    the original does. Without next-sentence outputs (objective "mlm") there are no
+    next_sentence_* keys; packed rows' next-sentence values are per sequence.
     """
     values = {k: np.asarray(v, np.float64) for k, v in outputs.items()}
-    count = len(values["next_sentence_loss"])
+    count = len(values["masked_lm_weight"])
+    next_sentence = "next_sentence_loss" in values
+    packed = "next_sentence_weight" in values
     batch_losses = []
     for start in range(0, count, batch_size):
         part = {k: v[start:start + batch_size] for k, v in values.items()}
-        batch_losses.append(part["masked_lm_loss_sum"].sum()
-                            / (part["masked_lm_weight"].sum() + MASKED_LM_EPSILON)
-                            + part["next_sentence_loss"].mean())
+        loss = (part["masked_lm_loss_sum"].sum()
+                / (part["masked_lm_weight"].sum() + MASKED_LM_EPSILON))
+        if packed:
+            loss += part["next_sentence_loss"].sum() / max(part["next_sentence_weight"].sum(),
+                                                           1.0)
+        elif next_sentence:
+            loss += part["next_sentence_loss"].mean()
+        batch_losses.append(loss)
     totals = {k: v.sum() for k, v in values.items()}
 
     def ratio(num, den):
         return np.float32(totals[num] / totals[den]) if totals[den] else np.float32(0.0)
 
-    return {
+    results = {
         "global_step": np.int64(global_step),
         "loss": np.float32(np.mean(batch_losses)) if batch_losses else np.float32(0.0),
         "masked_lm_accuracy": ratio("masked_lm_correct", "masked_lm_weight"),
         "masked_lm_loss": ratio("masked_lm_loss_sum", "masked_lm_weight"),
-        "next_sentence_accuracy": np.float32(totals["next_sentence_correct"] / count)
-        if count else np.float32(0.0),
-        "next_sentence_loss": np.float32(totals["next_sentence_loss"] / count)
-        if count else np.float32(0.0),
     }
+    if packed:
+        results.update(next_sentence_accuracy=ratio("next_sentence_correct",
+                                                    "next_sentence_weight"),
+                       next_sentence_loss=ratio("next_sentence_loss", "next_sentence_weight"))
+    elif next_sentence:
+        results.update(
+            next_sentence_accuracy=np.float32(totals["next_sentence_correct"] / count)
+            if count else np.float32(0.0),
+            next_sentence_loss=np.float32(totals["next_sentence_loss"] / count)
+            if count else np.float32(0.0))
+    return results
 
 
 @dataclasses.dataclass
@@ -132,10 +189,20 @@ class PretrainingConfig(TaskConfig):
       max_predictions_per_seq: the records' masked positions.
       mask_id: the vocabulary's [MASK] id, which serving needs (export only).
       top_k: serving returns the top_k most probable tokens at each [MASK].
+      objective: "mlm_nsp" (the original's masked-LM + next-sentence) or "mlm" (masked-LM
+        only: no next-sentence head).
+      layout: the records' PretrainingLayout (None: read from their first records by
+        `check_inputs`; the original's until then).
+      masked_lm_prob, vocab_size_for_masking: dynamic masks (also need mask_id): the share of
+        tokens masked, and the range of random replacement ids (the vocabulary's size).
     """
     max_predictions_per_seq: int = 20
     mask_id: typing.Optional[int] = None
     top_k: int = 5
+    objective: str = "mlm_nsp"
+    layout: typing.Any = None
+    masked_lm_prob: float = 0.15
+    vocab_size_for_masking: typing.Optional[int] = None
 
 
 def pretraining_records(input_files):
@@ -165,14 +232,68 @@ class PretrainingTask(Task):
 
     def __init__(self, config=None):
         super().__init__(config if config is not None else PretrainingConfig())
+        if self.config.objective not in OBJECTIVES:
+            raise argument_error("objective", f"{self.config.objective!r} is not one of "
+                                              f"{', '.join(OBJECTIVES)}")
+        self.next_sentence = self.config.objective == "mlm_nsp"
+        if not self.next_sentence:
+            self.train_metric_names = ("loss", "masked_lm_loss", "masked_lm_accuracy")
+
+    @property
+    def layout(self):
+        """The records' PretrainingLayout, as far as this task reads them (no next-sentence
+        features for objective "mlm")."""
+        layout = self.config.layout or ORIGINAL_LAYOUT
+        if not self.next_sentence:
+            layout = dataclasses.replace(layout, next_sentence=False)
+        return layout
 
     def feature_spec(self, mode):
         return pretraining_feature_spec(self.config.max_seq_length,
-                                        self.config.max_predictions_per_seq)
+                                        self.config.max_predictions_per_seq, self.layout)
+
+    def detect_layout(self, input_files):
+        """Sets config.layout from the first record of each file: one layout for all, fit for
+        the objective; InputError naming the file otherwise."""
+        found = None
+        for path in input_files:
+            try:
+                lengths = first_record_lengths(path)
+            except InputError:  # a later file damaged: where, if that can be told
+                if path == input_files[0]:
+                    raise
+                raise input_pipeline.find_bad_record([path]) or sys.exc_info()[1] from None
+            layout = pretraining_layout_of(lengths)
+            if layout is None:
+                raise file_error(path, "record 1 is not a pretraining record (no input_ids, "
+                                       "input_mask, segment_ids with masked_lm_positions or "
+                                       "masked_lm_candidates)")
+            if found is None:
+                found, first = layout, path
+            elif layout != found:
+                raise file_error(path, f"its records hold {layout.describe()}, those of "
+                                       f"{first} {found.describe()}: one layout per run")
+        if self.next_sentence and not found.next_sentence:
+            raise argument_error("objective", f"mlm_nsp needs next_sentence_labels, which the "
+                                              f"records of {first} do not hold "
+                                              f"({found.describe()}): use "
+                                              f"{arg('objective')}=mlm")
+        self.config.layout = found
+        return found
 
     def check_inputs(self, settings):
         config = self.config
         input_files = config.records["train"].paths
+        if config.layout is None:
+            self.detect_layout(input_files)
+        if self.layout.masking == "dynamic":
+            if config.mask_id is None or config.vocab_size_for_masking is None:
+                raise argument_error("vocab_file", f"required for records with dynamic masks "
+                                                   f"({input_files[0]}): the [MASK] id and the "
+                                                   f"range of random words")
+            if not 0 < config.masked_lm_prob < 1:
+                raise argument_error("masked_lm_prob", f"must be in (0, 1), got "
+                                                       f"{config.masked_lm_prob}")
         check_first_record(
             input_files[0], self.feature_spec("train"),
             hint=f" (do {arg('max_seq_length')}={config.max_seq_length} and "
@@ -198,7 +319,42 @@ class PretrainingTask(Task):
                              f"{arg('init_checkpoint')} with a new {arg('output_dir')}")
 
     def build_model(self):
-        return BertPretrainer(self.config.bert_config)
+        return BertPretrainer(self.config.bert_config, next_sentence=self.next_sentence)
+
+    def export_description(self):
+        """Objective "mlm" is recorded (its model has no next-sentence head); the original's
+        is the default."""
+        return {} if self.next_sentence else {"objective": self.config.objective}
+
+    def dataset_fn(self, mode, global_batch_size, seed=None):
+        """The default's, with masks drawn for records with dynamic masks: training's from
+        (seed, the example's place in its pipeline's stream) (a run without a seed draws a
+        seed, unless its input is deterministic), eval's from (EVAL_MASKING_SEED, the record's
+        place)."""
+        if self.layout.masking != "dynamic":
+            return super().dataset_fn(mode, global_batch_size, seed)
+        config, records = self.config, self.config.records[mode]
+        if mode != "train":
+            masking_seed = EVAL_MASKING_SEED
+        elif seed is not None:
+            masking_seed = seed
+        else:
+            masking_seed = 0 if config.deterministic_input else random.SystemRandom().randrange(
+                2 ** 31)
+        options = dict(vocab_size=config.vocab_size_for_masking, mask_id=config.mask_id,
+                       masked_lm_prob=config.masked_lm_prob,
+                       max_predictions_per_seq=config.max_predictions_per_seq)
+
+        def transform(index, example, pipeline_id):
+            return dynamic_masking.mask_example(
+                example, index, dynamic_masking.stream_seed(masking_seed, pipeline_id),
+                **options)
+
+        return input_pipeline.dataset_fn(
+            records.paths, self.feature_spec(mode), global_batch_size,
+            shuffle=mode == "train" and not config.deterministic_input,
+            repeat=mode == "train" or records.count is None, seed=seed,
+            shuffle_buffer_size=config.shuffle_buffer_size, transform=transform)
 
     def restore_foreign(self, model, optimizer, path):
         """Continues the original run_pretraining from its checkpoint: weights, Adam moments and
@@ -214,27 +370,40 @@ class PretrainingTask(Task):
         read at their `[MASK]` tokens (`masked_positions`)."""
         if "masked_lm_positions" not in batch:
             return self.serving_model_outputs(model, batch)
-        return model({name: batch[name] for name in MODEL_INPUTS}, training=training,
-                     return_encoder_outputs=False)
+        names = MODEL_INPUTS + PACKED_INPUTS
+        return model({name: batch[name] for name in names if name in batch},
+                     training=training, return_encoder_outputs=False)
 
     def normalizers(self, batch):
+        """The batch's masked-LM weight and next-sentence terms: its rows, or the real
+        sequences of packed rows (next_sentence_weights)."""
+        if "next_sentence_weights" in batch:
+            examples = tf.reduce_sum(tf.cast(batch["next_sentence_weights"], tf.float32))
+        else:
+            examples = tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
         return {"masked_lm_weight": tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)),
-                "examples": tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)}
+                "examples": examples}
 
     def train_metrics(self, batch, outputs, normalizers):
         loss, masked_lm_loss, next_sentence_loss = pretraining_loss(outputs, batch, normalizers)
         weights = tf.cast(batch["masked_lm_weights"], tf.float32)
         mlm_correct = weights * _correct(outputs["masked_lm_log_probs"], batch["masked_lm_ids"])
-        nsp_correct = _correct(outputs["next_sentence_log_probs"],
-                               tf.reshape(batch["next_sentence_labels"], [-1]))
-        return {
+        metrics = {
             "loss": loss,
             "masked_lm_loss": masked_lm_loss,
-            "next_sentence_loss": next_sentence_loss,
             "masked_lm_accuracy": tf.reduce_sum(mlm_correct) / tf.maximum(
                 normalizers["masked_lm_weight"], MASKED_LM_EPSILON),
-            "next_sentence_accuracy": tf.reduce_sum(nsp_correct) / normalizers["examples"],
         }
+        if next_sentence_loss is not None:
+            labels = batch["next_sentence_labels"]
+            log_probs = outputs["next_sentence_log_probs"]
+            nsp_correct = _correct(log_probs, tf.reshape(labels, tf.shape(log_probs)[:-1]))
+            if "next_sentence_weights" in batch:
+                nsp_correct *= tf.cast(batch["next_sentence_weights"], tf.float32)
+            metrics.update(next_sentence_loss=next_sentence_loss,
+                           next_sentence_accuracy=tf.reduce_sum(nsp_correct) / tf.maximum(
+                               normalizers["examples"], 1.0))
+        return metrics
 
     def eval_outputs(self, batch, outputs):
         return eval_outputs(outputs, batch)
