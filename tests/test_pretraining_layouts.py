@@ -381,3 +381,45 @@ def test_beam_writes_the_streaming_modes_packed_files(corpus, uncased_vocab, tok
         streaming.records, streaming.instances, streaming.instance_tokens,
         streaming.masked_tokens)
     assert streaming.instances > streaming.records > 0
+
+
+def test_run_pretraining_reads_what_create_pretraining_data_writes(corpus, tokenizer, tmp_path):
+    """The writer and the reader agree: packed rows with dynamic whole-word masks and
+    next-sentence labels, written by create_pretraining_data, go through run_pretraining's
+    input pipeline (PretrainingTask.dataset_fn): the layout is detected, masks fall only on
+    words of the text (never [CLS], [SEP] or padding) inside their own sequence, whole words
+    together, and each next-sentence position is a [CLS]."""
+    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
+
+    path = tmp_path / "packed.tfrecord"
+    options, _ = write(corpus, tokenizer, path, masking="dynamic", pack_sequences=True,
+                       do_whole_word_mask=True, max_seq_length=64, max_predictions_per_seq=10)
+    rows = parse(path, options)
+    cls_id, sep_id, mask_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]", "[MASK]"])
+    task = PretrainingTask(PretrainingConfig(
+        max_seq_length=64, max_predictions_per_seq=10, records=pretraining_records([str(path)]),
+        mask_id=mask_id, vocab_size_for_masking=len(tokenizer.vocab), deterministic_input=True))
+    assert task.detect_layout([str(path)]) == layout_of(options)
+    batches = task.dataset_fn("train", len(rows), seed=7)(None)
+    batch = {name: value.numpy() for name, value in next(iter(batches)).items()}
+    pieces = tokenizer.convert_ids_to_tokens(range(len(tokenizer.vocab)))
+    masked_units = 0
+    for row, original in enumerate(rows):  # file order: deterministic_input
+        ids, sequences = original["input_ids"], batch["sequence_ids"][row]
+        weights = batch["masked_lm_weights"][row]
+        positions = batch["masked_lm_positions"][row][weights > 0]
+        assert len(positions) > 0
+        np.testing.assert_array_equal(batch["masked_lm_ids"][row][weights > 0], ids[positions])
+        assert not set(ids[positions]) & {cls_id, sep_id, 0}
+        masked = set(positions.tolist())
+        for p in positions:  # a masked "##" piece's word is masked from its start
+            start = p
+            while pieces[ids[start]].startswith("##") and ids[start - 1] not in (cls_id, sep_id):
+                start -= 1
+                assert start in masked, (row, p)
+            masked_units += not pieces[ids[p]].startswith("##")
+        real = batch["next_sentence_weights"][row] > 0
+        np.testing.assert_array_equal(ids[batch["next_sentence_positions"][row][real]], cls_id)
+        assert set(sequences[batch["next_sentence_positions"][row][real]]) == set(
+            sequences[sequences > 0])
+    assert masked_units > len(rows)
