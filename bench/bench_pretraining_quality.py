@@ -412,11 +412,12 @@ def child_transformers(spec):
             predictions = []
             with torch.no_grad():
                 for i in range(0, len(eval_ids), 64):
-                    logits = model(input_ids=eval_ids[i:i + 64],
-                                   attention_mask=eval_mask[i:i + 64]).logits
-                    picked = torch.gather(logits, 1, positions[i:i + 64, :, None].expand(
-                        -1, -1, logits.shape[-1]))
-                    predictions += picked.argmax(-1).tolist()
+                    # BertForMaskedLM's own layers, its head at the masked positions only.
+                    hidden = model.bert(input_ids=eval_ids[i:i + 64],
+                                        attention_mask=eval_mask[i:i + 64]).last_hidden_state
+                    picked = torch.gather(hidden, 1, positions[i:i + 64, :, None].expand(
+                        -1, -1, hidden.shape[-1]))
+                    predictions += model.cls(picked).argmax(-1).tolist()
             model.train()
             eval_seconds += time.time() - start
             points.append({"step": step, "time": time.time() - eval_seconds,
