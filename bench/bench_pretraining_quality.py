@@ -602,7 +602,7 @@ def main():
                              + ", ".join(RECIPES) + " (default optimizer adamw, lr 5e-4)")
     parser.add_argument("--peer_lr", type=float, default=5e-4)
     parser.add_argument("--out_dir", default=None,
-                        help="default: bench_output/pretraining_quality in the checkout")
+                        help="default: bench/out/pretraining_quality (git-ignored)")
     parser.add_argument("--reuse", action="store_true",
                         help="keep results already in --out_dir/points.json (systems run there "
                              "with the same --steps/--eval_every) and run only the others")
@@ -611,7 +611,7 @@ def main():
         spec = json.loads(args.child)
         CHILDREN[spec["child"]](spec)
         return
-    out_dir = pathlib.Path(args.out_dir or PROJECT_ROOT / "bench_output" / "pretraining_quality")
+    out_dir = pathlib.Path(args.out_dir or PROJECT_ROOT / "bench" / "out" / "pretraining_quality")
     out_dir.mkdir(parents=True, exist_ok=True)
     systems = [s for s in args.systems.split(",") if s]
     corpus, heldout_path, windows_path = (out_dir / "corpus.txt", out_dir / "heldout.npz",

@@ -320,3 +320,26 @@ def test_keras_fit_under_mirrored_strategy_equals_one_device(tmp_path):
     assert max(np.abs(a - b).max() for a, b in zip(weights[1], initial)) > 1e-2  # it trained
     for one, mirrored in zip(weights[1], weights[2]):
         np.testing.assert_allclose(mirrored, one, rtol=1e-5, atol=1e-6)
+
+
+def test_every_optimizer_name_is_accepted_where_names_are_checked(tmp_path):
+    """The --optimizer flag's choices, RunSettings' check and create_optimizer's table name the
+    same optimizers; runner.build_optimizer's call gives each its class."""
+    import re
+
+    from conftest import PROJECT_ROOT
+
+    from bert_tf.errors import InputError
+    from bert_tf.training.settings import RunSettings
+
+    source = (PROJECT_ROOT / "run" / "common_flags.py").read_text()
+    choices = re.search(r'DEFINE_enum\("optimizer", "adamw", \[([^\]]*)\]', source).group(1)
+    assert sorted(re.findall(r'"(\w+)"', choices)) == sorted(optimization.OPTIMIZERS)
+    for name, cls in optimization.OPTIMIZERS.items():
+        RunSettings(output_dir=str(tmp_path / name), do_train=True, num_train_steps=10,
+                    optimizer=name).validate()
+        assert type(optimization.create_optimizer(1e-3, 10, 1, name)) is cls
+    with pytest.raises(InputError, match="must be adamw, adam or lamb"):
+        RunSettings(output_dir=str(tmp_path / "x"), do_train=True, num_train_steps=10,
+                    optimizer="sgd").validate()
+    assert not issubclass(optimization.Adam, optimization.AdamWeightDecay)  # original runs: adamw
