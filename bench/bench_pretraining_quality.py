@@ -17,7 +17,8 @@ of 128 tokens of WikiText-2 *test* ([CLS] + 126 tokens + [SEP], the original's t
 once (seed 12345) as the original's create_pretraining_data masks: 15% of the tokens, at most 20
 per window, 80% [MASK] / 10% random / 10% kept. Each system's child returns its argmax
 predictions at those positions at every checkpoint (every --eval_every steps); this process
-scores them all the same way: accuracy over the masked positions.
+scores them all the same way: accuracy over the masked positions, and the same without the
+positions that are pieces of WikiText's `<unk>` ("<", "un", "##k", ">": 20% of them).
 
 Systems, one at a time, each in its own subprocess, 2 threads each (TF intra/inter-op threads,
 OMP, torch.set_num_threads):
