@@ -113,9 +113,11 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                       "The CPU-tuned kernels of bert_tf/model/layers.py (fused GELU, LayerNorm and "
                       "dropout gradients; same results either way). auto: on unless a GPU is "
                       "visible or the strategy is tpu. Default: $BERT_TF_CPU_KERNELS, else auto.")
-    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "lamb"],
-                      "adamw: the original's AdamWeightDecay; lamb: LAMB for large batches "
-                      "(same weight-decay exclusions).")
+    flags.DEFINE_enum("optimizer", "adamw", ["adamw", "adam", "lamb"],
+                      "adamw: the original's AdamWeightDecay (no bias correction); adam: Adam "
+                      "with bias correction and decoupled weight decay (AdamW as in PyTorch); "
+                      "lamb: LAMB for large batches. All three: the same weight-decay "
+                      "exclusions (LayerNorm, bias) and global-norm clipping 1.0.")
     flags.DEFINE_float("weight_decay_rate", 0.01,
                        "Decoupled weight decay (not applied to LayerNorm and bias variables).")
     flags.DEFINE_integer("gradient_accumulation_steps", 1,

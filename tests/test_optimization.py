@@ -168,6 +168,111 @@ def test_lamb_one_step_against_numpy():
                                    err_msg=name)
 
 
+def torch_adamw_numpy(values, grads_per_step, lr_per_step, wd, clipnorm, beta_1=0.9, beta_2=0.999,
+                      epsilon=1e-6, excluded=("LayerNorm", "bias")):
+    """The oracle: torch.optim.AdamW's step (decoupled decay w *= 1 - lr * wd, then Adam with
+    bias correction, denominator sqrt(v) / sqrt(1 - beta_2^t) + eps), written from its
+    documented algorithm in float64, after tf.clip_by_global_norm's clipping; the original's
+    exclusions. Yields the weights after each step."""
+    w = {n: v.astype(np.float64) for n, v in values.items()}
+    m = {n: np.zeros_like(v) for n, v in w.items()}
+    v2 = {n: np.zeros_like(v) for n, v in w.items()}
+    for t, (grads, lr) in enumerate(zip(grads_per_step, lr_per_step), start=1):
+        norm = np.sqrt(sum(np.sum(np.square(g.astype(np.float64))) for g in grads.values()))
+        clip = clipnorm / max(norm, clipnorm)
+        for n in w:
+            g = grads[n].astype(np.float64) * clip
+            if not any(pattern in n for pattern in excluded):
+                w[n] = w[n] * (1.0 - lr * wd)
+            m[n] = beta_1 * m[n] + (1.0 - beta_1) * g
+            v2[n] = beta_2 * v2[n] + (1.0 - beta_2) * g * g
+            denom = np.sqrt(v2[n]) / np.sqrt(1.0 - beta_2 ** t) + epsilon
+            w[n] = w[n] - lr / (1.0 - beta_1 ** t) * m[n] / denom
+        yield {n: x.copy() for n, x in w.items()}
+
+
+def schedule_numpy(init_lr, num_train_steps, num_warmup_steps, step):
+    if step < num_warmup_steps:
+        return init_lr * step / num_warmup_steps
+    return init_lr * (1.0 - min(step, num_train_steps) / num_train_steps)
+
+
+@pytest.mark.parametrize("optimizer_type,num_warmup_steps", [("adam", 3), ("adam", 0),
+                                                             ("adamw", 3)])
+def test_adam_is_torch_adamw_with_the_originals_exclusions_and_clipping(optimizer_type,
+                                                                         num_warmup_steps):
+    """--optimizer=adam = torch.optim.AdamW's math (numpy oracle) with the original's
+    exclusions, clipping to global norm 1.0 and schedule: the same update at every step within
+    1e-6 (clipped and unclipped steps, warmup and decay). The control: the original's
+    AdamWeightDecay (no bias correction) is far from it."""
+    lr, wd, num_train_steps = 0.01, 0.1, 12  # a large decay so that a wrong exclusion shows
+    values = initial_values()
+    w = {name: tf.Variable(value, name=name) for name, value in values.items()}
+    names = {id(v): name for name, v in w.items()}
+    optimizer = optimization.create_optimizer(
+        lr, num_train_steps, num_warmup_steps, optimizer_type=optimizer_type,
+        weight_decay_rate=wd, variable_name_fn=lambda v: names[id(v)])
+    variables = list(w.values())
+    ours, grads_per_step = [], []
+    for batch_ids, batch_scale in batches():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(tf, w, tf.constant(batch_ids), tf.constant(batch_scale))
+        grads = tape.gradient(loss, variables)
+        grads_per_step.append({name: g.numpy() for name, g in zip(w, grads)})
+        before = {name: v.numpy() for name, v in w.items()}
+        optimizer.apply(grads, variables)
+        ours.append({name: (before[name], v.numpy()) for name, v in w.items()})
+    lrs = [schedule_numpy(lr, num_train_steps, num_warmup_steps, s) for s in range(STEPS)]
+    # The oracle steps from our weights before each step (its own moments): per-step updates.
+    oracle_m = torch_adamw_numpy(values, grads_per_step, lrs, wd, 1.0)
+    worst = 0.0
+    previous = {n: v.astype(np.float64) for n, v in values.items()}
+    for step, expected in enumerate(oracle_m):
+        for name in SHAPES:
+            before, after = ours[step][name]
+            worst = max(worst, float(np.abs((after - before)
+                                            - (expected[name] - previous[name])).max()))
+        previous = expected
+    assert any(g > 1.0 for g in (np.sqrt(sum(np.sum(np.square(x)) for x in g.values()))
+                                 for g in grads_per_step))  # some steps are clipped
+    if optimizer_type == "adam":
+        assert worst < 1e-6, worst
+        assert isinstance(optimizer, optimization.Adam)
+        assert sorted(optimizer.decayed_variable_names()) == [
+            "bert/embeddings/word_embeddings", "bert/encoder/layer_0/attention/self/query/kernel"]
+    else:
+        assert worst > 1e-3, worst  # no bias correction: early updates several times Adam's
+
+
+def test_adam_is_keras_adamw():
+    """Second oracle: keras.optimizers.AdamW with the same exclusions (by name), clipping and
+    schedule. Keras scales epsilon by sqrt(1 - beta_2^t) (epsilon-hat), so both run with a
+    negligible epsilon here; the numpy oracle above checks epsilon 1e-6."""
+    import keras
+    lr, wd, num_train_steps, num_warmup_steps, eps = 0.01, 0.1, 12, 3, 1e-12
+    values = initial_values()
+    ours = {name: tf.Variable(value, name=name) for name, value in values.items()}
+    theirs = {name: tf.Variable(value, name=name) for name, value in values.items()}
+    names = {id(v): name for name, v in ours.items()}
+    schedule = optimization.WarmupLinearDecay(lr, num_train_steps, num_warmup_steps)
+    optimizer = optimization.Adam(schedule, weight_decay_rate=wd, epsilon=eps,
+                                  variable_name_fn=lambda v: names[id(v)])
+    keras_adamw = keras.optimizers.AdamW(learning_rate=schedule, weight_decay=wd, epsilon=eps,
+                                         global_clipnorm=1.0)
+    keras_adamw.exclude_from_weight_decay(var_names=["LayerNorm", "bias"])
+    for step, (batch_ids, batch_scale) in enumerate(batches()):
+        for w, opt in ((ours, optimizer), (theirs, keras_adamw)):
+            variables = list(w.values())
+            with tf.GradientTape() as tape:
+                loss = loss_fn(tf, w, tf.constant(batch_ids), tf.constant(batch_scale))
+            opt.apply(tape.gradient(loss, variables), variables)
+        for name in SHAPES:
+            np.testing.assert_allclose(ours[name].numpy(), theirs[name].numpy(), rtol=0,
+                                       atol=1e-6, err_msg=f"{name} after step {step + 1}")
+    assert not np.allclose(ours["bert/encoder/layer_0/output/LayerNorm/gamma"].numpy(),
+                           values["bert/encoder/layer_0/output/LayerNorm/gamma"])
+
+
 FIT_SCRIPT = r"""
 import json, sys
 import numpy as np
@@ -215,3 +320,26 @@ def test_keras_fit_under_mirrored_strategy_equals_one_device(tmp_path):
     assert max(np.abs(a - b).max() for a, b in zip(weights[1], initial)) > 1e-2  # it trained
     for one, mirrored in zip(weights[1], weights[2]):
         np.testing.assert_allclose(mirrored, one, rtol=1e-5, atol=1e-6)
+
+
+def test_every_optimizer_name_is_accepted_where_names_are_checked(tmp_path):
+    """The --optimizer flag's choices, RunSettings' check and create_optimizer's table name the
+    same optimizers; runner.build_optimizer's call gives each its class."""
+    import re
+
+    from conftest import PROJECT_ROOT
+
+    from bert_tf.errors import InputError
+    from bert_tf.training.settings import RunSettings
+
+    source = (PROJECT_ROOT / "run" / "common_flags.py").read_text()
+    choices = re.search(r'DEFINE_enum\("optimizer", "adamw", \[([^\]]*)\]', source).group(1)
+    assert sorted(re.findall(r'"(\w+)"', choices)) == sorted(optimization.OPTIMIZERS)
+    for name, cls in optimization.OPTIMIZERS.items():
+        RunSettings(output_dir=str(tmp_path / name), do_train=True, num_train_steps=10,
+                    optimizer=name).validate()
+        assert type(optimization.create_optimizer(1e-3, 10, 1, name)) is cls
+    with pytest.raises(InputError, match="must be adamw, adam or lamb"):
+        RunSettings(output_dir=str(tmp_path / "x"), do_train=True, num_train_steps=10,
+                    optimizer="sgd").validate()
+    assert not issubclass(optimization.Adam, optimization.AdamWeightDecay)  # original runs: adamw

@@ -6,7 +6,8 @@ Adam without bias correction, epsilon 1e-6, and weight decay 0.01 added to the u
 "LayerNorm", "layer_norm" or "bias"; gradients clipped to global norm 1.0; learning rate warmed up
 linearly from 0 for `num_warmup_steps`, then decayed linearly to 0 at `num_train_steps`.
 
-`AdamWeightDecay` and `Lamb` here are `keras.optimizers.Optimizer` subclasses, so they checkpoint
+`AdamWeightDecay` (the original's, the default), `Adam` (the same with Adam's bias correction) and
+`Lamb` here are `keras.optimizers.Optimizer` subclasses, so they checkpoint
 through `tf.train.Checkpoint`, work under every tf.distribute strategy and inside
 `keras.optimizers.LossScaleOptimizer` for float16 mixed precision.
 
@@ -233,6 +234,52 @@ class AdamWeightDecay(DecoupledWeightDecayOptimizer):
 
 
 @keras.saving.register_keras_serializable(package="bert_tf")
+class Adam(DecoupledWeightDecayOptimizer):
+    """Adam with bias correction and decoupled weight decay (AdamW, Loshchilov & Hutter; the
+    update of `torch.optim.AdamW`), with the original's exclusions, epsilon and clipping:
+
+        m, v as AdamWeightDecay;  m_hat = m / (1 - beta_1^t),  v_hat = v / (1 - beta_2^t)
+        update = m_hat / (sqrt(v_hat) + epsilon) + weight_decay_rate * w   (decay if not excluded)
+        w = w - lr * update                                   (t = global step after the update)
+
+    The original's AdamWeightDecay drops the two corrections: for a steady gradient its update
+    m / sqrt(v) is (1 - beta_1^t) / sqrt(1 - beta_2^t) times Adam's: 3.2x at step 1, 6.6x at
+    step 12, 3.2x at 100, 1.7x at 400, 1.3x at 1,000, within 3% from 3,000 on; a warmup of
+    10,000 steps (the original's) hides it, a short one does not.
+    Its slots have AdamWeightDecay's names (`adam_m` / `adam_v`: the same moments). Not a
+    subclass of AdamWeightDecay: a run of the original continues with that one only
+    (checkpoints.load_original_training_state).
+    """
+
+    slot_names = ("adam_m", "adam_v")
+
+    def __init__(self, learning_rate, weight_decay_rate=0.01, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-6, exclude_from_weight_decay=ORIGINAL_EXCLUDE_FROM_WEIGHT_DECAY,
+                 variable_name_fn=None, global_clipnorm=1.0, name="Adam", **kwargs):
+        super().__init__(learning_rate, weight_decay_rate, beta_1, beta_2, epsilon,
+                         exclude_from_weight_decay, variable_name_fn, global_clipnorm, name,
+                         **kwargs)
+
+    def _update(self, gradient, variable, index, lr, clip_scale):
+        m, v = self._m[index], self._v[index]
+        local_step = tf.cast(self.iterations + 1, variable.dtype)
+        correction_1 = 1.0 - tf.pow(tf.cast(self.beta_1, variable.dtype), local_step)
+        correction_2 = 1.0 - tf.pow(tf.cast(self.beta_2, variable.dtype), local_step)
+        hyper = (self.beta_1, self.beta_2, self.epsilon,
+                 self.weight_decay_rate if self._decay_flags[index] else 0.0)
+        local = [_local_variable(x, variable) for x in (variable, m, v)]
+        if all(x is not None for x in local):
+            _adam_in_place(*local, gradient, clip_scale, lr, correction_1, correction_2, *hyper)
+            return
+        next_param, next_m, next_v = _adam_xla(
+            _read(variable), _read(m), _read(v), gradient, clip_scale, lr, correction_1,
+            correction_2, *hyper)
+        self.assign(variable, next_param)
+        self.assign(m, next_m)
+        self.assign(v, next_v)
+
+
+@keras.saving.register_keras_serializable(package="bert_tf")
 class Lamb(DecoupledWeightDecayOptimizer):
     """LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning"), for large batches.
 
@@ -342,7 +389,34 @@ def _adam_weight_decay_in_place(param, m, v, grad, clip_scale, lr, beta_1, beta_
     v.assign(next_v)
 
 
-OPTIMIZERS = {"adamw": AdamWeightDecay, "lamb": Lamb}
+def _adam_math(param, m, v, grad, clip_scale, lr, correction_1, correction_2, beta_1, beta_2,
+               epsilon, decay):
+    """Adam's update with bias correction and decoupled decay (`Adam`), on the clipped gradient."""
+    grad = grad * clip_scale
+    next_m = beta_1 * m + (1.0 - beta_1) * grad
+    next_v = beta_2 * v + (1.0 - beta_2) * tf.square(grad)
+    update = (next_m / correction_1) / (tf.sqrt(next_v / correction_2) + epsilon)
+    if decay:
+        update += decay * param
+    return param - lr * update, next_m, next_v
+
+
+_adam_xla = tf.function(_adam_math, jit_compile=True, reduce_retracing=True)
+
+
+@tf.function(jit_compile=True, reduce_retracing=True)
+def _adam_in_place(param, m, v, grad, clip_scale, lr, correction_1, correction_2, beta_1, beta_2,
+                   epsilon, decay):
+    """`_adam_math` written into the variables' buffers, as `_adam_weight_decay_in_place`."""
+    next_param, next_m, next_v = _adam_math(
+        param.read_value(), m.read_value(), v.read_value(), grad, clip_scale, lr, correction_1,
+        correction_2, beta_1, beta_2, epsilon, decay)
+    param.assign(next_param)
+    m.assign(next_m)
+    v.assign(next_v)
+
+
+OPTIMIZERS = {"adamw": AdamWeightDecay, "adam": Adam, "lamb": Lamb}
 
 
 def create_optimizer(init_lr, num_train_steps, num_warmup_steps, optimizer_type="adamw",

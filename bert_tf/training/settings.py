@@ -94,8 +94,9 @@ class RunSettings:
         if self.train_batch_size % self.gradient_accumulation_steps:
             raise argument_error("gradient_accumulation_steps", f"must divide "
                                  f"{arg('train_batch_size')}={self.train_batch_size}")
-        if self.optimizer not in ("adamw", "lamb"):
-            raise argument_error("optimizer", f"must be adamw or lamb, got {self.optimizer!r}")
+        if self.optimizer not in ("adamw", "adam", "lamb"):  # optimization.OPTIMIZERS
+            raise argument_error("optimizer", f"must be adamw, adam or lamb, got "
+                                              f"{self.optimizer!r}")
         if self.mixed_precision not in ("off", "bfloat16", "float16"):
             raise argument_error("mixed_precision", "must be off, bfloat16 or float16")
         if self.mixed_precision == "float16" and (self.use_tpu
