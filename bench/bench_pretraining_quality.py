@@ -100,7 +100,6 @@ CREATE_FLAGS = ["--do_lower_case", f"--max_seq_length={SEQ}",
                 f"--max_predictions_per_seq={PREDICTIONS}", f"--masked_lm_prob={MASK_RATE}",
                 "--dupe_factor=5", "--random_seed=12345"]
 
-_HEADING = re.compile(r"^= [^=].* =$")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
@@ -112,26 +111,16 @@ def log(message):
 
 def _wikitext_clean(text):
     text = text.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".")
-    return " ".join(word for word in text.split(" ") if word != "<unk>")
+    return " ".join(word for word in text.split(" ") if word != "<unk>").strip()
 
 
 def wikitext_documents(path):
-    """WikiText-2 articles (" = Title = " starts one): lists of sentences."""
-    documents, current = [], []
-    for line in open(path, encoding="utf-8"):
-        text = line.strip()
-        if not text:
-            continue
-        if _HEADING.match(text):
-            if current:
-                documents.append(current)
-            current = []
-        elif not text.startswith("= "):  # section headings are not sentences
-            current.extend(s.strip() for s in re.split(r"(?<= \.) ", _wikitext_clean(text))
-                           if s.strip())
-    if current:
-        documents.append(current)
-    return documents
+    """WikiText-2 articles (bench_create_pretraining_data's reader), its number notation undone
+    and `<unk>` left out: lists of sentences."""
+    from bench_create_pretraining_data import wikitext_documents as articles
+    documents = [[s for s in map(_wikitext_clean, sentences) if s]
+                 for sentences in articles([path])]
+    return [sentences for sentences in documents if sentences]
 
 
 def squad_documents(path):

@@ -15,7 +15,6 @@
 - bad input: one error naming the flag or file.
 """
 import collections
-import os
 import random
 import signal
 import subprocess

@@ -796,6 +796,19 @@ def _put_u32(buf, p, v):
 
 
 @njit(cache=True, nogil=True)
+def _start_record(buf, p, features_size, crc_tables):
+    """Writes a TFRecord's framing (uint64 length of the Example, masked CRC of the length) and
+    the Example's first byte (field 1, `features`) at p; returns the position of that byte,
+    where the data (and its CRC, written after it) starts."""
+    example_size = 1 + _varint_size(features_size) + features_size
+    for k in range(8):
+        buf[p + k] = (example_size >> (8 * k)) & 0xFF
+    start = _put_u32(buf, p + 8, _masked_crc(_crc32c(crc_tables, buf, p, p + 8)))
+    buf[start] = 0x0A  # Example.features
+    return start
+
+
+@njit(cache=True, nogil=True)
 def _feature_sizes(key_len, payload):
     """(map entry size, Feature size, list message size) for a non-empty packed payload."""
     list_message = 1 + _varint_size(payload) + payload
@@ -880,14 +893,7 @@ def _serialize_records(indices, tokens, a_start, a_len, b_start, b_len, is_rando
         for f in range(7):
             entry = _feature_sizes(key_len[f], payloads[f])[0]
             features_size += 1 + _varint_size(entry) + entry
-        example_size = 1 + _varint_size(features_size) + features_size
-        # TFRecord framing: uint64 length, masked CRC of the length, data, masked CRC of data.
-        start = p
-        for k in range(8):
-            buf[p + k] = (example_size >> (8 * k)) & 0xFF
-        p = _put_u32(buf, p + 8, _masked_crc(_crc32c(crc_tables, buf, start, start + 8)))
-        data_start = p
-        buf[p] = 0x0A  # Example.features
+        data_start = p = _start_record(buf, p, features_size, crc_tables)
         p = _put_varint(buf, p + 1, features_size)
         # input_ids
         p = _put_feature_header(buf, p, key_bytes, key_offsets, 0, ids_payload, False)
@@ -1188,13 +1194,7 @@ def _serialize_rows(row_ids, bounds, members, tokens, a_start, a_len, b_start, b
                 payloads[f] = payload
             entry = _feature_sizes(key_len[f], payloads[f])[0]
             features_size += 1 + _varint_size(entry) + entry
-        example_size = 1 + _varint_size(features_size) + features_size
-        start = p
-        for k in range(8):
-            buf[p + k] = (example_size >> (8 * k)) & 0xFF
-        p = _put_u32(buf, p + 8, _masked_crc(_crc32c(crc_tables, buf, start, start + 8)))
-        data_start = p
-        buf[p] = 0x0A  # Example.features
+        data_start = p = _start_record(buf, p, features_size, crc_tables)
         p = _put_varint(buf, p + 1, features_size)
         for f in range(num_features):
             if not present[f]:
