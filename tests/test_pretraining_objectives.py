@@ -429,6 +429,7 @@ def settings(output_dir, **changes):
     return RunSettings(**values)
 
 
+@pytest.mark.slow
 def test_mlm_only_run_and_its_checkpoint_in_a_classifier(files, tmp_path):
     """Objective mlm on records with dynamic masks and no next-sentence labels: trains,
     evaluates without next_sentence_* keys; another run's eval of its checkpoint draws the
@@ -477,6 +478,7 @@ def test_mlm_reads_the_originals_records(files, tmp_path):
         "masked_lm_correct", "masked_lm_loss_sum", "masked_lm_weight"]
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_with_dynamic_masks(files, tmp_path):
     """Packed rows with dynamic masks and next-sentence labels, through the command line."""
     flags = dict(bert_config_file=files["config"], input_file=files["packed"],
@@ -540,6 +542,7 @@ def test_bad_input_names_the_flag_or_file(files, tmp_path):
         make_task(files, [files["static"]], objective="nsp")
 
 
+@pytest.mark.slow
 def test_command_line_refuses_bad_masking_flags(files, tmp_path):
     base = dict(bert_config_file=files["config"], input_file=files["dynamic"],
                 output_dir=tmp_path / "out", do_train=True,
