@@ -16,7 +16,8 @@ import pytest
 from bert_tf.data import pretraining_data
 from bert_tf.data.features import (PretrainingLayout, pretraining_feature_spec,
                                    pretraining_layout_of)
-from bert_tf.data.record_stats import count_tokens, record_feature_lengths
+from bert_tf.data.input_pipeline import first_record_lengths
+from bert_tf.data.record_stats import count_tokens
 from bert_tf.tokenization import FullTokenizer
 from conftest import assert_one_line_error
 from test_create_pretraining_data import crafted_wordpiece_corpus, run_cli
@@ -57,7 +58,7 @@ def parse(path, options):
     import tensorflow as tf
 
     layout = layout_of(options)
-    lengths = record_feature_lengths(str(path))
+    lengths = first_record_lengths(str(path))
     assert pretraining_layout_of(lengths) == layout
     spec = pretraining_feature_spec(options.max_seq_length, options.max_predictions_per_seq,
                                     layout)

@@ -9,6 +9,7 @@ import dataclasses
 import tensorflow as tf
 
 from bert_tf.data.features import PretrainingLayout, pretraining_layout_of
+from bert_tf.data.input_pipeline import first_record_lengths
 from bert_tf.errors import file_error
 
 
@@ -38,31 +39,20 @@ class TokenCounts:
         return self.real_tokens / self.records if self.records else 0.0
 
 
-def record_feature_lengths(path, compression_type=None):
-    """{feature name: number of values} of the first record of `path` (None if it is empty)."""
-    for record in tf.data.TFRecordDataset(path, compression_type=compression_type).take(1):
-        example = tf.train.Example.FromString(record.numpy())
-        return {name: len(getattr(feature, feature.WhichOneof("kind")).value)
-                for name, feature in example.features.feature.items()}
-    return None
-
-
-def count_tokens(paths, compression_type=None, batch_size=1024):
-    """TokenCounts of pretraining record files (a path or a list; all of one layout).
+def count_tokens(paths, batch_size=1024):
+    """TokenCounts of pretraining record files (a path or a list; all of one layout, read
+    from the first file that holds records).
 
     Real tokens are input_mask's ones; sequences are a packed row's largest sequence id.
     """
     paths = [paths] if isinstance(paths, str) else list(paths)
-    lengths = None
-    for path in paths:
-        lengths = record_feature_lengths(path, compression_type)
-        if lengths is not None:
-            break
-    if lengths is None:
+    written = [path for path in paths if tf.io.gfile.stat(path).length > 0]
+    if not written:
         return TokenCounts(0, 0, 0, 0, PretrainingLayout())
+    lengths = first_record_lengths(written[0])
     layout = pretraining_layout_of(lengths)
     if layout is None:
-        raise file_error(paths[0], f"not pretraining records (features: {sorted(lengths)})")
+        raise file_error(written[0], f"not pretraining records (features: {sorted(lengths)})")
     max_seq_length = lengths["input_ids"]
     spec = {"input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64)}
     if layout.packed:
@@ -76,8 +66,7 @@ def count_tokens(paths, compression_type=None, batch_size=1024):
                      if layout.packed else rows)
         return rows, sequences, real
 
-    dataset = (tf.data.TFRecordDataset(paths, compression_type=compression_type)
-               .batch(batch_size).map(counts))
+    dataset = tf.data.TFRecordDataset(paths).batch(batch_size).map(counts)
     records = sequences = real = 0
     for rows, batch_sequences, batch_real in dataset.as_numpy_iterator():
         records += int(rows)

@@ -66,11 +66,12 @@ def next_sentence_example_loss(next_sentence_log_probs, next_sentence_labels):
     return -tf.gather(log_probs, labels, batch_dims=log_probs.shape.rank - 1)
 
 
-def _next_sentence_weights(batch, nll):
-    """The weight of each next-sentence term: 1 a row, or packed rows' next_sentence_weights."""
-    if "next_sentence_weights" in batch:
-        return tf.cast(batch["next_sentence_weights"], tf.float32)
-    return tf.ones_like(nll)
+def _next_sentence_weights(batch):
+    """Packed rows' next_sentence_weights (1 for a real sequence) as float32; None for rows of
+    one sequence pair each."""
+    if "next_sentence_weights" not in batch:
+        return None
+    return tf.cast(batch["next_sentence_weights"], tf.float32)
 
 
 def pretraining_loss(outputs, batch, normalizers=None):
@@ -89,8 +90,8 @@ def pretraining_loss(outputs, batch, normalizers=None):
         return masked_lm_loss, masked_lm_loss, None
     nsp_nll = next_sentence_example_loss(outputs["next_sentence_log_probs"],
                                          batch["next_sentence_labels"])
-    if "next_sentence_weights" in batch:
-        nsp_weights = _next_sentence_weights(batch, nsp_nll)
+    nsp_weights = _next_sentence_weights(batch)
+    if nsp_weights is not None:
         example_total = (tf.reduce_sum(nsp_weights) if normalizers is None
                          else normalizers["examples"])
         next_sentence_loss = tf.reduce_sum(nsp_weights * nsp_nll) / tf.maximum(example_total,
@@ -120,10 +121,10 @@ def eval_outputs(outputs, batch):
     if "next_sentence_log_probs" not in outputs:
         return result
     log_probs = outputs["next_sentence_log_probs"]
-    if "next_sentence_weights" in batch:  # packed: sums over each row's sequences
+    nsp_weights = _next_sentence_weights(batch)
+    if nsp_weights is not None:  # packed: sums over each row's sequences
         labels = batch["next_sentence_labels"]
         nll = next_sentence_example_loss(log_probs, labels)
-        nsp_weights = _next_sentence_weights(batch, nll)
         result.update(next_sentence_loss=tf.reduce_sum(nsp_weights * nll, axis=-1),
                       next_sentence_correct=tf.reduce_sum(
                           nsp_weights * _correct(log_probs, labels), axis=-1),
@@ -377,8 +378,9 @@ class PretrainingTask(Task):
     def normalizers(self, batch):
         """The batch's masked-LM weight and next-sentence terms: its rows, or the real
         sequences of packed rows (next_sentence_weights)."""
-        if "next_sentence_weights" in batch:
-            examples = tf.reduce_sum(tf.cast(batch["next_sentence_weights"], tf.float32))
+        nsp_weights = _next_sentence_weights(batch)
+        if nsp_weights is not None:
+            examples = tf.reduce_sum(nsp_weights)
         else:
             examples = tf.cast(tf.shape(batch["input_ids"])[0], tf.float32)
         return {"masked_lm_weight": tf.reduce_sum(tf.cast(batch["masked_lm_weights"], tf.float32)),
@@ -398,8 +400,9 @@ class PretrainingTask(Task):
             labels = batch["next_sentence_labels"]
             log_probs = outputs["next_sentence_log_probs"]
             nsp_correct = _correct(log_probs, tf.reshape(labels, tf.shape(log_probs)[:-1]))
-            if "next_sentence_weights" in batch:
-                nsp_correct *= tf.cast(batch["next_sentence_weights"], tf.float32)
+            nsp_weights = _next_sentence_weights(batch)
+            if nsp_weights is not None:
+                nsp_correct *= nsp_weights
             metrics.update(next_sentence_loss=next_sentence_loss,
                            next_sentence_accuracy=tf.reduce_sum(nsp_correct) / tf.maximum(
                                normalizers["examples"], 1.0))
