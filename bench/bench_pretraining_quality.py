@@ -94,6 +94,10 @@ RECIPES = {
     "packed": dict(create=["--objective=mlm", "--masking=dynamic", "--pack_sequences"],
                    train=["--objective=mlm", "--masked_lm_prob=0.15", "--vocab_file={vocab}"],
                    about="masked-LM only, dynamic masks, packed rows"),
+    "packed-full": dict(create=["--objective=mlm", "--masking=dynamic", "--pack_sequences",
+                                "--short_seq_prob=0"],
+                        train=["--objective=mlm", "--masked_lm_prob=0.15", "--vocab_file={vocab}"],
+                        about="as packed, every span cut to the full length (no short spans)"),
 }
 DEFAULT_RECIPES = "original:adamw:5e-4,original:adamw:1e-4,original:adam:5e-4,original:adam:1e-4"
 CREATE_FLAGS = ["--do_lower_case", f"--max_seq_length={SEQ}",
@@ -291,7 +295,7 @@ def child_keras_hub(spec):
     _tf_threads()
     import keras
     import keras_hub
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(spec["seed"])
     steps, lr, eval_every = spec["steps"], spec["lr"], spec["eval_every"]
     warmup = max(1, int(0.1 * steps))
     data = np.load(spec["windows"])
@@ -329,7 +333,7 @@ def child_keras_hub(spec):
         return x, masked["mask_ids"], masked["mask_weights"]
 
     dataset = (tf.data.Dataset.from_tensor_slices(data["input_ids"]).shuffle(len(data["input_ids"]),
-                                                                                seed=0)
+                                                                                seed=spec["seed"])
                .repeat().batch(BATCH, drop_remainder=True).map(to_features).prefetch(2))
     eval_x = {"token_ids": heldout["input_ids"], "segment_ids": np.zeros_like(heldout["input_ids"]),
               "padding_mask": heldout["input_mask"].astype(bool),
@@ -358,7 +362,7 @@ def child_transformers(spec):
     import torch
     import transformers
     torch.set_num_threads(THREADS)
-    torch.manual_seed(0)
+    torch.manual_seed(spec["seed"])
     steps, lr, eval_every = spec["steps"], spec["lr"], spec["eval_every"]
     data = np.load(spec["windows"])
     heldout = dict(np.load(spec["heldout"]))
@@ -500,7 +504,7 @@ def run_ours(args, name, optimizer, lr, workdir, corpus, heldout_path, records_c
             f"--num_warmup_steps={max(1, int(0.1 * args.steps))}", f"--learning_rate={lr}",
             f"--optimizer={optimizer}", f"--save_checkpoints_steps={args.eval_every}",
             f"--iterations_per_loop={args.eval_every}", f"--log_steps={args.eval_every}",
-            "--keep_checkpoint_max=1000", "--seed=0", *train_flags]
+            "--keep_checkpoint_max=1000", f"--seed={args.seed}", *train_flags]
     log(f"  {label}: {' '.join(line[1:])}")
     start, seconds = run_command(line, label, env)
     log(f"  {label}: trained in {seconds:.1f} s (+ records {create_seconds:.1f} s)")
@@ -594,11 +598,13 @@ def main():
                         help="ours' runs: NAME[:OPTIMIZER[:LR]],... NAME one of "
                              + ", ".join(RECIPES) + " (default optimizer adamw, lr 5e-4)")
     parser.add_argument("--peer_lr", type=float, default=5e-4)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="every system's initialisation, input order and drawn masks")
     parser.add_argument("--out_dir", default=None,
                         help="default: bench/out/pretraining_quality (git-ignored)")
     parser.add_argument("--reuse", action="store_true",
                         help="keep results already in --out_dir/points.json (systems run there "
-                             "with the same --steps/--eval_every) and run only the others")
+                             "with the same --steps/--eval_every/--seed) and run only the others")
     args = parser.parse_args()
     if args.child:
         spec = json.loads(args.child)
@@ -623,7 +629,8 @@ def main():
     points_file = out_dir / "points.json"
     saved = json.loads(points_file.read_text()) if args.reuse and points_file.exists() else {}
     saved = {k: v for k, v in saved.items()
-             if v.get("steps") == args.steps and v.get("eval_every") == args.eval_every}
+             if (v.get("steps"), v.get("eval_every"), v.get("seed", 0))
+             == (args.steps, args.eval_every, args.seed)}
     results = {k: v["points"] for k, v in saved.items()}
 
     def keep(label, points):
@@ -632,7 +639,8 @@ def main():
             p["accuracy"] = accuracy(heldout, predictions)
             log(f"  {label} step {p['step']}: accuracy {p['accuracy']:.4f} at {p['time']:.0f} s")
         results[label] = points
-        saved[label] = {"steps": args.steps, "eval_every": args.eval_every, "points": points}
+        saved[label] = {"steps": args.steps, "eval_every": args.eval_every, "seed": args.seed,
+                        "points": points}
         points_file.write_text(json.dumps(saved, indent=1))
 
     records_cache = {}
@@ -672,6 +680,7 @@ def main():
             log(f"{label}: {args.steps} steps")
             start, result = run_child(python, {"child": system, "steps": args.steps,
                                                "lr": args.peer_lr, "eval_every": args.eval_every,
+                                               "seed": args.seed,
                                                "windows": str(windows_path),
                                                "heldout": str(heldout_path)}, label)
             for p in result["points"]:

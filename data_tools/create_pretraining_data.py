@@ -108,9 +108,10 @@ flags.DEFINE_bool("pack_sequences", False,
                   "next_sentence_weights). Same instances as without it, fewer padded rows.")
 flags.DEFINE_integer("max_sequences_per_row", None,
                      "With --pack_sequences: at most this many instances in a record (the "
-                     "size of the per-sequence next-sentence features). Default: as many as "
-                     "the shortest instance allows (--max_seq_length // 5 with next-sentence "
-                     "pairs, // 3 with --objective=mlm), so it never limits the packing.")
+                     "size of the per-sequence next-sentence features). Default: with "
+                     "next-sentence pairs min(8, --max_seq_length // 5) (each slot costs every "
+                     "row a last-layer position; more than 8 sequences a row is rare); with "
+                     "--objective=mlm --max_seq_length // 3, which never limits the packing.")
 flags.DEFINE_string("beam_options", "",
                     "With --runner: more Beam pipeline options, one shell-quoted string, e.g. "
                     "\"--project=P --region=R --temp_location=gs://B/tmp\" for Dataflow.")

@@ -515,6 +515,35 @@ def test_resume_after_kill_9_with_dynamic_masks(files, tmp_path):
     assert_same_checkpoints(straight / "model.ckpt-120", killed / "model.ckpt-120")
 
 
+@pytest.mark.slow
+def test_packed_rows_train_alike_under_mirrored_and_xla_accumulation(files, tmp_path):
+    """Packed rows with dynamic masks and next-sentence labels: the same loss curve on one
+    device, Mirrored on 2 logical CPUs (2 rows a replica) and with 2 accumulation steps under
+    --jit_compile, since the losses are normalised over the global batch."""
+    flags = dict(bert_config_file=files["config"], input_file=files["packed"],
+                 vocab_file=files["vocab"], max_seq_length=fx.SEQ_LENGTH,
+                 max_predictions_per_seq=fx.MAX_PREDICTIONS, do_train=True, train_batch_size=4,
+                 num_train_steps=4, num_warmup_steps=1, log_steps=1, seed=3, learning_rate=1e-3,
+                 deterministic_input=True)
+    runs = {"one_device": {},
+            "mirrored": dict(distribution_strategy="mirrored", num_cpu_devices=2),
+            "xla_accumulation": dict(jit_compile=True, gradient_accumulation_steps=2)}
+    processes = {}
+    for name, extra in runs.items():
+        line = [sys.executable, "-m", "run.run_pretraining", f"--output_dir={tmp_path / name}"]
+        line += [f"--{k}" if v is True else f"--{k}={v}" for k, v in {**flags, **extra}.items()]
+        processes[name] = subprocess.Popen(line, cwd=PROJECT_ROOT, env=command_env(),
+                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                           text=True)
+    for name, process in processes.items():
+        output, _ = process.communicate(timeout=600)
+        assert process.returncode == 0, f"{name}:\n{output[-3000:]}"
+    curves = {name: fx.loss_curve(tmp_path / name) for name in runs}
+    assert len(curves["one_device"]) == 4
+    for name in ("mirrored", "xla_accumulation"):
+        np.testing.assert_allclose(curves[name], curves["one_device"], rtol=1e-5, err_msg=name)
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input
 # ---------------------------------------------------------------------------------------------
