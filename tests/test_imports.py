@@ -35,10 +35,6 @@ LAZY_IMPORTS = {
         {"tensorflow", "tensorflow_text"},
         "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
         "tensorflow-text is optional (not beside tensorflow-tpu) and slow to import"),
-    "bert_tf.model.checkpoints": (
-        {"bert_tf.model.models"},
-        "bert_tf.model.models imports this module (the checkpoint name tables); "
-        "resize_vocabulary builds a BertPretrainer"),
     "bert_tf.serving.litert": (
         {"bert_tf.serving"},
         "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
@@ -47,7 +43,7 @@ LAZY_IMPORTS = {
         {"bert_tf.serving"},
         "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
         "export_dir by its rule"),
-    "bert_tf.text.vocab_extension": (
+    "bert_tf.model.extended_vocab": (
         {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
         "TensorFlow's start-up (seconds)"),
