@@ -35,22 +35,14 @@ LAZY_IMPORTS = {
         {"tensorflow", "tensorflow_text"},
         "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
         "tensorflow-text is optional (not beside tensorflow-tpu) and slow to import"),
-    "bert_tf.serving.litert": (
-        {"bert_tf.serving"},
-        "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
-        "export_dir by its rule"),
-    "bert_tf.serving.tfhub": (
-        {"bert_tf.serving"},
-        "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
-        "export_dir by its rule"),
     "bert_tf.model.extended_vocab": (
         {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
         "TensorFlow's start-up (seconds)"),
     "bert_tf.training.settings": (
-        {"bert_tf.serving.export"},
+        {"bert_tf.serving.export_folders"},
         "TensorFlow-free: run_pretraining checks its request (check_request) before importing "
-        "TensorFlow; RunSettings.validate needs the export module for export_dir only"),
+        "TensorFlow; RunSettings.validate needs the export folder rules for export_dir only"),
 }
 
 # module -> why it must import no TensorFlow.

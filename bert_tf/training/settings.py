@@ -119,11 +119,11 @@ class RunSettings:
         else:
             check_writable_dir(self.output_dir)
         if self.export_dir:
-            from bert_tf.serving.export import check_export_dir
+            from bert_tf.serving.export_folders import check_export_dir
             keep = {"output_dir": self.output_dir} if self.output_dir else {}
             if self.init_checkpoint:
                 keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
-            check_export_dir(self.export_dir, keep)
+            check_export_dir(self.export_dir, keep=keep)
 
 
 def check_request(do_train, do_eval, do_predict, output_dir):
