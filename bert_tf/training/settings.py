@@ -6,7 +6,8 @@ explicitly); Python callers construct it. `validate` checks what no task can run
 any work.
 
 No TensorFlow import at the top: run_pretraining checks its request (`check_request`) before
-it imports TensorFlow; `validate` imports bert_tf.serving.export (TensorFlow) for export_dir.
+it imports TensorFlow; `validate` imports bert_tf.serving.export_folders (TensorFlow) for
+export_dir.
 """
 import dataclasses
 import os
