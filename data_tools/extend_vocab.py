@@ -80,7 +80,7 @@ def main(argv):
     input_files = expand_globs(FLAGS.input_file, "input_file")
     check_output_file(output_vocab_file, "output_vocab_file",
                       inputs={"vocab_file": vocab_file, "input_file": input_files})
-    from bert_tf.text.vocab_extension import extend_vocab
+    from bert_tf.model.extended_vocab import extend_vocab
     extend_vocab(vocab_file, input_files, output_vocab_file, mode=FLAGS.mode,
                  num_words=FLAGS.num_words, min_count=FLAGS.min_count,
                  do_lower_case=do_lower_case, init_checkpoint=FLAGS.init_checkpoint,

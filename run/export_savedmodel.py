@@ -155,11 +155,12 @@ def main(argv):
     if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
         raise flag_error("normalize_embeddings", "only with --pooling")
     from bert_tf.serving import formats
+    from bert_tf.serving.export_folders import check_export_dir
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
     from bert_tf.io_utils import checkpoint_folder
-    formats.check_export_dir(FLAGS.export_dir, FLAGS.format,
-                             keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
+    check_export_dir(FLAGS.export_dir, FLAGS.format,
+                     keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     files = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)

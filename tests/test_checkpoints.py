@@ -10,11 +10,12 @@ import tensorflow as tf
 
 from bert_tf.training import optimization
 from bert_tf.model.checkpoints import (hf_directory_files, is_original_checkpoint, load_checkpoint,
-                                 load_original_training_state, write_tf1_checkpoint)
+                                 write_tf1_checkpoint)
 from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.errors import InputError
 from bert_tf.model.models import BertClassifier, BertPretrainer
+from bert_tf.tasks.pretraining import load_original_training_state
 from conftest import minilm_directory
 from test_model import SMALL_CONFIG, build_reference, make_inputs, max_diff
 

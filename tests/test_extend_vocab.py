@@ -84,7 +84,7 @@ def test_unused_slots_take_the_worst_split_words(ref, uncased_vocab, corpus, tmp
 def test_unused_words_and_preserve_unused_tokens(uncased_vocab, corpus, tmp_path):
     """A replaced slot's literal text is split like any text; the other slots stay whole with
     preserve_unused_tokens (the module docstring's note)."""
-    from bert_tf.text.vocab_extension import extend_vocab
+    from bert_tf.model.extended_vocab import extend_vocab
     from bert_tf.tokenization import FullTokenizer
     output = tmp_path / "vocab.txt"
     summary = extend_vocab(str(uncased_vocab), [str(corpus)], str(output), num_words=2,
@@ -177,7 +177,7 @@ def test_append_draws_the_new_rows_from_the_seed(uncased_vocab, corpus, tmp_path
     import tensorflow as tf
 
     from bert_tf.model.config import BertConfig
-    from bert_tf.text.vocab_extension import extend_vocab
+    from bert_tf.model.extended_vocab import extend_vocab
     original, checkpoint = write_tiny_checkpoint(tmp_path / "model")
     old_rows = original.encoder.word_embeddings.numpy()
     status, log = run_command_line("data_tools.extend_vocab", dict(
@@ -206,7 +206,7 @@ def test_checkpoint_weights_of_every_format_are_the_same(tmp_path):
     """A TF2 object checkpoint reads as the same original-named weights as the TF1 one."""
     import tensorflow as tf
 
-    from bert_tf.model.checkpoints import vocabulary_checkpoint_weights
+    from bert_tf.model.extended_vocab import vocabulary_checkpoint_weights
     from bert_tf.model.config import BertConfig
     model, tf1 = write_tiny_checkpoint(tmp_path / "tf1")
     tf2 = tf.train.Checkpoint(model=model).write(str(tmp_path / "tf2" / "ckpt"))
@@ -262,7 +262,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, corpus, name, flags,
 def test_append_refuses_a_folder_in_use_before_reading_the_corpus(uncased_vocab, tmp_path):
     from bert_tf.errors import InputError
     from bert_tf.model.config import BertConfig
-    from bert_tf.text.vocab_extension import extend_vocab
+    from bert_tf.model.extended_vocab import extend_vocab
     _, checkpoint = write_tiny_checkpoint(tmp_path / "model")
     for output_dir in (tmp_path / "model", tmp_path / "used"):
         (tmp_path / "used").mkdir(exist_ok=True)
@@ -281,7 +281,7 @@ def test_the_appended_folder_is_a_movable_model_directory(uncased_vocab, corpus,
     `checkpoint` file names the checkpoint relative to the folder: moved elsewhere, it gives
     the same features, without "Couldn't match files"."""
     from bert_tf.model.config import BertConfig
-    from bert_tf.text.vocab_extension import extend_vocab
+    from bert_tf.model.extended_vocab import extend_vocab
     _, checkpoint = write_tiny_checkpoint(tmp_path / "model")
     domain = tmp_path / "domain"
     extend_vocab(str(uncased_vocab), [str(corpus)], str(domain / "vocab.txt"), mode="append",

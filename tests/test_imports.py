@@ -7,6 +7,8 @@
   functions that use it, after their flags are parsed; nothing else is imported in a function.
 - The modules of TENSORFLOW_FREE import no TensorFlow (checked each in a fresh interpreter):
   `--help`, flag errors and the "install TensorFlow" message come without its start-up.
+- bert_tf/ has no import cycle, and a module imports from its own layer of LAYERS or lower ones,
+  but for the imports of UPWARD_IMPORTS, for the reason given (at the top or in a function).
 """
 import ast
 import subprocess
@@ -35,26 +37,14 @@ LAZY_IMPORTS = {
         {"tensorflow", "tensorflow_text"},
         "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
         "tensorflow-text is optional (not beside tensorflow-tpu) and slow to import"),
-    "bert_tf.model.checkpoints": (
-        {"bert_tf.model.models"},
-        "bert_tf.model.models imports this module (the checkpoint name tables); "
-        "resize_vocabulary builds a BertPretrainer"),
-    "bert_tf.serving.litert": (
-        {"bert_tf.serving"},
-        "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
-        "export_dir by its rule"),
-    "bert_tf.serving.tfhub": (
-        {"bert_tf.serving"},
-        "bert_tf.serving.formats (from bert_tf.serving) imports this module; `save` checks "
-        "export_dir by its rule"),
-    "bert_tf.text.vocab_extension": (
+    "bert_tf.model.extended_vocab": (
         {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
         "TensorFlow's start-up (seconds)"),
     "bert_tf.training.settings": (
-        {"bert_tf.serving.export"},
+        {"bert_tf.serving.export_folders"},
         "TensorFlow-free: run_pretraining checks its request (check_request) before importing "
-        "TensorFlow; RunSettings.validate needs the export module for export_dir only"),
+        "TensorFlow; RunSettings.validate needs the export folder rules for export_dir only"),
 }
 
 # module -> why it must import no TensorFlow.
@@ -75,6 +65,28 @@ TENSORFLOW_FREE = {
         "run_multiple_choice", "run_ner", "run_pretraining", "run_squad")},
     **{f"data_tools.{name}": "a command line: --help and flag errors" for name in (
         "build_vocab", "create_pretraining_data", "demo_corpus")},
+}
+
+
+# The layers of bert_tf/, low to high (each entry a module or a package with its modules).
+LAYERS = (
+    ("bert_tf", "bert_tf._requirements", "bert_tf.errors", "bert_tf.io_utils", "bert_tf.progress"),
+    ("bert_tf.tokenization", "bert_tf.text"),
+    ("bert_tf.data",),
+    ("bert_tf.model",),
+    ("bert_tf.training",),
+    ("bert_tf.tasks",),
+    ("bert_tf.serving",),
+    ("bert_tf.api",),
+    ("bert_tf.cli",),
+)
+
+# (module, the higher-layer module it imports) -> why.
+UPWARD_IMPORTS = {
+    ("bert_tf.training.runner", "bert_tf.serving.export"):
+        "RunSettings.export_dir: the driver saves the task's SavedModel after its run",
+    ("bert_tf.training.settings", "bert_tf.serving.export_folders"):
+        "RunSettings.validate checks export_dir before any work",
 }
 
 
@@ -103,6 +115,73 @@ def _function_imports(folder):
 
         visit(ast.parse(path.read_text(encoding="utf-8")), False)
     return found
+
+
+def _library_imports():
+    """{module: {bert_tf module it imports, at the top or in a function}} of bert_tf/."""
+    paths = {_module_name(path): path for path in sorted((PROJECT_ROOT / "bert_tf").rglob("*.py"))}
+    graph = {}
+    for module, path in paths.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+                prefix = ".".join(p for p in (base, node.module) if p)
+                names = [f"{prefix}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for name in names:
+                while name and name not in paths:
+                    name = name.rpartition(".")[0]
+                if name and name != module:
+                    imported.add(name)
+        graph[module] = imported
+    return graph
+
+
+def _layer(module):
+    """The index in LAYERS of `module`'s layer (its longest matching entry)."""
+    matches = [(len(entry), index) for index, layer in enumerate(LAYERS) for entry in layer
+               if module == entry or (entry != "bert_tf" and module.startswith(entry + "."))]
+    assert matches, f"{module} is in no layer of LAYERS: add it to one"
+    return max(matches)[1]
+
+
+def test_library_has_no_import_cycle():
+    graph = _library_imports()
+    done, path = set(), []
+
+    def cycle_from(module):
+        if module in path:
+            return path[path.index(module):] + [module]
+        if module in done:
+            return None
+        path.append(module)
+        for imported in sorted(graph[module]):
+            cycle = cycle_from(imported)
+            if cycle:
+                return cycle
+        path.pop()
+        done.add(module)
+        return None
+
+    for module in sorted(graph):
+        cycle = cycle_from(module)
+        assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_library_imports_no_higher_layer_but_where_a_reason_is_listed():
+    graph = _library_imports()
+    upward = {(module, imported) for module, names in graph.items() for imported in names
+              if _layer(imported) > _layer(module)}
+    assert not upward - set(UPWARD_IMPORTS), (
+        f"imports from a lower layer to a higher one (LAYERS): "
+        f"{sorted(upward - set(UPWARD_IMPORTS))}")
+    assert not set(UPWARD_IMPORTS) - upward, (
+        f"UPWARD_IMPORTS lists imports that are gone: {sorted(set(UPWARD_IMPORTS) - upward)}")
 
 
 def test_library_imports_at_the_top_but_where_a_reason_is_listed():

@@ -216,6 +216,7 @@ def test_a_users_folder_is_never_replaced_from_python(exported, uncased_vocab, t
     refuse a folder that holds anything but an earlier export, and leave it as it was."""
     from bert_tf.errors import InputError
     from bert_tf.serving import litert, tfhub
+    from bert_tf.serving.export_folders import is_litert_export
     from bert_tf.tasks import registry
     task = registry.build("encoder", exported["model"].config, max_seq_length=MAX_SEQ_LENGTH)
     mine = tmp_path / "mine"
@@ -229,4 +230,4 @@ def test_a_users_folder_is_never_replaced_from_python(exported, uncased_vocab, t
     # An earlier export is replaced.
     litert.save(task, exported["model"].encoder, tmp_path / "out")
     litert.save(task, exported["model"].encoder, tmp_path / "out")
-    assert litert.is_litert_export(str(tmp_path / "out"))
+    assert is_litert_export(str(tmp_path / "out"))

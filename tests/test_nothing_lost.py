@@ -285,7 +285,7 @@ def test_an_earlier_export_is_replaced_only_while_it_holds_nothing_else(files, t
     output folder made), naming the file, and the export and the file stay as they were;
     without the file, the export is ours again (replaceable)."""
     from bert_tf.errors import InputError
-    from bert_tf.serving.export import EXPORT_MARKER, check_export_dir, is_bert_tf_export
+    from bert_tf.serving.export_folders import EXPORT_MARKER, check_export_dir, is_bert_tf_export
     target = tmp_path / "exported"
     target.mkdir()
     for _ in range(2):
@@ -321,13 +321,14 @@ def test_an_earlier_export_is_replaced_only_while_it_holds_nothing_else(files, t
 def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(files, tmp_path):
     """Issue 31.7, the other formats through the same check: a user's file in a TF Hub part's
     assets/ or variables/, beside its two parts, beside model.tflite or in a folder there is
-    named and nothing is deleted, from Python (formats.save, formats.check_export_dir) and
+    named and nothing is deleted, from Python (formats.save, check_export_dir) and
     from export_savedmodel; the export without it is replaceable."""
     from bert_tf.errors import InputError
     from bert_tf.model.checkpoints import write_tf1_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.encoder import BertEncoder
     from bert_tf.serving import formats
+    from bert_tf.serving.export_folders import check_export_dir
     from bert_tf.tasks import registry
 
     config = BertConfig.from_dict(TINY)
@@ -348,7 +349,7 @@ def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(fil
         before = snapshot(tmp_path)
         expected = (f"export_dir: {path} is an export of bert_tf but also holds {shown!r}, "
                     f"which the export did not write; nothing was deleted")
-        for refuse in (lambda: formats.check_export_dir(path, export_format),
+        for refuse in (lambda: check_export_dir(path, export_format),
                        lambda: formats.save(export_format, task, encoder, path, files["vocab"],
                                             log=lambda m: None)):
             with pytest.raises(InputError) as refused:
@@ -358,7 +359,7 @@ def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(fil
         (path / extra).unlink()
         if (path / extra).parent != path and not os.listdir((path / extra).parent):
             (path / extra).parent.rmdir()
-        formats.check_export_dir(path, export_format)  # ours again: replaceable
+        check_export_dir(path, export_format)  # ours again: replaceable
     # The command line: one line naming the file, the export intact.
     (exports["litert"] / "notes.txt").write_text("mine")
     checkpoint = write_tf1_checkpoint(encoder, tmp_path / "encoder" / "model.ckpt")

@@ -111,7 +111,7 @@ def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_pa
     """
     import shutil
     from bert_tf.training import optimization, loops
-    from bert_tf.model.checkpoints import original_variable_map
+    from bert_tf.model.variable_names import original_variable_map
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertPretrainer
     from bert_tf.tasks.pretraining import PretrainingTask

@@ -1,4 +1,5 @@
-"""Loading and writing checkpoints: the original's TF1 names, our TF2 checkpoints, Hugging Face.
+"""Checkpoint formats: reading the original's TF1 names, our TF2 checkpoints and Hugging Face
+directories into a model, and writing TF1 checkpoints in the original naming.
 
 `load_checkpoint(model, path)` (the semantics of every `--init_checkpoint` flag) accepts
 - a TF1 checkpoint in the original naming (bert/embeddings/..., bert/encoder/layer_N/...,
@@ -15,124 +16,37 @@ It returns a LoadReport: which of the model's variables were loaded and which ar
 fresh task head), and which checkpoint variables were unused. A shape mismatch raises InputError
 naming the variable.
 
-`load_original_training_state(model, optimizer, path)` continues a training run of the original
-run_pretraining: weights, Adam moments (into our AdamWeightDecay's adam_m/adam_v slots) and
-global_step (into optimizer.iterations).
-
 `write_tf1_checkpoint(model, path)` writes the model's weights in the original naming (the fused
 query/key/value projection split back into query, key and value) so that the original release
-and tools built on it restore them.
+and tools built on it restore them; `write_named_checkpoint` writes {original name: array}, and
+`original_named_weights` reads any of these formats as such.
 
-`vocabulary_checkpoint_weights` reads any of these formats as {original name: array},
-`resize_vocabulary` adds rows to its vocabulary-sized variables (for a vocabulary with appended
-words, bert_tf.text.vocab_extension) and `write_named_checkpoint` writes it in the original
-naming.
-
-Every model variable has one original name: `original_variable_map(model)` is the single table
-that loading and writing weights, and loading the original's Adam moments, all use.
-
-Checkpoints are read here through `open_checkpoint`: a damaged file (an `.index` that is not
-an sstable, a truncated or corrupted `.data-*`, a missing data file) raises InputError naming
-that file, not TF's OpError (`damaged_checkpoint_error`).
+Names come from `bert_tf.model.variable_names.original_variable_map`. Checkpoints are read here
+through `open_checkpoint`: a damaged file (an `.index` that is not an sstable, a truncated or
+corrupted `.data-*`, a missing data file) raises InputError naming that file, not TF's OpError
+(`damaged_checkpoint_error`).
 """
 import collections
 import contextlib
 import dataclasses
 import json
 import os
-import re
 
 import numpy as np
 import tensorflow as tf
 from safetensors import safe_open
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.errors import arg, argument_error, file_error
+from bert_tf.errors import argument_error, file_error
 from bert_tf.io_utils import atomic_open, temporary_path
 from bert_tf.model.config import BertConfig
-from bert_tf.model.layers import truncated_normal
-from bert_tf.training.optimization import AdamWeightDecay
+from bert_tf.model.models import BertPretrainer
+from bert_tf.model.variable_names import HF_IGNORED, hf_to_original_name, original_variable_map
 
 OPTIMIZER_SLOT_SUFFIXES = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum")
 SKIPPED_NAMES = ("global_step", "save_counter/.ATTRIBUTES/VARIABLE_VALUE",
                  "_CHECKPOINTABLE_OBJECT_GRAPH")
 HF_WEIGHT_FILES = ("model.safetensors",)
-
-
-@dataclasses.dataclass
-class Part:
-    """One original variable stored in (a slice of) one of our variables.
-
-    `index`/`count` select an equal slice of the last axis (the fused QKV projection holds
-    query, key, value as parts 0, 1, 2 of 3); None means the whole variable.
-    """
-    name: str
-    variable: object
-    index: int = None
-    count: int = 1
-
-
-def _dense_parts(prefix, layer):
-    return [Part(prefix + "/kernel", layer.kernel), Part(prefix + "/bias", layer.bias)]
-
-
-def _layer_norm_parts(prefix, layer):
-    return [Part(prefix + "/beta", layer.beta), Part(prefix + "/gamma", layer.gamma)]
-
-
-def encoder_parts(encoder, scope="bert"):
-    """A BertEncoder's variables under the original names (scope/embeddings/..., ...)."""
-    emb = encoder.embeddings
-    parts = [
-        Part(f"{scope}/embeddings/word_embeddings", emb.word_embeddings),
-        Part(f"{scope}/embeddings/token_type_embeddings", emb.token_type_embeddings),
-        Part(f"{scope}/embeddings/position_embeddings", emb.position_embeddings),
-        *_layer_norm_parts(f"{scope}/embeddings/LayerNorm", emb.layer_norm),
-    ]
-    for i, layer in enumerate(encoder.transformer_layers):
-        p = f"{scope}/encoder/layer_{i}"
-        for j, qkv in enumerate(("query", "key", "value")):
-            parts.append(Part(f"{p}/attention/self/{qkv}/kernel", layer.attention.qkv_kernel, j, 3))
-            parts.append(Part(f"{p}/attention/self/{qkv}/bias", layer.attention.qkv_bias, j, 3))
-        parts += _dense_parts(f"{p}/attention/output/dense", layer.attention_output)
-        parts += _layer_norm_parts(f"{p}/attention/output/LayerNorm", layer.attention_layer_norm)
-        parts += _dense_parts(f"{p}/intermediate/dense", layer.intermediate)
-        parts += _dense_parts(f"{p}/output/dense", layer.output_dense)
-        parts += _layer_norm_parts(f"{p}/output/LayerNorm", layer.output_layer_norm)
-    parts += _dense_parts(f"{scope}/pooler/dense", encoder.pooler.dense)
-    return parts
-
-
-def projection_parts(prefix, projection):
-    """An OutputProjection as `<prefix>output_weights` / `<prefix>output_bias` (run_classifier:
-    no prefix; run_squad: cls/squad/)."""
-    return [Part(prefix + "output_weights", projection.output_weights),
-            Part(prefix + "output_bias", projection.output_bias)]
-
-
-def pretraining_head_parts(masked_lm, next_sentence):
-    """run_pretraining's heads: cls/predictions/... and cls/seq_relationship/... (none when
-    `next_sentence` is None: masked-LM only)."""
-    parts = _dense_parts("cls/predictions/transform/dense", masked_lm.transform.dense)
-    parts += _layer_norm_parts("cls/predictions/transform/LayerNorm",
-                               masked_lm.transform.layer_norm)
-    parts.append(Part("cls/predictions/output_bias", masked_lm.output_bias))
-    if next_sentence is None:
-        return parts
-    return parts + projection_parts("cls/seq_relationship/", next_sentence.projection)
-
-
-def original_variable_map(model):
-    """The model's variables under their original (TF1) names, as a list of Part.
-
-    Each model declares its own names (`original_variable_parts()`, bert_tf.model.models), so a new
-    task model needs no change here.
-    """
-    parts_of = getattr(model, "original_variable_parts", None)
-    if parts_of is None:
-        raise TypeError(f"{type(model).__name__} declares no original variable names "
-                        f"(original_variable_parts)")
-    return parts_of()
 
 
 @dataclasses.dataclass
@@ -236,7 +150,7 @@ def load_checkpoint(model, path):
     reader = open_checkpoint(location)
     if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
         return _load_object_checkpoint(model, reader, location)
-    return _load_named(model, _ReaderValues(reader), location, "tf1")
+    return _load_named(model, ReaderValues(reader), location, "tf1")
 
 
 def require_complete(report, argument=None, what="model", hint=""):
@@ -297,7 +211,7 @@ def _is_skipped(name):
     return name in SKIPPED_NAMES or name.endswith(OPTIMIZER_SLOT_SUFFIXES)
 
 
-class _ReaderValues:
+class ReaderValues:
     """A name -> numpy mapping over a checkpoint reader (reads lazily)."""
 
     def __init__(self, reader):
@@ -324,7 +238,7 @@ def _part_shape(part):
     return shape[:-1] + (shape[-1] // part.count,)
 
 
-def _assign_parts(parts, values, path):
+def assign_parts(parts, values, path):
     """Assigns each variable of `parts` from a name -> array mapping in the original naming.
 
     A variable stored as several original parts (the fused QKV) gets their concatenation.
@@ -364,7 +278,7 @@ def _assign_parts(parts, values, path):
 
 def _load_named(model, values, path, fmt):
     """Loads weights from a name -> array mapping in the original naming."""
-    loaded, new, used = _assign_parts(original_variable_map(model), values, path)
+    loaded, new, used = assign_parts(original_variable_map(model), values, path)
     skipped = [n for n in values if _is_skipped(n)]
     unused = sorted(n for n in values if n not in used and not _is_skipped(n))
     return LoadReport(path, fmt, loaded, new, unused, len(skipped))
@@ -374,45 +288,6 @@ def is_original_checkpoint(path):
     """True for a TF1 name-based checkpoint (the original's), False for our TF2 object ones."""
     shapes = open_checkpoint(path).get_variable_to_shape_map()
     return "_CHECKPOINTABLE_OBJECT_GRAPH" not in shapes
-
-
-def load_original_training_state(model, optimizer, path):
-    """Continues a training run of the original release from its checkpoint `path`.
-
-    Loads the weights, the original AdamWeightDecayOptimizer's moments (`<name>/adam_m`,
-    `<name>/adam_v`) into the slots of our `AdamWeightDecay` (same names, same update), and
-    `global_step` into `optimizer.iterations`, so the learning-rate schedule continues where the
-    original stopped. The moments are mapped through `original_variable_map`, as the weights:
-    the slot of our fused QKV kernel is the concatenation of the query, key and value slots.
-    `optimizer` (maybe inside a LossScaleOptimizer) must be built on model.trainable_variables.
-    Returns a LoadReport; InputError if a weight, a moment or global_step is missing, or if the
-    optimizer is not AdamWeightDecay (the original has no other).
-    """
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not isinstance(inner, AdamWeightDecay):
-        raise file_error(path, f"is a checkpoint of the original run_pretraining, whose optimizer "
-                               f"is AdamWeightDecay (adamw); it cannot continue with "
-                               f"{type(inner).__name__}")
-    values = _ReaderValues(open_checkpoint(path))
-    if "global_step" not in values:
-        raise file_error(path, "has no global_step: not a training checkpoint of the original "
-                               "run_pretraining (use it to initialise a new run instead)")
-    parts = original_variable_map(model)
-    slot_parts = []
-    for slot_name, slots in zip(inner.slot_names, (inner._m, inner._v)):
-        slot_parts += [Part(f"{p.name}/{slot_name}", slots[inner._get_variable_index(p.variable)],
-                            p.index, p.count) for p in parts]
-    loaded, used = [], set()
-    for kind, kind_parts in (("weight", parts), ("Adam moment", slot_parts)):
-        kind_loaded, new, kind_used = _assign_parts(kind_parts, values, path)
-        if new:
-            raise file_error(path, f"has no {kind} {new[0]} ({len(new)} missing): cannot continue "
-                                   f"this run from it")
-        loaded += kind_loaded
-        used |= kind_used
-    inner.iterations.assign(int(values["global_step"]))
-    unused = sorted(n for n in values if n not in used and n not in SKIPPED_NAMES)
-    return LoadReport(path, "tf1 training state", loaded, [], unused, skipped=1)
 
 
 def _object_paths(root):
@@ -509,63 +384,13 @@ def _load_object_checkpoint(model, reader, path):
     return LoadReport(path, "tf2", loaded, new, unused, skipped)
 
 
-# Hugging Face BERT parameter names -> original names. Dense weights are [out, in] (transposed).
-_HF_RULES = [
-    (r"embeddings\.word_embeddings\.weight", "bert/embeddings/word_embeddings", False),
-    (r"embeddings\.position_embeddings\.weight", "bert/embeddings/position_embeddings", False),
-    (r"embeddings\.token_type_embeddings\.weight", "bert/embeddings/token_type_embeddings", False),
-    (r"embeddings\.LayerNorm\.(weight|gamma)", "bert/embeddings/LayerNorm/gamma", False),
-    (r"embeddings\.LayerNorm\.(bias|beta)", "bert/embeddings/LayerNorm/beta", False),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.weight",
-     r"bert/encoder/layer_\1/attention/self/\2/kernel", True),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.bias",
-     r"bert/encoder/layer_\1/attention/self/\2/bias", False),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.weight",
-     r"bert/encoder/layer_\1/\2/dense/kernel", True),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.bias",
-     r"bert/encoder/layer_\1/\2/dense/bias", False),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(weight|gamma)",
-     r"bert/encoder/layer_\1/\2/LayerNorm/gamma", False),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(bias|beta)",
-     r"bert/encoder/layer_\1/\2/LayerNorm/beta", False),
-    (r"pooler\.dense\.weight", "bert/pooler/dense/kernel", True),
-    (r"pooler\.dense\.bias", "bert/pooler/dense/bias", False),
-    (r"cls\.predictions\.transform\.dense\.weight", "cls/predictions/transform/dense/kernel", True),
-    (r"cls\.predictions\.transform\.dense\.bias", "cls/predictions/transform/dense/bias", False),
-    (r"cls\.predictions\.transform\.LayerNorm\.(weight|gamma)",
-     "cls/predictions/transform/LayerNorm/gamma", False),
-    (r"cls\.predictions\.transform\.LayerNorm\.(bias|beta)",
-     "cls/predictions/transform/LayerNorm/beta", False),
-    (r"cls\.predictions\.bias", "cls/predictions/output_bias", False),
-    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights", False),
-    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias", False),
-    (r"classifier\.weight", "output_weights", False),
-    (r"classifier\.bias", "output_bias", False),
-    (r"qa_outputs\.weight", "cls/squad/output_weights", False),
-    (r"qa_outputs\.bias", "cls/squad/output_bias", False),
-]
-# Buffers and tied copies that carry no weights of their own.
-_HF_IGNORED = re.compile(r"(embeddings\.position_ids|cls\.predictions\.decoder\.(weight|bias))$")
-
-
-def hf_to_original_name(hf_name):
-    """(original name, transpose?) for a Hugging Face BERT parameter, or None if not a weight."""
-    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
-    for pattern, replacement, transpose in _HF_RULES:
-        if re.fullmatch(pattern, name):
-            original = re.sub(pattern, replacement, name).replace("attention.output",
-                                                                   "attention/output")
-            return original, transpose
-    return None
-
-
 class _HFValues:
     """A name -> numpy mapping in the original naming over a Hugging Face directory's
     model.safetensors, read lazily: one tensor at a time, each through its own short-lived
     mapping of the file, so that loading holds no second copy of the model (neither arrays nor
     the file's pages, which would count in the process's resident set). Parameters without an
     original name keep their Hugging Face name (reported as unused); buffers and tied copies
-    (_HF_IGNORED) are left out."""
+    (HF_IGNORED) are left out."""
 
     def __init__(self, directory):
         self.path = os.path.join(directory, "model.safetensors")
@@ -573,7 +398,7 @@ class _HFValues:
         with self._open() as f:
             for hf_name in f.keys():
                 mapped = hf_to_original_name(hf_name)
-                if mapped is None and _HF_IGNORED.search(hf_name):
+                if mapped is None and HF_IGNORED.search(hf_name):
                     continue
                 name, transpose = mapped or (hf_name, False)
                 shape = tuple(f.get_slice(hf_name).get_shape())
@@ -658,18 +483,11 @@ def write_named_checkpoint(weights, path, global_step=None):
     return path
 
 
-# The original's variables with a row per vocabulary entry: the token embeddings, and the masked
-# LM's output bias (its output weights are the embeddings, tied).
-VOCABULARY_VARIABLES = ("bert/embeddings/word_embeddings", "cls/predictions/output_bias")
-
-
 def original_named_weights(path, bert_config):
     """{original name: numpy array} of every weight of the checkpoint `path` (any format
     `load_checkpoint` takes), and the names of what was left out: optimizer slots and step
     counters always; of our TF2 checkpoints, whatever a BertPretrainer of `bert_config` (the
     encoder and the pretraining heads) does not hold, such as a task's head."""
-    from bert_tf.model.models import BertPretrainer
-
     kind, location = resolve_checkpoint(path)
     if kind == "hf":
         values = _read_hf_weights(location)
@@ -678,52 +496,10 @@ def original_named_weights(path, bert_config):
                 sorted(n for n in values if "." in n))
     reader = open_checkpoint(location)
     if "_CHECKPOINTABLE_OBJECT_GRAPH" not in reader.get_variable_to_shape_map():
-        values = _ReaderValues(reader)
+        values = ReaderValues(reader)
         return ({n: values[n] for n in values if not _is_skipped(n)},
                 sorted(n for n in values if _is_skipped(n)))
     model = BertPretrainer(bert_config)
     report = _load_object_checkpoint(model, reader, location)
     weights = original_weights(model)
     return {n: weights[n] for n in report.loaded}, report.unused
-
-
-def vocabulary_checkpoint_weights(init_checkpoint, bert_config):
-    """`original_named_weights` of a checkpoint whose vocabulary is to grow, checked: its word
-    embeddings must be [vocab_size, hidden_size] of `bert_config` (InputError naming
-    init_checkpoint otherwise: another model's checkpoint, or none)."""
-    weights, left_out = original_named_weights(init_checkpoint, bert_config)
-    name = VOCABULARY_VARIABLES[0]
-    if name not in weights:
-        raise argument_error("init_checkpoint", f"{init_checkpoint} has no {name}")
-    shape = tuple(np.shape(weights[name]))
-    if shape != (bert_config.vocab_size, bert_config.hidden_size):
-        raise argument_error("init_checkpoint", f"{init_checkpoint}'s {name} is {list(shape)}, "
-                                                f"not [vocab_size, hidden_size] = "
-                                                f"[{bert_config.vocab_size}, "
-                                                f"{bert_config.hidden_size}] of "
-                                                f"{arg('bert_config_file')}")
-    return weights, left_out
-
-
-def resize_vocabulary(weights, new_vocab_size, initializer_range=0.02, seed=None):
-    """{original name: array} with `VOCABULARY_VARIABLES` grown to `new_vocab_size` rows: the
-    old rows as they are, new embedding rows drawn as the original initialises them
-    (`create_initializer`: truncated normal, stddev `initializer_range`, redrawn beyond 2
-    stddev; `seed` makes them reproducible), new output-bias entries 0 (its
-    zeros_initializer). The other weights are the same arrays."""
-
-    embedding_name, bias_name = VOCABULARY_VARIABLES
-    embeddings = np.asarray(weights[embedding_name])
-    old_size, hidden_size = embeddings.shape
-    if new_vocab_size < old_size:
-        raise ValueError(f"cannot shrink the vocabulary from {old_size} to {new_vocab_size}")
-    resized = dict(weights)
-    new_rows = truncated_normal(initializer_range, seed=seed)(
-        (new_vocab_size - old_size, hidden_size))
-    resized[embedding_name] = np.concatenate(
-        [embeddings, np.asarray(new_rows).astype(embeddings.dtype)])
-    if bias_name in weights:
-        bias = np.asarray(weights[bias_name])
-        resized[bias_name] = np.concatenate([bias, np.zeros(new_vocab_size - old_size,
-                                                            bias.dtype)])
-    return resized

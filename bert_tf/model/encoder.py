@@ -12,7 +12,7 @@ The weights are created at construction, so a checkpoint can be loaded before th
 import keras
 import tensorflow as tf
 
-from bert_tf.model.checkpoints import encoder_parts
+from bert_tf.model.variable_names import encoder_parts
 from bert_tf.model.config import BertConfig, SerializesBertConfig
 from bert_tf.model.layers import (BertEmbeddings, BertPooler, TransformerLayer,
                                   attention_bias_from_mask, attention_bias_from_sequence_ids,

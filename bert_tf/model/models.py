@@ -15,7 +15,7 @@ holding its head outputs (float32) plus the encoder outputs.
 import keras
 import tensorflow as tf
 
-from bert_tf.model import checkpoints
+from bert_tf.model import variable_names
 from bert_tf.model.config import BertConfig, SerializesBertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.heads import (ClassificationHead, MaskedLMHead, NextSentenceHead, SpanHead,
@@ -34,8 +34,9 @@ class _TaskModel(SerializesBertConfig, keras.Model):
         self.encoder = BertEncoder(config, name="bert", dtype=self.dtype_policy)
 
     def original_variable_parts(self):
-        """This model's variables under the original release's names (bert_tf.model.checkpoints)."""
-        return checkpoints.encoder_parts(self.encoder) + self.head_variable_parts()
+        """This model's variables under the original release's names
+        (bert_tf.model.variable_names)."""
+        return variable_names.encoder_parts(self.encoder) + self.head_variable_parts()
 
     def head_variable_parts(self):
         raise NotImplementedError
@@ -76,7 +77,7 @@ class BertPretrainer(_TaskModel):
             self._finish_build(self.masked_lm)
 
     def head_variable_parts(self):
-        return checkpoints.pretraining_head_parts(self.masked_lm, self.next_sentence)
+        return variable_names.pretraining_head_parts(self.masked_lm, self.next_sentence)
 
     def call(self, inputs, training=False, return_encoder_outputs=True):
         """`return_encoder_outputs=False` returns the heads' outputs and the pooled output only,
@@ -121,7 +122,7 @@ class BertClassifier(_TaskModel):
 
     def head_variable_parts(self):
         """run_classifier's names: output_weights, output_bias (no scope)."""
-        return checkpoints.projection_parts("", self.classifier.projection)
+        return variable_names.projection_parts("", self.classifier.projection)
 
     def call(self, inputs, training=False, return_encoder_outputs=True):
         """`return_encoder_outputs=False` returns "logits" and "pooled_output" only, and then
@@ -190,7 +191,7 @@ class BertSpanLabeler(_TaskModel):
         self._finish_build(self.span)
 
     def head_variable_parts(self):
-        return checkpoints.projection_parts("cls/squad/", self.span.projection)
+        return variable_names.projection_parts("cls/squad/", self.span.projection)
 
     def call(self, inputs, training=False):
         outputs = dict(self.encoder(inputs, training=training))
@@ -213,7 +214,7 @@ class BertTokenClassifier(_TaskModel):
 
     def head_variable_parts(self):
         """run_classifier's names: output_weights, output_bias (no scope)."""
-        return checkpoints.projection_parts("", self.classifier.projection)
+        return variable_names.projection_parts("", self.classifier.projection)
 
     def call(self, inputs, training=False):
         outputs = dict(self.encoder(inputs, training=training))

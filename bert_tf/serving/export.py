@@ -12,7 +12,8 @@ A SavedModel written here has:
 - `assets/vocab.txt` (the tokenizer's table reads it: no absolute path is kept),
   `assets/bert_config.json`, and `assets/bert_tf_export.json` (what was exported: task,
   signatures, max_seq_length; and `contents`, every file and folder written), by which a later
-  export replaces the folder only when it holds nothing else (`check_export_dir`).
+  export replaces the folder only when it holds nothing else
+  (bert_tf.serving.export_folders).
 
 What each signature returns is the task's (`Task.serving_outputs`, `Task.text_signatures`):
 classifier: probabilities, logits and the label name of each row when the labels are known;
@@ -31,78 +32,10 @@ import os
 import tensorflow as tf
 
 from bert_tf.errors import argument_error
-from bert_tf.io_utils import atomic_output, check_replaceable_dir
+from bert_tf.io_utils import atomic_output
 from bert_tf.model import quantization
+from bert_tf.serving.export_folders import check_export_dir, write_marker
 from bert_tf.text.graph_tokenization import GraphTokenizer
-
-# Written last into every export (a SavedModel's in its assets/): what was exported, and
-# `contents`, every file and folder the export wrote. A later export replaces a folder only when
-# it holds nothing else, at any depth (`unexpected_entries`), so a user's file put into an
-# export (assets/notes.txt, a file beside model.tflite) is never deleted with it.
-EXPORT_MARKER = "bert_tf_export.json"
-
-
-def write_marker(root, description, marker_folder="assets"):
-    """Writes root/marker_folder/EXPORT_MARKER: `description` and `contents`, the sorted
-    "/"-separated relative paths of every file and folder under `root` (the marker included).
-    Call it when the export's every other file is written."""
-    tf.io.gfile.makedirs(os.path.join(root, marker_folder))
-    marker = f"{marker_folder}/{EXPORT_MARKER}" if marker_folder else EXPORT_MARKER
-    contents = sorted(set(_entries(root)) | {marker})
-    with tf.io.gfile.GFile(os.path.join(root, marker), "w") as f:
-        f.write(json.dumps(dict(description, contents=contents), indent=2, sort_keys=True)
-                + "\n")
-
-
-def _entries(root, folder=""):
-    """Every file and folder under root/folder as a relative path ("x/" for a folder), not
-    following symbolic links (one is an entry, whatever it points to)."""
-    for name in sorted(tf.io.gfile.listdir(os.path.join(root, folder) if folder else root)):
-        name = name.rstrip("/")
-        relative = f"{folder}/{name}" if folder else name
-        path = os.path.join(root, relative)
-        if tf.io.gfile.isdir(path) and not os.path.islink(path):
-            yield relative + "/"
-            yield from _entries(root, relative)
-        else:
-            yield relative
-
-
-def unexpected_entries(path, marker_folder="assets"):
-    """What folder `path` holds, at any depth, beyond what the export recorded in its marker
-    (path/marker_folder/EXPORT_MARKER) wrote: a sorted list of relative paths ("assets/notes.txt",
-    "extra/" for a whole folder), [] for an export exactly as written; None when there is no
-    such marker (no export of ours, or a marker without `contents`). The one check of every
-    format (SavedModel, TF Hub's two, LiteRT) before a new export replaces a folder."""
-    marker = os.path.join(path, marker_folder, EXPORT_MARKER)
-    try:
-        with tf.io.gfile.GFile(marker) as f:
-            contents = json.load(f)["contents"]
-    except (tf.errors.OpError, OSError, ValueError, KeyError, TypeError):
-        return None
-    if not (isinstance(contents, list) and all(isinstance(entry, str) for entry in contents)):
-        return None
-    written, unexpected = set(contents), []
-    for entry in _entries(path):
-        inside_unexpected = any(entry.startswith(u) for u in unexpected if u.endswith("/"))
-        if entry not in written and not inside_unexpected:
-            unexpected.append(entry)
-    return unexpected
-
-
-def is_bert_tf_export(path):
-    """Whether folder `path` is a SavedModel that `save` wrote, holding nothing else."""
-    return unexpected_entries(path) == []
-
-
-def check_export_dir(export_dir, keep=None, name="export_dir"):
-    """Before any work: `export_dir` is new, empty, or an earlier SavedModel export of ours
-    holding nothing but what it wrote (which `save` then replaces); anything else, or a
-    folder that is or holds one of `keep` ({name: path}: the run's output and checkpoint
-    folders), raises an InputError naming `name` (and the first unexpected file)."""
-    check_replaceable_dir(export_dir, name, unexpected_entries, "a SavedModel exported by "
-                          "bert_tf", keep=keep)
-
 
 def token_id_signature(task, model):
     """`serving_default`: the task's model on input_ids, input_mask, segment_ids (int32

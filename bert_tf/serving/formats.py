@@ -8,14 +8,12 @@
 (saved_model and litert take quantization int8; tfhub's encoder is float32, to be fine-tuned.)
 
 `check_options` refuses a combination before any work (an InputError naming the argument);
-`check_export_dir` accepts a new or empty folder or an earlier export holding nothing but what it
-wrote, at any depth (`unexpected_entries`, each format's marker listing its files); `save` writes
-the chosen format.
+`save` writes the chosen format. Which folders an export may replace:
+bert_tf.serving.export_folders.check_export_dir.
 """
 import os
 
 from bert_tf.errors import argument_error
-from bert_tf.io_utils import check_replaceable_dir
 from bert_tf.serving import export, litert, tfhub
 
 FORMATS = ("saved_model", "tfhub", "litert")
@@ -42,30 +40,6 @@ def check_options(export_format, task_name, quantization="none",
             raise argument_error("quantization", "the TF Hub encoder is exported to be "
                                                  "fine-tuned: float32 only (int8: format "
                                                  "litert or saved_model)")
-
-
-def unexpected_entries(path):
-    """What folder `path` holds beyond what an export of any format wrote there, at any depth
-    ([] for an export as written), or None when it is no export of ours."""
-    for format_entries in (export.unexpected_entries, tfhub.unexpected_entries,
-                           litert.unexpected_entries):
-        unexpected = format_entries(path)
-        if unexpected is not None:
-            return unexpected
-    return None
-
-
-def check_export_dir(export_dir, export_format="saved_model", keep=None, name="export_dir"):
-    """Before any work: `export_dir` is new, empty, or an earlier export of ours holding nothing
-    but what it wrote, at any depth, which `save` then replaces (format saved_model: an earlier
-    SavedModel, as `export.check_export_dir`; tfhub and litert: an earlier export of any
-    format). Anything else, or a folder that is or holds one of `keep` ({argument name: path}),
-    raises an InputError naming `name` (and the first file the export did not write)."""
-    if export_format == "saved_model":
-        export.check_export_dir(export_dir, keep=keep, name=name)
-    else:
-        check_replaceable_dir(export_dir, name, unexpected_entries, "an export of bert_tf",
-                              keep=keep)
 
 
 def save(export_format, task, model, export_dir, vocab_file=None, do_lower_case=True,

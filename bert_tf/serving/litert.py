@@ -36,6 +36,7 @@ from bert_tf.errors import argument_error
 from bert_tf.io_utils import atomic_output
 from bert_tf.serving import export
 from bert_tf.serving.export import token_id_signature
+from bert_tf.serving.export_folders import check_export_dir, write_marker
 
 MODEL_FILE = "model.tflite"
 TASKS = ("encoder", "classifier")
@@ -88,25 +89,12 @@ def _convert(task, model, quantization):
         return converter.convert(), outputs
 
 
-def unexpected_entries(path):
-    """What folder `path` holds beyond what `save` wrote, at any depth (relative paths; [] for
-    the export as written), or None when it is no LiteRT export of ours
-    (`bert_tf.serving.export.unexpected_entries` of its marker beside model.tflite)."""
-    return export.unexpected_entries(path, marker_folder="")
-
-
-def is_litert_export(path):
-    """Whether folder `path` is what `save` writes, holding nothing else."""
-    return unexpected_entries(path) == []
-
-
 def save(task, model, export_dir, quantization="none", vocab_file=None, log=print):
     """Writes export_dir/model.tflite (`convert`), the vocabulary (vocab.txt, when given), the
     config and the export's description, under a temporary name renamed when complete.
-    `export_dir` must be new, empty or an earlier export (`formats.check_export_dir`): nothing
-    else is replaced."""
-    from bert_tf.serving import formats  # (it imports this module)
-    formats.check_export_dir(export_dir, "litert")
+    `export_dir` must be new, empty or an earlier export (`check_export_dir`): nothing else is
+    replaced."""
+    check_export_dir(export_dir, "litert")
     flatbuffer, outputs = _convert(task, model, quantization)
     description = {"task": task.name, "format": "litert", "quantization": quantization,
                    "max_seq_length": task.config.max_seq_length, "signature": SIGNATURE,
@@ -120,7 +108,7 @@ def save(task, model, export_dir, quantization="none", vocab_file=None, log=prin
             shutil.copyfile(vocab_file, os.path.join(tmp, "vocab.txt"))
         if task.config.bert_config is not None:
             task.config.bert_config.to_json_file(os.path.join(tmp, "bert_config.json"))
-        export.write_marker(tmp, description, marker_folder="")
+        write_marker(tmp, description, marker_folder="")
     log(f"exported {os.path.join(export_dir, MODEL_FILE)} ({len(flatbuffer) / 2**20:.1f} MiB, "
         f"{quantization}; outputs: {', '.join(outputs)})")
     return export_dir

@@ -50,10 +50,10 @@ import tensorflow as tf
 
 from bert_tf.errors import argument_error
 from bert_tf.io_utils import atomic_output
-from bert_tf.serving import export
+from bert_tf.serving.export_folders import TFHUB_PARTS, check_export_dir, write_marker
 from bert_tf.text.graph_tokenization import GraphTokenizer
 
-PREPROCESSOR, ENCODER = "preprocessor", "encoder"
+PREPROCESSOR, ENCODER = TFHUB_PARTS
 # The TF Hub names of the encoder inputs, and ours (bert_tf.text.packing.INPUT_NAMES).
 HUB_INPUTS = {"input_word_ids": "input_ids", "input_mask": "input_mask",
               "input_type_ids": "segment_ids"}
@@ -165,22 +165,6 @@ def encoder_module(encoder, vocab_file=None, do_lower_case=True):
     return module, {"serving_default": serve}
 
 
-def unexpected_entries(path):
-    """What folder `path` holds beyond the two SavedModels `save` wrote, at any depth (relative
-    paths; [] for the export as written), or None when it is no TF Hub export of ours
-    (`bert_tf.serving.export.unexpected_entries` of each part)."""
-    names = {name.rstrip("/") for name in tf.io.gfile.listdir(path)}
-    parts = {part: export.unexpected_entries(os.path.join(path, part))
-             for part in (PREPROCESSOR, ENCODER)}
-    if None in parts.values():
-        return None
-    unexpected = [name + ("/" if tf.io.gfile.isdir(os.path.join(path, name)) else "")
-                  for name in sorted(names - set(parts))]
-    for part, entries in parts.items():
-        unexpected += [f"{part}/{entry}" for entry in entries]
-    return sorted(unexpected)
-
-
 def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     """Writes export_dir/preprocessor and export_dir/encoder (see the module docstring) for an
     EncoderTask's BertEncoder, under a temporary name renamed when both are complete.
@@ -188,10 +172,9 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     Model Garden's export_tfhub writes one of the two per run (--export_type=preprocessing or
     model, each to its --export_path); here one run writes both, side by side, with the same
     vocabulary and the task's max_seq_length as the preprocessor's default seq_length.
-    `export_dir` must be new, empty or an earlier export (`formats.check_export_dir`): nothing
-    else is replaced."""
-    from bert_tf.serving import formats  # (it imports this module)
-    formats.check_export_dir(export_dir, "tfhub")
+    `export_dir` must be new, empty or an earlier export (`check_export_dir`): nothing else is
+    replaced."""
+    check_export_dir(export_dir, "tfhub")
     if task.name != "encoder":
         raise argument_error("task", f"the TF Hub format exports the encoder (task encoder), "
                                      f"not {task.name}")
@@ -211,7 +194,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
             if task.config.bert_config is not None:
                 with tf.io.gfile.GFile(os.path.join(assets, "bert_config.json"), "w") as f:
                     f.write(task.config.bert_config.to_json_string())
-            export.write_marker(os.path.join(tmp, part), dict(description, part=part))
+            write_marker(os.path.join(tmp, part), dict(description, part=part))
     log(f"exported {export_dir}: {PREPROCESSOR} (tokenize, bert_pack_inputs, default "
         f"seq_length {seq_length}) and {ENCODER} ({len(encoder.trainable_variables)} trainable "
         f"variables)")

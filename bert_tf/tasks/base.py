@@ -33,7 +33,6 @@ go through it.
 import abc
 import contextlib
 import dataclasses
-import os
 import typing
 
 import tensorflow as tf
@@ -245,19 +244,6 @@ class Task(abc.ABC):
                                                pad_to_longest=True))
 
         return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
-
-
-def format_results(results):
-    """The original's eval_results.txt: `key = value` lines, keys sorted, str() of each value."""
-    return "".join("%s = %s\n" % (key, str(results[key])) for key in sorted(results))
-
-
-def write_results(results, output_dir, filename="eval_results.txt"):
-    """Writes `format_results(results)` atomically into output_dir; returns the path."""
-    path = os.path.join(output_dir, filename)
-    with io_utils.atomic_open(path) as f:
-        f.write(format_results(results))
-    return path
 
 
 class PreparedTask(typing.NamedTuple):

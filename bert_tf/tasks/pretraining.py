@@ -38,7 +38,9 @@ from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.model import checkpoints
 from bert_tf.model.models import BertPretrainer
+from bert_tf.model.variable_names import Part, original_variable_map
 from bert_tf.tasks.base import Records, Task, TaskConfig
+from bert_tf.training.optimization import AdamWeightDecay
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
@@ -359,10 +361,10 @@ class PretrainingTask(Task):
 
     def restore_foreign(self, model, optimizer, path):
         """Continues the original run_pretraining from its checkpoint: weights, Adam moments and
-        global_step (bert_tf.model.checkpoints.load_original_training_state)."""
+        global_step (`load_original_training_state`)."""
         if not checkpoints.is_original_checkpoint(path):
             return False
-        checkpoints.load_original_training_state(model, optimizer, path)
+        load_original_training_state(model, optimizer, path)
         return True
 
     def outputs(self, model, batch, training):
@@ -470,3 +472,42 @@ class PretrainingTask(Task):
             return served
 
         return {"serve_text": serve_text}
+
+
+def load_original_training_state(model, optimizer, path):
+    """Continues a training run of the original release from its checkpoint `path`.
+
+    Loads the weights, the original AdamWeightDecayOptimizer's moments (`<name>/adam_m`,
+    `<name>/adam_v`) into the slots of our `AdamWeightDecay` (same names, same update), and
+    `global_step` into `optimizer.iterations`, so the learning-rate schedule continues where the
+    original stopped. The moments are mapped through `original_variable_map`, as the weights:
+    the slot of our fused QKV kernel is the concatenation of the query, key and value slots.
+    `optimizer` (maybe inside a LossScaleOptimizer) must be built on model.trainable_variables.
+    Returns a LoadReport; InputError if a weight, a moment or global_step is missing, or if the
+    optimizer is not AdamWeightDecay (the original has no other).
+    """
+    inner = getattr(optimizer, "inner_optimizer", optimizer)
+    if not isinstance(inner, AdamWeightDecay):
+        raise file_error(path, f"is a checkpoint of the original run_pretraining, whose optimizer "
+                               f"is AdamWeightDecay (adamw); it cannot continue with "
+                               f"{type(inner).__name__}")
+    values = checkpoints.ReaderValues(checkpoints.open_checkpoint(path))
+    if "global_step" not in values:
+        raise file_error(path, "has no global_step: not a training checkpoint of the original "
+                               "run_pretraining (use it to initialise a new run instead)")
+    parts = original_variable_map(model)
+    slot_parts = []
+    for slot_name, slots in zip(inner.slot_names, (inner._m, inner._v)):
+        slot_parts += [Part(f"{p.name}/{slot_name}", slots[inner._get_variable_index(p.variable)],
+                            p.index, p.count) for p in parts]
+    loaded, used = [], set()
+    for kind, kind_parts in (("weight", parts), ("Adam moment", slot_parts)):
+        kind_loaded, new, kind_used = checkpoints.assign_parts(kind_parts, values, path)
+        if new:
+            raise file_error(path, f"has no {kind} {new[0]} ({len(new)} missing): cannot continue "
+                                   f"this run from it")
+        loaded += kind_loaded
+        used |= kind_used
+    inner.iterations.assign(int(values["global_step"]))
+    unused = sorted(n for n in values if n not in used and n not in checkpoints.SKIPPED_NAMES)
+    return checkpoints.LoadReport(path, "tf1 training state", loaded, [], unused, skipped=1)

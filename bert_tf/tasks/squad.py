@@ -33,9 +33,9 @@ from bert_tf.data.features import squad_feature_spec
 from bert_tf.errors import argument_error
 from bert_tf.model.models import BertSpanLabeler
 from bert_tf.tasks import squad_data, squad_metrics, squad_postprocess
-from bert_tf.tasks.base import (PreparedTask, Records, Task, TaskConfig, format_results,
-                                preparing, write_results)
+from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 from bert_tf.training import runner
+from bert_tf.training.results import format_results, write_results
 
 PADDING_UNIQUE_ID = 0
 

@@ -37,12 +37,12 @@ from bert_tf.data.input_pipeline import find_bad_record
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.model import directory, layers
 from bert_tf.model.checkpoints import (load_checkpoint, naming_damaged_checkpoint,
-                                       original_variable_map, require_complete,
-                                       write_tf1_checkpoint)
+                                       require_complete, write_tf1_checkpoint)
+from bert_tf.model.variable_names import original_variable_map
 from bert_tf.serving import export as export_lib
-from bert_tf.tasks.base import format_results, write_results
 from bert_tf.training import distribution, loops, optimization
 from bert_tf.training.distribution import is_chief
+from bert_tf.training.results import format_results, write_results
 
 # --save_original_checkpoint writes output_dir/<this>/model.ckpt-<step> in the original naming.
 ORIGINAL_FORMAT_DIR = "original_format"

@@ -6,7 +6,8 @@ explicitly); Python callers construct it. `validate` checks what no task can run
 any work.
 
 No TensorFlow import at the top: run_pretraining checks its request (`check_request`) before
-it imports TensorFlow; `validate` imports bert_tf.serving.export (TensorFlow) for export_dir.
+it imports TensorFlow; `validate` imports bert_tf.serving.export_folders (TensorFlow) for
+export_dir.
 """
 import dataclasses
 import os
@@ -119,11 +120,11 @@ class RunSettings:
         else:
             check_writable_dir(self.output_dir)
         if self.export_dir:
-            from bert_tf.serving.export import check_export_dir
+            from bert_tf.serving.export_folders import check_export_dir
             keep = {"output_dir": self.output_dir} if self.output_dir else {}
             if self.init_checkpoint:
                 keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
-            check_export_dir(self.export_dir, keep)
+            check_export_dir(self.export_dir, keep=keep)
 
 
 def check_request(do_train, do_eval, do_predict, output_dir):
