@@ -124,6 +124,15 @@ HF_VENV = pathlib.Path(os.environ.get("BERT_TF_HF_VENV",
                                       pathlib.Path.home() / ".cache/bert_tf/hf-venv"))
 
 
+def import_bench(name):
+    """A module of the bench/ package (e.g. "bench.common"), imported from the project root as
+    the benches are run."""
+    import importlib
+    if str(PROJECT_ROOT) not in sys.path:
+        sys.path.insert(0, str(PROJECT_ROOT))
+    return importlib.import_module(name)
+
+
 def require_hf_venv(module, why):
     """The Python of the transformers peer's venv (bench/hf_env.sh: $BERT_TF_HF_VENV or
     ~/.cache/bert_tf/hf-venv) once `import module` works there; otherwise skips naming the
