@@ -1,6 +1,6 @@
 """What the benches share: the project's and ../shared's paths, the peers' venvs, a bench's own
-child processes, timing, the MiniLM weights every fine-tuning and serving peer loads, the
-reference release, and the WikiText-2 reader.
+child processes, timing and memory sampling, the MiniLM weights every fine-tuning and serving
+peer loads, the reference release, and the readers of GLUE and WikiText-2.
 
 Only the standard library is imported at the top: the peers' venvs import this module too
 (their children run as `python -m bench.<group>.<name>` from the project root).
@@ -12,6 +12,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import threading
 import time
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -59,6 +60,21 @@ def run_json_child(command, label, env=None):
     return out
 
 
+# ---- Model sizes.
+
+# BERT's sizes as BertConfig arguments, with the uncased vocabulary.
+BERT_SIZES = {
+    "base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                 intermediate_size=3072),
+    "small": dict(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                  intermediate_size=1024),
+    "large": dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
+                  num_attention_heads=16, intermediate_size=4096),
+}
+# The original's max_predictions_per_seq at each sequence length it pretrains at.
+MAX_PREDICTIONS = {128: 20, 512: 80}
+
+
 # ---- Timing.
 
 def cpu_seconds():
@@ -89,6 +105,64 @@ def load_average():
         return os.getloadavg()[0]
     except OSError:
         return float("nan")
+
+
+def p90(times):
+    """The 90th percentile of `times`: the value below which 90% of them lie (no interpolation)."""
+    ordered = sorted(times)
+    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+
+
+def batches(items, size):
+    """`items` in consecutive lists of `size` (the last one shorter)."""
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+# ---- Memory of processes (Linux /proc).
+
+def process_tree(root_pid):
+    """root_pid and all its descendants now."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    pids, stack = [], [root_pid]
+    while stack:
+        pid = stack.pop()
+        pids.append(pid)
+        stack.extend(children.get(pid, []))
+    return pids
+
+
+class PeakSampler:
+    """The largest value of `measure()` while the `with` block runs (`peak`), sampled every
+    `interval` seconds in a thread: a spike shorter than that may be missed. `measure` returns
+    None when there is nothing to measure (a process gone)."""
+
+    def __init__(self, measure, interval=0.02):
+        self.measure, self.interval, self.peak = measure, interval, 0
+
+    def __enter__(self):
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._done.is_set():
+            value = self.measure()
+            if value is not None:
+                self.peak = max(self.peak, value)
+            self._done.wait(self.interval)
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
 
 
 # ---- The weights of the fine-tuning and serving peers.
@@ -135,6 +209,38 @@ def write_init_dir(source, target, seed=0, num_labels=2,
         if os.path.exists(os.path.join(source, name)):
             shutil.copy(os.path.join(source, name), os.path.join(target, name))
     return target
+
+
+# ---- Inputs and results of the command lines.
+
+def glue_train_head(task, work_dir, rows):
+    """The task's GLUE folder; with `rows`, a folder in `work_dir` whose train.tsv holds the
+    header and the first `rows` rows of the task's, beside copies of its dev.tsv and test.tsv."""
+    import shutil
+
+    source = os.path.join(GLUE_DIR, task)
+    if not rows:
+        return source
+    target = os.path.join(work_dir, f"{task}-first{rows}")
+    os.makedirs(target, exist_ok=True)
+    with open(os.path.join(source, "train.tsv"), encoding="utf-8") as f:
+        lines = f.readlines()[:rows + 1]
+    with open(os.path.join(target, "train.tsv"), "w", encoding="utf-8") as f:
+        f.writelines(lines)
+    for name in ("dev.tsv", "test.tsv"):
+        if os.path.exists(os.path.join(source, name)):
+            shutil.copy(os.path.join(source, name), os.path.join(target, name))
+    return target
+
+
+def read_eval_results(path):
+    """A command line's eval_results.txt: {key: float} of its `key = value` lines."""
+    results = {}
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.partition(" = ")
+            results[key.strip()] = float(value)
+    return results
 
 
 # ---- The reference release.

@@ -29,11 +29,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from bench.common import (DATA, PROJECT_ROOT, REFERENCE, VOCAB, wikitext_documents,
-                          write_documents)
+from bench.common import (DATA, PROJECT_ROOT, REFERENCE, VOCAB, PeakSampler, process_tree,
+                          wikitext_documents, write_documents)
 
 WIKITEXT = DATA / "wikitext-2"
 
@@ -50,34 +49,21 @@ def write_corpus(path, repeat, sources=("valid.txt", "test.txt")):
     return write_documents(path, wikitext_documents([WIKITEXT / name for name in sources]), repeat)
 
 
-def _tree_memory_kb(root_pid):
-    """Memory of a process and all its descendants (Linux /proc): (summed PSS, summed RSS) kB.
+def _tree_pss_kb(root_pid):
+    """Summed PSS (kB) of a process and all its descendants.
 
     PSS (proportional set size) splits each shared page between the processes sharing it, so
     forked workers are not charged again for the pages they share with their parent.
     """
-    children = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    pss = rss = 0
-    stack = [root_pid]
-    while stack:
-        pid = stack.pop()
-        stack.extend(children.get(pid, []))
+    pss = 0
+    for pid in process_tree(root_pid):
         try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 rollup = f.read()
         except OSError:
             continue
         pss += int(re.search(r"^Pss:\s+(\d+)", rollup, re.M).group(1))
-        rss += int(re.search(r"^Rss:\s+(\d+)", rollup, re.M).group(1))
-    return pss, rss
+    return pss
 
 
 def measure(command, cwd):
@@ -89,24 +75,13 @@ def measure(command, cwd):
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", wrapper, *command], cwd=cwd,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    peak = [0]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak[0] = max(peak[0], _tree_memory_kb(process.pid)[0])
-            done.wait(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, stderr = process.communicate()
-    wall = time.perf_counter() - start
-    done.set()
-    sampler.join()
+    with PeakSampler(lambda: _tree_pss_kb(process.pid)) as tree:
+        _, stderr = process.communicate()
+        wall = time.perf_counter() - start
     if process.returncode != 0:
         raise SystemExit(f"failed ({process.returncode}): {' '.join(command)}\n{stderr[-3000:]}")
     max_single_kb = int(stderr.strip().splitlines()[-1])
-    return wall, peak[0] / 1024, max_single_kb / 1024
+    return wall, tree.peak / 1024, max_single_kb / 1024
 
 
 def reference_command(corpus, output, flags):

@@ -26,10 +26,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-from bench.common import DATA, PROJECT_ROOT
+from bench.common import DATA, PROJECT_ROOT, PeakSampler, load_average, process_tree
 from bench.common import VOCAB as UNCASED_VOCAB
 
 WIKITEXT = os.environ.get("BERT_TF_WIKITEXT", str(DATA / "wikitext-2"))
@@ -39,20 +38,8 @@ PEERS = (("streaming", 1), ("beam", 1), ("streaming", 2), ("beam", 2))
 
 def tree_rss_bytes(root_pid):
     """Resident bytes of root_pid and all its descendants (from /proc)."""
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(entry))
-        except OSError:
-            continue
-    total, stack = 0, [root_pid]
-    while stack:
-        pid = stack.pop()
-        stack += children.get(pid, [])
+    total = 0
+    for pid in process_tree(root_pid):
         try:
             with open(f"/proc/{pid}/status") as f:
                 for line in f:
@@ -76,22 +63,13 @@ def run(peer, workers, input_files, output, args):
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-    peak = [0]
-
-    def sample():
-        while process.poll() is None:
-            peak[0] = max(peak[0], tree_rss_bytes(process.pid))
-            time.sleep(0.05)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    log, _ = process.communicate()
-    sampler.join()
+    with PeakSampler(lambda: tree_rss_bytes(process.pid), interval=0.05) as tree:
+        log, _ = process.communicate()
     seconds = time.perf_counter() - start
     if process.returncode:
         raise SystemExit(f"{peer} failed:\n{log}")
     instances = int(log.split("Wrote ")[1].split()[0])
-    return seconds, instances, peak[0]
+    return seconds, instances, tree.peak
 
 
 def main():
@@ -106,7 +84,7 @@ def main():
     work = tempfile.mkdtemp(prefix="bench_beam_")
     results = {}
     mismatches = 0
-    load = os.getloadavg()[0]
+    load = load_average()
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {os.cpu_count()} CPUs, load {load:.2f}; "
           f"corpus unit {unit_mb:.2f} MB, dupe_factor {args.dupe_factor}, window_bytes "
           f"{args.window_bytes}", flush=True)
@@ -129,7 +107,7 @@ def main():
                 print(f"round {round_index + 1} x{scale} {peer} {workers} worker(s): "
                       f"{seconds:.1f} s, {unit_mb * scale / seconds:.2f} MB/s, "
                       f"{instances / seconds:.0f} instances/s, peak {peak / 2**20:.0f} MiB"
-                      f"{same}; load {os.getloadavg()[0]:.2f}", flush=True)
+                      f"{same}; load {load_average():.2f}", flush=True)
     print(f"\nMedians of {args.rounds} rounds:")
     print("| corpus | peer | workers | seconds | MB/s | instances/s | peak memory MiB |")
     print("|---|---|---|---|---|---|---|")

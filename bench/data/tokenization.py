@@ -36,7 +36,7 @@ import statistics
 import sys
 import time
 
-from bench.common import DATA, VOCAB, import_refbert
+from bench.common import DATA, VOCAB, batches, import_refbert
 from bert_tf import tokenization
 from bert_tf.progress import Progress
 from bert_tf.text import fast_tokenization
@@ -47,10 +47,6 @@ def load_corpus():
     texts = list(corpora.wikitext2_texts(DATA))
     texts += list(dict.fromkeys(corpora.squad_contexts(DATA)))
     return texts
-
-
-def batches(texts, size):
-    return [texts[i:i + size] for i in range(0, len(texts), size)]
 
 
 def make_peers(batch_size):

@@ -94,8 +94,8 @@ import sys
 import tempfile
 import time
 
-from bench.common import (DATA, GLUE_DIR, HF_PYTHON, HF_VENV, PROJECT_ROOT, minilm_dir,
-                          missing_venv, module_command, write_init_dir)
+from bench.common import (DATA, HF_PYTHON, HF_VENV, PROJECT_ROOT, glue_train_head, minilm_dir,
+                          missing_venv, module_command, read_eval_results, write_init_dir)
 
 BATCH = 32
 MAX_SEQ_LENGTH = 128
@@ -186,18 +186,7 @@ def task_data_dir(task, work, args):
         return ner_data_dir(work, args.ner_train_sentences)
     if task == SQUAD:
         return squad_data_dir(work, args.squad_train_articles)
-    sst2_rows = args.sst2_train_rows
-    source = os.path.join(GLUE_DIR, task)
-    if task != "SST-2" or not sst2_rows:
-        return source
-    target = os.path.join(work, f"SST-2-first{sst2_rows}")
-    os.makedirs(target, exist_ok=True)
-    with open(os.path.join(source, "train.tsv"), encoding="utf-8") as f:
-        lines = f.readlines()
-    with open(os.path.join(target, "train.tsv"), "w", encoding="utf-8") as f:
-        f.writelines(lines[:1 + sst2_rows])  # the header + the first rows
-    shutil.copy(os.path.join(source, "dev.tsv"), os.path.join(target, "dev.tsv"))
-    return target
+    return glue_train_head(task, work, args.sst2_train_rows if task == "SST-2" else None)
 
 
 def count_train_rows(task, data_dir):
@@ -224,15 +213,6 @@ def train_steps(num_examples, epochs):
     """run_classifier's: int(examples / batch * epochs), warmup int(10% of that)."""
     steps = int(num_examples / BATCH * epochs)
     return steps, int(steps * WARMUP_PROPORTION)
-
-
-def read_eval_results(path):
-    results = {}
-    with open(path) as f:
-        for line in f:
-            key, _, value = line.partition(" = ")
-            results[key.strip()] = float(value)
-    return results
 
 
 def squad_command(data_dir, args):

@@ -20,7 +20,8 @@ import sys
 import tempfile
 import time
 
-from bench.common import GLUE_DIR, PROJECT_ROOT, load_average, minilm_dir
+from bench.common import (GLUE_DIR, PROJECT_ROOT, glue_train_head, load_average, minilm_dir,
+                          read_eval_results)
 
 TASKS = {"MRPC": dict(epochs=3.0, learning_rate=5e-5, pairs=True),
          "SST-2": dict(epochs=1.0, learning_rate=5e-5, pairs=False)}
@@ -30,31 +31,6 @@ def run(module, flags):
     line = [sys.executable, "-m", module] + [f"--{k}={v}" for k, v in flags.items()]
     print("+", " ".join(line), flush=True)
     subprocess.run(line, cwd=PROJECT_ROOT, check=True)
-
-
-def data_dir(task, work_dir, train_limit):
-    """The task's GLUE folder, or (SST-2 with a limit) a copy with the first rows of train.tsv."""
-    source = os.path.join(GLUE_DIR, task)
-    if task != "SST-2" or not train_limit:
-        return source
-    target = os.path.join(work_dir, "SST-2-data")
-    os.makedirs(target, exist_ok=True)
-    with open(os.path.join(source, "train.tsv"), encoding="utf-8") as f:
-        lines = f.readlines()[:train_limit + 1]  # the header and the first rows
-    with open(os.path.join(target, "train.tsv"), "w", encoding="utf-8") as f:
-        f.writelines(lines)
-    for name in ("dev.tsv", "test.tsv"):
-        os.symlink(os.path.join(source, name), os.path.join(target, name))
-    return target
-
-
-def read_results(path):
-    results = {}
-    with open(path) as f:
-        for line in f:
-            key, value = line.split(" = ")
-            results[key] = float(value)
-    return results
 
 
 def serve(path, examples, pairs):
@@ -99,14 +75,15 @@ def main():
         options = TASKS[task]
         out = os.path.join(work_dir, task)
         start = time.perf_counter()
-        data = data_dir(task, work_dir, args.sst2_train_limit)
+        data = glue_train_head(task, work_dir,
+                               args.sst2_train_limit if task == "SST-2" else None)
         run("run.run_classifier", {
             "task_name": task, "data_dir": data, "init_checkpoint": init,
             "output_dir": os.path.join(out, "trained"), "do_train": True, "do_eval": True,
             "max_seq_length": 128, "train_batch_size": 32, "eval_batch_size": 32,
             "learning_rate": options["learning_rate"], "num_train_epochs": options["epochs"],
             "bucket_by_length": True, "seed": 0, "save_checkpoints_steps": 100000})
-        trained = read_results(os.path.join(out, "trained", "eval_results.txt"))
+        trained = read_eval_results(os.path.join(out, "trained", "eval_results.txt"))
         paths = {}
         for quantization in ("none", "int8"):
             paths[quantization] = os.path.join(out, f"export_{quantization}")

@@ -41,8 +41,9 @@ import subprocess
 import tempfile
 import time
 
-from bench.common import (GLUE_DIR, PROJECT_ROOT, SERVING_PYTHON, SERVING_VENV, load_average,
-                          minilm_dir, missing_venv, module_command, write_init_dir)
+from bench.common import (GLUE_DIR, PROJECT_ROOT, SERVING_PYTHON, SERVING_VENV, batches,
+                          load_average, minilm_dir, missing_venv, module_command, p90,
+                          write_init_dir)
 from bench.serving import peers
 
 MAX_SEQ_LENGTH = 128
@@ -145,10 +146,6 @@ def export_ours(init_dir, work_dir, variants):
     return dirs
 
 
-def batches(items, size):
-    return [items[i:i + size] for i in range(0, len(items), size)]
-
-
 class SavedModelVariant:
     """One of our exports, loaded in this process and called through its signatures."""
 
@@ -181,14 +178,9 @@ class SavedModelVariant:
         start = time.perf_counter()
         for batch in batches(texts, BATCH):
             self(batch)
-        return {"median_ms": statistics.median(times), "p90_ms": _p90(times),
+        return {"median_ms": statistics.median(times), "p90_ms": p90(times),
                 "texts_per_s": len(texts) / (time.perf_counter() - start),
                 "load": load_average()}
-
-
-def _p90(times):
-    ordered = sorted(times)
-    return ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
 
 
 class PeerWorker:

@@ -36,8 +36,8 @@ import statistics
 import tempfile
 import time
 
-from bench.common import load_average, minilm_dir, write_init_dir
-from bench.serving.latency import batches, classifier, glue_texts
+from bench.common import batches, load_average, minilm_dir, write_init_dir
+from bench.serving.latency import classifier, glue_texts
 
 MAX_SEQ_LENGTH = 128
 BATCH = 32

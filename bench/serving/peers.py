@@ -41,7 +41,7 @@ import statistics
 import sys
 import time
 
-from bench.common import load_average
+from bench.common import load_average, p90
 
 PEERS = ("ort_fp32", "ort_int8", "transformers")
 
@@ -204,9 +204,8 @@ class Peers:
         for i in range(0, len(texts), batch):
             run(texts[i:i + batch])
         seconds = time.perf_counter() - start
-        ordered = sorted(times)
         return {"latency_ms": times, "median_ms": statistics.median(times),
-                "p90_ms": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
+                "p90_ms": p90(times),
                 "texts_per_s": len(texts) / seconds, "load": load_average()}
 
     def versions(self):

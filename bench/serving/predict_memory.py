@@ -56,10 +56,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 
 from bench.common import (GLUE_DIR, HF_PYTHON, HF_VENV, PROJECT_ROOT, SERVING_PYTHON,
-                          SERVING_VENV, load_average, minilm_dir, missing_venv, write_init_dir)
+                          SERVING_VENV, PeakSampler, load_average, minilm_dir, missing_venv,
+                          write_init_dir)
 
 PEERS = ("ours", "ours_bucket", "transformers", "ours_savedmodel", "ort_fp32",
          "import_tensorflow", "import_transformers", "import_onnxruntime")
@@ -197,27 +197,15 @@ def peak_mb(line, cwd=PROJECT_ROOT):
     RssAnon MB sampled every 20 ms while it runs)."""
     process = subprocess.Popen(line, cwd=cwd, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
-    anon = [0.0]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            mb = rss_anon_mb(process.pid)
-            if mb is not None:
-                anon[0] = max(anon[0], mb)
-            done.wait(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    stderr = process.stderr.read()
-    # The sampler stops before wait4 reaps the child: its pid is not read after it is reused.
-    done.set()
-    sampler.join()
+    with PeakSampler(lambda: rss_anon_mb(process.pid)) as anon:
+        stderr = process.stderr.read()
+    # The sampler has stopped before wait4 reaps the child: its pid is not read after it is
+    # reused.
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise RuntimeError(f"{' '.join(line)} failed:\n{stderr[-3000:]}")
-    return usage.ru_maxrss / 1024, anon[0]  # ru_maxrss: KiB on Linux
+    return usage.ru_maxrss / 1024, anon.peak  # ru_maxrss: KiB on Linux
 
 
 def command(peer, init_dir, work_dir, round_index, files=None):

@@ -23,17 +23,11 @@ import subprocess
 import sys
 import time
 
-from bench.common import PROJECT_ROOT, module_command
+from bench.common import BERT_SIZES, PROJECT_ROOT, module_command
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
-CONFIGS = {
-    "base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-    "small": dict(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                  intermediate_size=1024),
-}
 FRAMEWORKS = ("bert_tf", "keras_hub", "torch")
 
 
@@ -145,7 +139,7 @@ def build_runner(framework, config, args):
 
 def worker(args):
     """Builds one framework's model, then times `iterations` batches per line read on stdin."""
-    run, description = build_runner(args.worker, CONFIGS[args.worker_config], args)
+    run, description = build_runner(args.worker, BERT_SIZES[args.worker_config], args)
     print(f"ready {description}", flush=True)
     for line in sys.stdin:
         start = time.perf_counter()
@@ -172,7 +166,7 @@ def start_worker(framework, config_name, args):
 
 
 def bench_config(name, args):
-    config = CONFIGS[name]
+    config = BERT_SIZES[name]
     workers = {}
     for framework in args.frameworks:
         process, description = start_worker(framework, name, args)
@@ -202,7 +196,8 @@ def bench_config(name, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--configs", default="base,small", help="comma-separated: base, small")
+    parser.add_argument("--configs", default="base,small",
+                        help=f"comma-separated, of {', '.join(BERT_SIZES)}")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--mode", default="forward", choices=["forward", "train"])
     parser.add_argument("--batch_size", type=int, default=32)

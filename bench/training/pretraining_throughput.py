@@ -42,24 +42,17 @@ import sys
 import tempfile
 import time
 
-from bench.common import (MODEL_GARDEN_PYTHON, MODEL_GARDEN_VENV, missing_venv, module_command,
-                          run_json_child)
+from bench.common import (BERT_SIZES, MAX_PREDICTIONS, MODEL_GARDEN_PYTHON, MODEL_GARDEN_VENV,
+                          missing_venv, module_command, run_json_child)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-MODELS = {
-    "base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-    "small": dict(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                  intermediate_size=1024),
-}
 BATCH = {128: 8, 512: 2}          # 1,024 tokens per step either way
-PREDICTIONS = {128: 20, 512: 80}  # the original's max_predictions_per_seq for each length
 
 
 def train_flops(model, seq, batch, predictions):
     """3 x forward FLOPs (2 per multiply-add) of one BERT pretraining step."""
-    m = MODELS[model]
+    m = BERT_SIZES[model]
     h, i, layers, v = m["hidden_size"], m["intermediate_size"], m["num_hidden_layers"], m["vocab_size"]
     per_token_layer = 2 * (4 * h * h + 2 * h * i) + 2 * 2 * seq * h  # projections + attention
     encoder = batch * seq * layers * per_token_layer
@@ -123,9 +116,9 @@ def build_ours(model, seq, precision, jit):
 
     loops.set_mixed_precision("bfloat16" if precision == "bf16" else "off")
     strategy = distribution.create_strategy("one_device")
-    batch = random_batch(np, seq, BATCH[seq], PREDICTIONS[seq], MODELS[model]["vocab_size"])
+    batch = random_batch(np, seq, BATCH[seq], MAX_PREDICTIONS[seq], BERT_SIZES[model]["vocab_size"])
     with strategy.scope():
-        net = BertPretrainer(BertConfig(**MODELS[model], max_position_embeddings=512))
+        net = BertPretrainer(BertConfig(**BERT_SIZES[model], max_position_embeddings=512))
         optimizer = optimization.create_optimizer(1e-4, 10000, 100)
         optimizer.build(net.trainable_variables)
     task = PretrainingTask()
@@ -149,7 +142,7 @@ def measure_keras_hub(model, seq, precision, jit, steps, warmup):
 
     if precision == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    m = MODELS[model]
+    m = BERT_SIZES[model]
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=m["vocab_size"], num_layers=m["num_hidden_layers"],
         num_heads=m["num_attention_heads"], hidden_dim=m["hidden_size"],
@@ -158,7 +151,7 @@ def measure_keras_hub(model, seq, precision, jit, steps, warmup):
     lm.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, global_clipnorm=1.0),
                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                jit_compile=jit)
-    b = random_batch(np, seq, BATCH[seq], PREDICTIONS[seq], m["vocab_size"])
+    b = random_batch(np, seq, BATCH[seq], MAX_PREDICTIONS[seq], m["vocab_size"])
     x = {"token_ids": b["input_ids"], "segment_ids": b["segment_ids"],
          "padding_mask": b["input_mask"].astype(bool), "mask_positions": b["masked_lm_positions"]}
     return time_steps(
@@ -173,14 +166,14 @@ def measure_transformers(model, seq, precision, jit, steps, warmup):
     import torch
     import transformers
 
-    m = MODELS[model]
+    m = BERT_SIZES[model]
     config = transformers.BertConfig(
         vocab_size=m["vocab_size"], hidden_size=m["hidden_size"],
         num_hidden_layers=m["num_hidden_layers"], num_attention_heads=m["num_attention_heads"],
         intermediate_size=m["intermediate_size"], max_position_embeddings=512)
     net = transformers.BertForPreTraining(config).train()
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4, weight_decay=0.01)
-    b = random_batch(np, seq, BATCH[seq], PREDICTIONS[seq], m["vocab_size"])
+    b = random_batch(np, seq, BATCH[seq], MAX_PREDICTIONS[seq], m["vocab_size"])
     labels = np.full(b["input_ids"].shape, -100, np.int64)
     np.put_along_axis(labels, b["masked_lm_positions"], b["masked_lm_ids"], axis=1)
     inputs = dict(input_ids=torch.tensor(b["input_ids"]).long(),
@@ -213,7 +206,7 @@ def measure_model_garden(model, seq, precision, jit, steps, warmup):
 
     if precision == "bf16":
         tf_keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    m = MODELS[model]
+    m = BERT_SIZES[model]
     encoder = networks.BertEncoderV2(
         vocab_size=m["vocab_size"], hidden_size=m["hidden_size"],
         num_layers=m["num_hidden_layers"], num_attention_heads=m["num_attention_heads"],
@@ -228,7 +221,7 @@ def measure_model_garden(model, seq, precision, jit, steps, warmup):
         1e-4, epsilon=1e-6, weight_decay_rate=0.01, gradient_clip_norm=1.0,
         exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"])
     b = {k: tf.constant(v) for k, v in
-         random_batch(np, seq, BATCH[seq], PREDICTIONS[seq], m["vocab_size"]).items()}
+         random_batch(np, seq, BATCH[seq], MAX_PREDICTIONS[seq], m["vocab_size"]).items()}
     features = {"input_word_ids": b["input_ids"], "input_mask": b["input_mask"],
                 "input_type_ids": b["segment_ids"], "masked_lm_positions": b["masked_lm_positions"]}
 
@@ -260,7 +253,7 @@ def measure_input_pipeline(seq, batch=32, records=4096):
     from bert_tf.data import input_pipeline
     from bert_tf.data.features import pretraining_feature_spec
 
-    predictions = PREDICTIONS[seq]
+    predictions = MAX_PREDICTIONS[seq]
     b = random_batch(np, seq, 1, predictions, 30522)
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "records.tfrecord")
@@ -349,7 +342,7 @@ def main():
     for model in args.models.split(","):
         for seq in (int(s) for s in args.seqs.split(",")):
             pipeline = run_child({"peer": "input_pipeline", "seq": seq}, args)
-            flops = train_flops(model, seq, BATCH[seq], PREDICTIONS[seq])
+            flops = train_flops(model, seq, BATCH[seq], MAX_PREDICTIONS[seq])
             print(f"\n== {model} seq {seq} batch {BATCH[seq]} ({flops / 1e9:.0f} GFLOP per train "
                   f"step); input pipeline alone: {pipeline['records_per_s']:.0f} records/s",
                   flush=True)
@@ -377,7 +370,9 @@ def print_table(results, seq, flops, peak_fp32):
             fastest[precision] = min(fastest.get(precision, step), step)
     print(f"{'peer':<13}{'prec':<6}{'xla':<5}{'step s':>8}{'seq/s':>8}{'MFU':>7}"
           f"{'vs best peer fp32':>19}{'vs best peer bf16':>19}")
-    order = lambda item: (item[0][1] != "fp32", item[0])  # fp32 rows first, then bf16
+    def order(item):  # fp32 rows first, then bf16
+        return item[0][1] != "fp32", item[0]
+
     for (peer, precision, jit), step in sorted(steps.items(), key=order):
         vs_fp32 = f"{fastest['fp32'] / step:.2f}x" if "fp32" in fastest else "-"
         vs_bf16 = (f"{fastest['bf16'] / step:.2f}x"

@@ -16,6 +16,7 @@ import os
 import tempfile
 import time
 
+from bench.common import BERT_SIZES
 from bench.training import pretraining_throughput
 
 
@@ -50,7 +51,7 @@ _WRAPPERS = {"ExecutorState", "CpuExecutable", "ThunkExecutor", "KernelAndDevice
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="base",
-                        choices=sorted(pretraining_throughput.MODELS))
+                        choices=sorted(BERT_SIZES))
     parser.add_argument("--seq", type=int, default=128,
                         choices=sorted(pretraining_throughput.BATCH))
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])

@@ -29,21 +29,11 @@ import os
 import statistics
 import time
 
-from bench.common import module_command, run_json_child
+from bench.common import BERT_SIZES, MAX_PREDICTIONS, module_command, run_json_child
 from bench.training.pretraining_throughput import random_batch
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-MODELS = {
-    "base": dict(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                 intermediate_size=3072),
-    "small": dict(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-                  intermediate_size=1024),
-    "large": dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24,
-                  num_attention_heads=16, intermediate_size=4096),
-}
-# The original's max_predictions_per_seq per length (others: one position in 7).
-PREDICTIONS = {128: 20, 512: 80}
 
 
 def build(spec):
@@ -60,14 +50,15 @@ def build(spec):
     keras.utils.set_random_seed(0)
     loops.set_mixed_precision("bfloat16" if spec["precision"] == "bf16" else "off")
     strategy = distribution.create_strategy("one_device")
-    config = MODELS[spec["model"]]
+    config = BERT_SIZES[spec["model"]]
     with strategy.scope():
         model = BertPretrainer(BertConfig(**config, max_position_embeddings=max(512, spec["seq"])))
         optimizer = optimization.create_optimizer(1e-4, 10000, 100)
         optimizer.build(model.trainable_variables)
     layers.set_recompute(model, spec["recompute"])
     batch = random_batch(np, spec["seq"], spec["batch"],
-                         PREDICTIONS.get(spec["seq"], max(1, spec["seq"] // 7)),
+                         # the original's, or at other lengths one position in 7
+                         MAX_PREDICTIONS.get(spec["seq"], max(1, spec["seq"] // 7)),
                          config["vocab_size"])
     return model, optimizer, PretrainingTask(), strategy, batch
 
@@ -162,7 +153,7 @@ def gib(n):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="base", choices=sorted(MODELS))
+    parser.add_argument("--model", default="base", choices=sorted(BERT_SIZES))
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--batches", default="2,8")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
