@@ -134,7 +134,7 @@ def import_bench(name):
 
 
 def require_hf_venv(module, why):
-    """The Python of the transformers peer's venv (bench/hf_env.sh: $BERT_TF_HF_VENV or
+    """The Python of the transformers peer's venv (bench/envs/hf_env.sh: $BERT_TF_HF_VENV or
     ~/.cache/bert_tf/hf-venv) once `import module` works there; otherwise skips naming the
     script (fails under CI=true, whose .ci/run makes the venv)."""
     import subprocess
@@ -148,7 +148,7 @@ def require_hf_venv(module, why):
         problem = probe.returncode and f"`import {module}` fails there: " + (
             lines[-1] if lines else f"exit status {probe.returncode}")
     require(not problem, f"needs {module} in the transformers venv {HF_VENV} ({why}); "
-                         f"{problem}: make it with `bash bench/hf_env.sh`")
+                         f"{problem}: make it with `bash bench/envs/hf_env.sh`")
     return python
 
 
