@@ -411,7 +411,7 @@ def main():
     if "transformers" in peers and not os.path.exists(HF_PYTHON):
         print(f"transformers skipped: {missing_venv(HF_VENV, 'hf_env.sh')}", flush=True)
         peers.remove("transformers")
-    work = args.work_dir or tempfile.mkdtemp(prefix="bench_finetuning_")
+    work = args.work_dir or tempfile.mkdtemp(prefix="bench_glue_throughput_")
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {os.cpu_count()} cores, load average "
           f"{load_average():.2f}; train batch {TRAIN_BATCH}, predict batch {PREDICT_BATCH}, "
           f"max_seq_length {MAX_SEQ_LENGTH}, fp32; {args.warmup} warm-up + {args.steps} timed "
