@@ -124,8 +124,17 @@ HF_VENV = pathlib.Path(os.environ.get("BERT_TF_HF_VENV",
                                       pathlib.Path.home() / ".cache/bert_tf/hf-venv"))
 
 
+def import_bench(name):
+    """A module of the bench/ package (e.g. "bench.common"), imported from the project root as
+    the benches are run."""
+    import importlib
+    if str(PROJECT_ROOT) not in sys.path:
+        sys.path.insert(0, str(PROJECT_ROOT))
+    return importlib.import_module(name)
+
+
 def require_hf_venv(module, why):
-    """The Python of the transformers peer's venv (bench/hf_env.sh: $BERT_TF_HF_VENV or
+    """The Python of the transformers peer's venv (bench/envs/hf_env.sh: $BERT_TF_HF_VENV or
     ~/.cache/bert_tf/hf-venv) once `import module` works there; otherwise skips naming the
     script (fails under CI=true, whose .ci/run makes the venv)."""
     import subprocess
@@ -139,7 +148,7 @@ def require_hf_venv(module, why):
         problem = probe.returncode and f"`import {module}` fails there: " + (
             lines[-1] if lines else f"exit status {probe.returncode}")
     require(not problem, f"needs {module} in the transformers venv {HF_VENV} ({why}); "
-                         f"{problem}: make it with `bash bench/hf_env.sh`")
+                         f"{problem}: make it with `bash bench/envs/hf_env.sh`")
     return python
 
 

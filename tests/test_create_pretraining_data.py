@@ -23,7 +23,7 @@ from bert_tf.data import pretraining_data
 from bert_tf.data.features import pretraining_feature_spec
 from bert_tf.tokenization import FullTokenizer
 
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, import_bench
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -74,12 +74,9 @@ def our_records(input_files, output_files, vocab_file, options, seed, do_lower_c
 
 
 def wikitext_corpus(path, shared_data, num_articles, first=0):
-    """WikiText-2 valid articles in the input format (as bench/bench_create_pretraining_data)."""
-    if str(PROJECT_ROOT) not in sys.path:
-        sys.path.insert(0, str(PROJECT_ROOT))
-    from bench.bench_create_pretraining_data import wikitext_documents
-
-    documents = wikitext_documents([shared_data / "wikitext-2" / "valid.txt"])
+    """WikiText-2 valid articles in the input format (as bench/data/create_pretraining_data.py)."""
+    documents = import_bench("bench.common").wikitext_documents(
+        [shared_data / "wikitext-2" / "valid.txt"])
     with open(path, "w", encoding="utf-8") as f:
         for sentences in documents[first:first + num_articles]:
             f.write("\n".join(sentences) + "\n\n")

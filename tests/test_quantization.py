@@ -10,7 +10,7 @@ within 0.2 of float32's (measured: at most 0.12, 0.03 on average), its argmax is
 wherever float32's two probabilities are more than 0.25 apart (measured: the flips are within
 0.23), and its accuracy on the sample is within 2 points of float32's (measured: -0.8). The
 accuracy of int8 after fine-tuning, on the whole MRPC and SST-2 dev sets, is measured by
-bench/bench_int8_accuracy.py (docs/export.md). Bad flag values are one error line each."""
+bench/serving/int8_accuracy.py (docs/export.md). Bad flag values are one error line each."""
 import os
 
 import numpy as np
@@ -97,8 +97,6 @@ def test_each_output_unit_has_its_own_scale():
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory, shared_data):
     """MiniLM-L6 with a fitted linear head, exported as float32 and as int8; GLUE dev text."""
-    import sys
-
     import keras
 
     from bert_tf import api
@@ -106,12 +104,11 @@ def exports(tmp_path_factory, shared_data):
     from bert_tf.serving import export
     from bert_tf.tasks import classifier_data
     from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
-    from conftest import PROJECT_ROOT, minilm_directory, require_module
+    from conftest import import_bench, minilm_directory, require_module
 
     minilm = minilm_directory()
     linear_model = require_module("sklearn.linear_model", "the probe fitted to SST-2")
-    sys.path.insert(0, str(PROJECT_ROOT / "bench"))
-    from bench_finetuning import write_init_dir
+    write_init_dir = import_bench("bench.common").write_init_dir
 
     root = tmp_path_factory.mktemp("int8")
     init = write_init_dir(str(minilm), str(root / "init"))

@@ -2,7 +2,8 @@
 bert_tf.model.layers.set_recompute): the same loss and gradients as keeping the activations,
 with dropout on, against the same model computed without it (the oracle: plain autodiff of
 the same layers); it does recompute (the gradient graph runs every layer's matmuls once more);
-and a run with --recompute_layers trains as one without. Memory and time: bench/bench_remat.py.
+and a run with --recompute_layers trains as one without. Memory and time:
+bench/training/recompute_layers.py.
 """
 import keras
 import numpy as np

@@ -98,7 +98,7 @@ def test_a_missing_transformers_venv_names_the_script_that_makes_it(tmp_path, mo
     assert kind == ("fail" if ci else "skip")
     assert message.startswith(f"needs transformers in the transformers venv {tmp_path}/no-venv "
                               f"(an oracle); there is no {tmp_path}/no-venv/bin/python: make it "
-                              f"with `bash bench/hf_env.sh`"), message
+                              f"with `bash bench/envs/hf_env.sh`"), message
     # A venv whose Python lacks the module (this Python, which has no such module).
     (tmp_path / "venv" / "bin").mkdir(parents=True)
     (tmp_path / "venv" / "bin" / "python").symlink_to(sys.executable)
@@ -107,6 +107,6 @@ def test_a_missing_transformers_venv_names_the_script_that_makes_it(tmp_path, mo
         "absent_package_of_this_test", "an oracle"))
     assert kind == ("fail" if ci else "skip")
     assert ("`import absent_package_of_this_test` fails there: ModuleNotFoundError: No module "
-            "named 'absent_package_of_this_test': make it with `bash bench/hf_env.sh`"
+            "named 'absent_package_of_this_test': make it with `bash bench/envs/hf_env.sh`"
             ) in message, message
     assert conftest.require_hf_venv("json", "an oracle") == tmp_path / "venv" / "bin" / "python"

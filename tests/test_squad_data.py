@@ -10,7 +10,7 @@ files made from the same slices with one answer per question (the dev files have
 plus answers moved off their text, which both skip.
 
 The whole dev sets (10,833 and 12,232 features) were compared once the same way by
-bench/bench_squad_postprocess.py (equal; the reference took 42 s and 60 s, ours 4 s and 7 s).
+bench/finetuning/squad_postprocess.py (equal; the reference took 42 s and 60 s, ours 4 s and 7 s).
 """
 import copy
 import json

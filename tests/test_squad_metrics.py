@@ -5,7 +5,7 @@ Oracles:
   token F1 and its empty-answer rules in each version, the no-answer threshold, the best
   threshold search);
 - Hugging Face transformers' `squad_metrics.py` (a port of the v2.0 script's functions), when
-  the transformers peer's venv of bench/hf_env.sh exists (~/.cache/bert_tf/hf-venv, or
+  the transformers peer's venv of bench/envs/hf_env.sh exists (~/.cache/bert_tf/hf-venv, or
   $BERT_TF_HF_VENV): its functions on every 4th article of dev v2.0 and v1.1 with varied
   predictions.
   Without that venv the test skips naming the script (fails under CI=true, whose .ci/run

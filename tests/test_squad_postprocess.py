@@ -6,7 +6,7 @@ files and the same logits as ours (seeded random float32 logits, and the same ro
 decimal so that many logits tie); its absl FLAGS version_2_with_negative,
 null_score_diff_threshold and verbose_logging set per case. The three files must be equal
 byte for byte. The whole dev v1.1 set is compared (and timed) by
-bench/bench_squad_postprocess.py.
+bench/finetuning/squad_postprocess.py.
 """
 import json
 import math

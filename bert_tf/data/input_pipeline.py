@@ -177,8 +177,8 @@ def sort_windows_by_length(examples, global_batch_size, window_examples=SORT_WIN
 
 def length_bucket_boundaries(max_seq_length, width=TRAINING_LENGTH_STEP):
     """Bucket edges every `width` tokens: the rounding of training batches, so no new shapes.
-    Measured with MiniLM at batch 32 (bench/bench_finetuning.py --ours_bucket_width): SST-2
-    training 1.55x faster than 32-token buckets (108 vs 70 examples/s), MRPC 1.15x."""
+    Measured with MiniLM at batch 32 (bench/finetuning/glue_throughput.py --ours_bucket_width):
+    SST-2 training 1.55x faster than 32-token buckets (108 vs 70 examples/s), MRPC 1.15x."""
     return list(range(width, max_seq_length, width))
 
 

@@ -4,8 +4,8 @@ The math is the original `modeling.py`'s: embeddings (word + token type + positi
 LayerNorm (epsilon 1e-12) and dropout; post-LayerNorm transformer layers; the attention mask adds
 -10000 to the logits of padding positions; the pooler is dense + tanh on the first token.
 
-Speed choices (measured with micro-benchmarks and bench/bench_encoder.py), none of which changes
-the outputs beyond float rounding:
+Speed choices (measured with micro-benchmarks and bench/training/encoder_throughput.py), none of
+which changes the outputs beyond float rounding:
 - Hidden states stay flat, [batch * seq, hidden], between layers, as the original does, so every
   dense layer is a plain 2-D matmul (no tensordot reshapes).
 - Query, key and value are one fused [hidden, 3 * hidden] projection (one matmul instead of three);

@@ -11,7 +11,7 @@ multiplies uint8 by int8 and dequantizes in one oneDNN kernel with the bias (and
 sums, kept beside it).
 
 Why this op: in TensorFlow 2.21 on an AVX-512 VNNI CPU, measured on MiniLM-L6's dense shapes
-(`python bench/bench_int8_matmul.py`, the input's quantization included), oneDNN's
+(`python -m bench.serving.int8_matmul`, the input's quantization included), oneDNN's
 `_QuantizedMatMul` runs 1.7x the float32 matmul at 32 rows and 3.2x at 1,024, while an int8
 `tf.matmul` (Eigen) is 4-12x slower than float32 and weight-only int8 (dequantize, then a float
 matmul) is no faster. `_QuantizedMatMul` is an internal op of TensorFlow's x86 builds with

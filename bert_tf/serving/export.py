@@ -75,7 +75,7 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     """Writes the SavedModel (see the module docstring) to export_dir, under a temporary name
     renamed when complete. Without `vocab_file`, only the token-id signature is saved; the
     string signatures pack texts to the task's `config.max_seq_length`. `tokenizer`: another
-    tf.Module with GraphTokenizer's methods for the string signatures (bench/bench_serving.py
+    tf.Module with GraphTokenizer's methods for the string signatures (bench/serving/latency.py
     exports the same model with tensorflow-text's tokenizers). `quantization`: "none", or
     "int8": the transformer dense layers in int8 (`quantized_copy`; a SavedModel for x86 CPUs,
     bert_tf.model.quantization)."""

@@ -25,7 +25,7 @@ basic tokenization cached by word) and the JSON (written by a specialised encode
 json.dumps' exact output, as the standard one has no C path with indent). Dev v1.1 (10,570
 questions, 10,833 windows, seeded random logits), the whole write_predictions call: the
 reference 78 s, this 9.0 s (8.7x); dev v2.0 (11,873 questions): 120 s and 14.7 s; the files
-identical (`python bench/bench_squad_postprocess.py [--version=2.0]`, 2 cores shared with
+identical (`python -m bench.finetuning.squad_postprocess [--version=2.0]`, 2 cores shared with
 other jobs at load ~4.5, which inflates both times; 2026-11-23).
 
 One case the original does not survive: with SQuAD 2.0, a question whose only candidate is the

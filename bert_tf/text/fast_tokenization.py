@@ -77,7 +77,7 @@ _MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
 # Characters of input a FastTokenizer takes word by word in Python before it uses the library.
 # Measured (uncased, 2 cores): the library costs ~150 MB of RSS (tensorflow-text's import and its
 # models) and ~0.6 s in a process that has TensorFlow already, then tokenizes fresh text ~1.5x
-# faster than Python alone (bench/bench_tokenization.py); it pays off after ~20 MB of text.
+# faster than Python alone (bench/data/tokenization.py); it pays off after ~20 MB of text.
 # Python alone: MRPC test (3,450 texts) in 0.05 s, SST-2 train (67,349) in 0.38 s.
 LIBRARY_AFTER_CHARS = 20_000_000
 

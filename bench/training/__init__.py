@@ -1,0 +1,2 @@
+"""Training benches: pretraining step throughput, time to a quality, packing, recompute, the
+encoder, profiles and scaling on paper."""
