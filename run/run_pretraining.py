@@ -92,10 +92,7 @@ def main(argv):
 
     common_flags.start_strategy()
     bert_config = common_flags.load_bert_config()
-    if FLAGS.max_seq_length > bert_config.max_position_embeddings:
-        raise flag_error("max_seq_length",
-                         f"{FLAGS.max_seq_length} is longer than the model's "
-                         f"max_position_embeddings {bert_config.max_position_embeddings}")
+    common_flags.check_max_seq_length(bert_config)
     if vocab_size is not None and vocab_size > bert_config.vocab_size:
         raise flag_error("vocab_file", f"{FLAGS.vocab_file} has {vocab_size} entries but the "
                                        f"model's vocab_size is {bert_config.vocab_size} "

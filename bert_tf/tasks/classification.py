@@ -68,8 +68,8 @@ from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
 from bert_tf.tasks import classifier_data, metrics
-from bert_tf.tasks.classifier_data import check_doc_stride
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
+from bert_tf.text.windows import check_doc_stride
 from bert_tf.training import runner
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.

@@ -50,9 +50,9 @@ from typing import Optional, Union
 
 from bert_tf.data import features
 from bert_tf.text import packing
+from bert_tf.text.windows import check_doc_stride, check_max_seq_length, doc_spans
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import is_url, open_input, split_comma_list
-from bert_tf.tasks.squad_data import doc_spans
 from bert_tf.tokenization import convert_to_unicode
 
 # Examples tokenized per `tokenize_batch` call: large enough to amortize the call, small enough
@@ -123,13 +123,6 @@ class InputFeatures:
         return record
 
 
-def _check_max_seq_length(max_seq_length):
-    # [CLS] a [SEP] b [SEP] needs 3 positions; below that the original's truncation cannot fit
-    # the special tokens and its length asserts fail.
-    if max_seq_length < 3:
-        raise argument_error("max_seq_length", f"must be at least 3, got {max_seq_length}")
-
-
 def _label_id(example, label_map, regression, multi_label=False):
     """The label's index in the label list, the float score of a regression example, or the
     multi-hot list of a multi-label example's labels."""
@@ -189,7 +182,7 @@ def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer,
     """`convert_single_example` of consecutive examples, the first at `first_index`: their
     texts tokenized in one call (`packing.text_ids`) and packed in one; with `doc_stride`, the
     windows of each (`_long_text_windows`), each feature holding its example's index."""
-    _check_max_seq_length(max_seq_length)
+    check_max_seq_length(max_seq_length)
     label_map = None if regression else {label: i for i, label in enumerate(label_list)}
     real = [i for i, example in enumerate(examples)
             if not isinstance(example, PaddingInputExample)]
@@ -233,15 +226,6 @@ def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer,
     return result
 
 
-def check_doc_stride(doc_stride, max_seq_length):
-    """A stride that moves each window on by at least a piece, and less than a single text's
-    window (max_seq_length - 2 pieces), so that windows overlap."""
-    if doc_stride is not None and not 1 <= doc_stride < max_seq_length - 2:
-        raise argument_error("doc_stride", f"must be at least 1 and less than the window, "
-                                           f"max_seq_length - 2 = {max_seq_length - 2} pieces, "
-                                           f"got {doc_stride}")
-
-
 def _long_text_windows(packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id, sep_id):
     """{row: the model inputs of its windows} of the rows whose packing (`packed`, the
     original's truncation) left pieces out; the others are their packed row alone.
@@ -249,8 +233,7 @@ def _long_text_windows(packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id,
     A single text: windows of max_seq_length - 2 pieces. A pair: the first text keeps what the
     original's truncation keeps of it (read off its packed row: its segment-0 pieces), and the
     second is split into windows of the room left, max_seq_length - 3 - that. Windows start
-    `doc_stride` pieces apart, as run_squad's over a context (`squad_data.doc_spans`: by the
-    window's length instead when that is shorter, so no piece is skipped); the first window is
+    `doc_stride` pieces apart, as run_squad's over a context (`bert_tf.text.windows.doc_spans`); the first window is
     the truncated packing itself. Each is packed by `packing.pack_lists`, a pair with
     truncate="second": `[CLS] a [SEP] window [SEP]`."""
 

@@ -32,7 +32,6 @@ What it adds:
 - window flags that cannot work (a window of no tokens, doc_stride < 1) are errors, where the
   original loops forever.
 """
-import collections
 import dataclasses
 import json
 import random
@@ -42,6 +41,7 @@ from bert_tf.data import features as features_lib
 from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.io_utils import open_input
 from bert_tf.text import packing
+from bert_tf.text.windows import DocSpan, check_doc_stride, doc_spans, max_context_spans
 
 FIRST_UNIQUE_ID = 1000000000
 TRAINING_SHUFFLE_SEED = 12345
@@ -274,44 +274,10 @@ class InputFeatures:
     is_impossible: Optional[bool] = None
 
 
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
-
-
-def doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-    """The original's sliding windows over `num_tokens` context tokens."""
-    spans = []
-    start_offset = 0
-    while start_offset < num_tokens:
-        length = min(num_tokens - start_offset, max_tokens_for_doc)
-        spans.append(DocSpan(start=start_offset, length=length))
-        if start_offset + length == num_tokens:
-            break
-        start_offset += min(length, doc_stride)
-    return spans
-
-
 def _check_is_max_context(doc_spans_, cur_span_index, position):
     """The original's check: is `cur_span_index` the window with the most context for the
-    token at `position` (the minimum of its left and right context, plus 0.01 x the window
-    length; the first window wins ties)?"""
-    return _max_context_spans(doc_spans_).get(position) == cur_span_index
-
-
-def _max_context_spans(spans):
-    """{position: index of its max-context window} for every position in a window, with the
-    original's score and tie rule, computed once per example instead of once per token."""
-    best_score = {}
-    best_span = {}
-    for span_index, span in enumerate(spans):
-        end = span.start + span.length - 1
-        bonus = 0.01 * span.length
-        for position in range(span.start, end + 1):
-            score = min(position - span.start, end - position) + bonus
-            previous = best_score.get(position)
-            if previous is None or score > previous:
-                best_score[position] = score
-                best_span[position] = span_index
-    return best_span
+    token at `position` (`bert_tf.text.windows.max_context_spans`)?"""
+    return max_context_spans(doc_spans_).get(position) == cur_span_index
 
 
 def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
@@ -334,8 +300,7 @@ def check_window_flags(max_seq_length, doc_stride, max_query_length):
     if max_seq_length <= max_query_length + 3:
         raise argument_error("max_seq_length", f"the max_seq_length ({max_seq_length}) must be "
                              f"greater than max_query_length ({max_query_length}) + 3")
-    if doc_stride < 1:
-        raise argument_error("doc_stride", f"must be >= 1, got {doc_stride}")
+    check_doc_stride(doc_stride)
 
 
 class _ContextTokens:
@@ -450,7 +415,7 @@ def _example_windows(example_index, example, tokenizer, context_tokens, max_seq_
     # The -3 accounts for [CLS], [SEP] and [SEP].
     max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
     spans = doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
-    max_context = _max_context_spans(spans)
+    max_context = max_context_spans(spans)
     doc_offset = len(query_tokens) + 2  # where the window starts: after [CLS] question [SEP]
     query_ids = tokenizer.convert_tokens_to_ids(query_tokens)
 

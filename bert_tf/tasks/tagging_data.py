@@ -20,14 +20,14 @@ needs a tag on every word):
   sentence (not written to the records), so `words_predictions` maps per-position predictions
   back to words.
 """
-import bisect
 import dataclasses
 
-from bert_tf.errors import InputError, argument_error, file_error
+from bert_tf.errors import InputError, file_error
 from bert_tf.data.features import write_examples
-from bert_tf.tasks.classifier_data import check_doc_stride
 from bert_tf.io_utils import atomic_open, open_input
 from bert_tf.text import packing
+from bert_tf.text.windows import (check_doc_stride, check_max_seq_length, scoring_windows,
+                                  word_windows)
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE_TAG = "O"
@@ -177,61 +177,6 @@ def word_pieces(tokenizer, words):
     return [pieces or [UNKNOWN_PIECE] for pieces in packing.tokenize_all(tokenizer, words)]
 
 
-@dataclasses.dataclass
-class Window:
-    """Words first_word .. end_word - 1 of a sentence, as its pieces piece_start .. piece_end - 1.
-
-    piece_end may cut the last word short only when the window holds that single word.
-    """
-    first_word: int
-    end_word: int
-    piece_start: int
-    piece_end: int
-
-    def context_score(self, position):
-        """run_squad's `_check_is_max_context` score of a piece position in this window:
-        the smaller of its left and right context, plus 0.01 x the window length (ties go
-        to the longer window)."""
-        left, right = position - self.piece_start, self.piece_end - 1 - position
-        return min(left, right) + 0.01 * (self.piece_end - self.piece_start)
-
-
-def word_windows(word_starts, num_pieces, max_pieces, doc_stride):
-    """Windows of at most max_pieces pieces covering every word, starting at word boundaries.
-
-    word_starts: each word's first piece (ascending); num_pieces: the sentence's pieces. Each
-    window holds as many whole words as fit; the next starts at the first word at least
-    doc_stride pieces further on, but no later than the word after the window, so no word is
-    skipped, and at least one word on, so the loop ends.
-    """
-    word_ends = word_starts[1:] + [num_pieces]
-    num_words = len(word_starts)
-    windows, first = [], 0
-    while True:
-        piece_start = word_starts[first]
-        end = first + 1
-        while end < num_words and word_ends[end] - piece_start <= max_pieces:
-            end += 1
-        piece_end = min(word_ends[end - 1], piece_start + max_pieces)
-        windows.append(Window(first, end, piece_start, piece_end))
-        if end == num_words:
-            return windows
-        first = bisect.bisect_left(word_starts, piece_start + doc_stride, first + 1, end)
-
-
-def scoring_windows(windows, word_starts):
-    """For each word, the index of the window that scores it: the one where its first piece
-    has the most context (the first such window on ties, as run_squad)."""
-    best = [None] * len(word_starts)
-    best_score = [None] * len(word_starts)
-    for index, window in enumerate(windows):
-        for word in range(window.first_word, window.end_word):
-            score = window.context_score(word_starts[word])
-            if best_score[word] is None or score > best_score[word]:
-                best[word], best_score[word] = index, score
-    return best
-
-
 def _label_ids(sentence_index, words, tags, label_map, where=None):
     """Each word's tag index (0 for a word without a gold tag). `where(sentence_index,
     word_index)`, if given, is the "file:line" of a word, which an unknown tag's error names."""
@@ -311,9 +256,7 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     A tag not in `label_list` is an InputError naming the word (and its file:line when the
     sentences are read_conll's).
     """
-    if max_seq_length < 3:
-        raise argument_error("max_seq_length", f"must be at least 3 ([CLS], a piece, [SEP]), "
-                                               f"got {max_seq_length}")
+    check_max_seq_length(max_seq_length)
     check_doc_stride(doc_stride, max_seq_length)  # a given stride: windows must overlap
     if doc_stride is None:
         doc_stride = max(1, (max_seq_length - 2) // 2)
