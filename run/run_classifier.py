@@ -91,7 +91,8 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks import classification, classifier_data
+    from bert_tf.tasks.classification import preprocessor as classifier_data
+    from bert_tf.tasks.classification import task as classification
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")

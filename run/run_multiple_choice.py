@@ -65,7 +65,9 @@ def file_options():
 
 def main(argv):
     del argv
-    from bert_tf.tasks import classification, multiple_choice, multiple_choice_data
+    from bert_tf.tasks.classification import task as classification
+    from bert_tf.tasks.multiple_choice import preprocessor as multiple_choice_data
+    from bert_tf.tasks.multiple_choice import task as multiple_choice
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")

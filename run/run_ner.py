@@ -48,7 +48,7 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks import tagging
+    from bert_tf.tasks.ner import task as tagging
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "output_dir")

@@ -87,7 +87,7 @@ def main(argv):
             raise flag_error("vocab_file", f"{FLAGS.vocab_file} has no [MASK] token")
         mask_id, vocab_size = vocab["[MASK]"], len(vocab)
     # Then the task and the runner, which import TensorFlow.
-    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
+    from bert_tf.tasks.pretraining.task import PretrainingConfig, PretrainingTask, pretraining_records
     from bert_tf.training import runner
 
     common_flags.start_strategy()

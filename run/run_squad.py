@@ -81,7 +81,7 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks import squad
+    from bert_tf.tasks.squad import task as squad
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("output_dir")

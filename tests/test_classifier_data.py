@@ -11,8 +11,8 @@ Oracles:
 """
 import pytest
 
-from bert_tf.tasks import classifier_data as cd
-from bert_tf.data import features
+from bert_tf.tasks.classification import preprocessor as cd
+from bert_tf.data import records as features
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 from conftest import decoded_records

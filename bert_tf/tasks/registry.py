@@ -11,12 +11,12 @@ import importlib
 from bert_tf.errors import InputError
 
 _TASKS = {
-    "encoder": ("bert_tf.tasks.encoder", "EncoderTask"),
-    "pretraining": ("bert_tf.tasks.pretraining", "PretrainingTask"),
-    "classifier": ("bert_tf.tasks.classification", "ClassificationTask"),
-    "squad": ("bert_tf.tasks.squad", "SquadTask"),
-    "ner": ("bert_tf.tasks.tagging", "TaggingTask"),
-    "multiple_choice": ("bert_tf.tasks.multiple_choice", "MultipleChoiceTask"),
+    "encoder": ("bert_tf.tasks.encoder.task", "EncoderTask"),
+    "pretraining": ("bert_tf.tasks.pretraining.task", "PretrainingTask"),
+    "classifier": ("bert_tf.tasks.classification.task", "ClassificationTask"),
+    "squad": ("bert_tf.tasks.squad.task", "SquadTask"),
+    "ner": ("bert_tf.tasks.ner.task", "TaggingTask"),
+    "multiple_choice": ("bert_tf.tasks.multiple_choice.task", "MultipleChoiceTask"),
 }
 NAMES = tuple(_TASKS)
 

@@ -30,8 +30,8 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking, input_pipeline
-from bert_tf.data.features import (ORIGINAL_LAYOUT, pretraining_feature_spec,
+from bert_tf.data import input_pipeline
+from bert_tf.data.records import (ORIGINAL_LAYOUT, pretraining_feature_spec,
                                    pretraining_layout_of)
 from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
                                          first_record_lengths)
@@ -39,6 +39,7 @@ from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.model import checkpoints
 from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks.base import Records, Task, TaskConfig
+from bert_tf.tasks.pretraining import dynamic_masking
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")

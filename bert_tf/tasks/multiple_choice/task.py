@@ -27,12 +27,13 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.data.features import multiple_choice_feature_spec
+from bert_tf.data.records import multiple_choice_feature_spec
 from bert_tf.errors import argument_error
 from bert_tf.model.models import BertMultipleChoice
-from bert_tf.tasks import classifier_data, multiple_choice_data
+from bert_tf.tasks.classification import preprocessor as classifier_data
+from bert_tf.tasks.multiple_choice import preprocessor as multiple_choice_data
 from bert_tf.tasks.base import PreparedTask, Records, TaskConfig, preparing
-from bert_tf.tasks.classification import RECORD_FILES, ClassificationTask
+from bert_tf.tasks.classification.task import RECORD_FILES, ClassificationTask
 from bert_tf.text.packing import INPUT_NAMES
 from bert_tf.training import runner
 

@@ -48,7 +48,7 @@ import math
 import os
 from typing import Optional, Union
 
-from bert_tf.data import features
+from bert_tf.data import records as features
 from bert_tf.text import packing
 from bert_tf.text.windows import check_doc_stride, check_max_seq_length, doc_spans
 from bert_tf.errors import InputError, arg, argument_error, file_error

@@ -23,7 +23,7 @@ needs a tag on every word):
 import dataclasses
 
 from bert_tf.errors import InputError, file_error
-from bert_tf.data.features import write_examples
+from bert_tf.data.records import write_examples
 from bert_tf.io_utils import atomic_open, open_input
 from bert_tf.text import packing
 from bert_tf.text.windows import (check_doc_stride, check_max_seq_length, scoring_windows,

@@ -28,11 +28,13 @@ import time
 
 import tensorflow as tf
 
-from bert_tf.data import features as features_lib
-from bert_tf.data.features import squad_feature_spec
+from bert_tf.data import records as features_lib
+from bert_tf.data.records import squad_feature_spec
 from bert_tf.errors import argument_error
 from bert_tf.model.models import BertSpanLabeler
-from bert_tf.tasks import squad_data, squad_metrics, squad_postprocess
+from bert_tf.tasks.squad import metrics as squad_metrics
+from bert_tf.tasks.squad import postprocess as squad_postprocess
+from bert_tf.tasks.squad import preprocessor as squad_data
 from bert_tf.tasks.base import (PreparedTask, Records, Task, TaskConfig, format_results,
                                 preparing, write_results)
 from bert_tf.training import runner
@@ -121,7 +123,7 @@ class SquadTask(Task):
         dataset, examples, features = self.predict_data
         if not features:  # nothing ran: no window to take logits from
             raise ValueError("no predict window: check the predict file with "
-                             "bert_tf.tasks.squad.require_windows before running predict")
+                             "bert_tf.tasks.squad.task.require_windows before running predict")
         real = outputs["unique_ids"] != PADDING_UNIQUE_ID
         started = time.perf_counter()
         paths = [os.path.join(output_dir, name) for name in (

@@ -37,7 +37,7 @@ import json
 import random
 from typing import Optional
 
-from bert_tf.data import features as features_lib
+from bert_tf.data import records as features_lib
 from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.io_utils import open_input
 from bert_tf.text import packing

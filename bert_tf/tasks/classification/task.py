@@ -63,11 +63,12 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.features import classifier_feature_spec
+from bert_tf.data.records import classifier_feature_spec
 from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
-from bert_tf.tasks import classifier_data, metrics
+from bert_tf.tasks import metrics
+from bert_tf.tasks.classification import preprocessor as classifier_data
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 from bert_tf.text.windows import check_doc_stride
 from bert_tf.training import runner

@@ -33,10 +33,10 @@ batch size with all-zero questions that results leave out (`classifier_data.pad_
 import dataclasses
 import os
 
-from bert_tf.data import features
+from bert_tf.data import records as features
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import split_comma_list
-from bert_tf.tasks.classifier_data import (PaddingInputExample, parse_column, parse_delimiter,
+from bert_tf.tasks.classification.preprocessor import (PaddingInputExample, parse_column, parse_delimiter,
                                            read_rows, refuse_options, with_header_hint)
 from bert_tf.text import packing
 from bert_tf.tokenization import convert_to_unicode

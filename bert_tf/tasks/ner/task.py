@@ -20,10 +20,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.features import tagging_feature_spec
+from bert_tf.data.records import tagging_feature_spec
 from bert_tf.errors import arg, argument_error
 from bert_tf.model.models import BertTokenClassifier
-from bert_tf.tasks import metrics, tagging_data
+from bert_tf.tasks import metrics
+from bert_tf.tasks.ner import preprocessor as tagging_data
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 from bert_tf.training import runner
 

@@ -1,0 +1,1 @@
+"""Token classification (named entities): run_ner's task and its records."""
