@@ -91,8 +91,7 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks.classification import preprocessor as classifier_data
-    from bert_tf.tasks.classification import task as classification
+    from bert_tf.tasks.classification import glue, task as classification
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
@@ -105,7 +104,7 @@ def main(argv):
         files, "classifier", {"threshold": "thresholds", **({
             "label_list": "labels", "multi_label": "multi_label", "regression": "regression"}
             if own_files else {})}, agree=("label_list", "multi_label", "regression"))
-    processor = classifier_data.get_processor(FLAGS.task_name, **tsv_options())
+    processor = glue.get_processor(FLAGS.task_name, **tsv_options())
     label_list = processor.get_labels(FLAGS.data_dir)  # None: regression
     if not own_files:
         for key, value in (("regression", label_list is None), ("labels", label_list),

@@ -66,12 +66,11 @@ def file_options():
 def main(argv):
     del argv
     from bert_tf.tasks.classification import task as classification
-    from bert_tf.tasks.multiple_choice import preprocessor as multiple_choice_data
-    from bert_tf.tasks.multiple_choice import task as multiple_choice
+    from bert_tf.tasks.multiple_choice import reader, task as multiple_choice
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
-    processor = multiple_choice_data.get_processor(FLAGS.task_name, **file_options())
+    processor = reader.get_processor(FLAGS.task_name, **file_options())
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("multiple_choice")
     modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]

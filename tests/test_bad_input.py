@@ -387,7 +387,7 @@ def test_multi_label_separator_check_reads_the_labels_as_meant(tmp_path):
     listed), the same file is read; labels holding "/" (AG News' "Sci/Tech") are no
     separators; "|" is suggested as ";" is."""
     from bert_tf.errors import InputError
-    from bert_tf.tasks.classification.preprocessor import TsvProcessor
+    from bert_tf.tasks.classification.reader import TsvProcessor
 
     (tmp_path / "train.tsv").write_text(MULTI_LABEL_JOINED)
     options = dict(text_a_column=0, label_column=1, multi_label=True)
@@ -434,8 +434,8 @@ def test_a_header_line_read_as_data_is_named_by_every_reader(shared_data, tmp_pa
     each error names line 1 and skip_header, and skip_header reads the file. Files where line
     1's label is rare but real are read: too few lines to tell, or labels that do not repeat."""
     from bert_tf.errors import InputError
-    from bert_tf.tasks.classification.preprocessor import TsvProcessor
-    from bert_tf.tasks.multiple_choice.preprocessor import ChoiceProcessor
+    from bert_tf.tasks.classification.reader import TsvProcessor
+    from bert_tf.tasks.multiple_choice.reader import ChoiceProcessor
 
     train = sst2_head(shared_data, tmp_path / "train.tsv")
     cases = [({}, "label 'label' is on no other line of the file: line 1 looks like a header; "

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.classification import task as classification
-from bert_tf.tasks.classification.preprocessor import InputExample
+from bert_tf.tasks.classification.reader import InputExample
 
 from conftest import run_command_line
 

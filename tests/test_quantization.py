@@ -104,7 +104,7 @@ def exports(tmp_path_factory, shared_data):
     from bert_tf import api
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.serving import export
-    from bert_tf.tasks.classification import preprocessor as classifier_data
+    from bert_tf.tasks.classification import glue as classifier_data
     from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
     from conftest import PROJECT_ROOT, minilm_directory, require_module
 

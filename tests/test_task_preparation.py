@@ -7,8 +7,8 @@ records, decoded, for the same files."""
 import pytest
 
 from bert_tf.errors import InputError
-from bert_tf.tasks.classification import preprocessor as classifier_data
-from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks import classification
+from bert_tf.tasks import classification as classifier_data
 from conftest import decoded_records
 
 SEQ = 48

@@ -67,7 +67,7 @@ from bert_tf.data.records import classifier_feature_spec
 from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
-from bert_tf.tasks import metrics
+from bert_tf.tasks import metrics, registry
 from bert_tf.tasks.classification import preprocessor as classifier_data
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 from bert_tf.text.windows import check_doc_stride
@@ -196,6 +196,7 @@ class ClassificationConfig(TaskConfig):
         return tuple(thresholds)
 
 
+@registry.register("classifier")
 class ClassificationTask(Task):
     """run_classifier's task over records written by `bert_tf.tasks.classifier_data`
     (`prepare_task`), or for a loaded model (its labels)."""

@@ -32,6 +32,7 @@ from bert_tf.errors import argument_error
 from bert_tf.model.models import BertMultipleChoice
 from bert_tf.tasks.classification import preprocessor as classifier_data
 from bert_tf.tasks.multiple_choice import preprocessor as multiple_choice_data
+from bert_tf.tasks import registry
 from bert_tf.tasks.base import PreparedTask, Records, TaskConfig, preparing
 from bert_tf.tasks.classification.task import RECORD_FILES, ClassificationTask
 from bert_tf.text.packing import INPUT_NAMES
@@ -66,6 +67,7 @@ class MultipleChoiceConfig(TaskConfig):
         return self.num_choices
 
 
+@registry.register("multiple_choice")
 class MultipleChoiceTask(ClassificationTask):
     """The multiple-choice task over records written by `prepare_task`, or for a loaded model
     (export, `bert_tf.api`)."""

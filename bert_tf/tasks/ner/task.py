@@ -23,7 +23,7 @@ import tensorflow as tf
 from bert_tf.data.records import tagging_feature_spec
 from bert_tf.errors import arg, argument_error
 from bert_tf.model.models import BertTokenClassifier
-from bert_tf.tasks import metrics
+from bert_tf.tasks import metrics, registry
 from bert_tf.tasks.ner import preprocessor as tagging_data
 from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
 from bert_tf.training import runner
@@ -32,7 +32,7 @@ SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "lab
 
 
 @dataclasses.dataclass
-class TaggingConfig(TaskConfig):
+class NerConfig(TaskConfig):
     """Attributes (besides TaskConfig's):
       labels: the tags, in output order ("O" first).
       scheme: "IOB2" or "IOB1" (how entities are read from the tags).
@@ -43,18 +43,19 @@ class TaggingConfig(TaskConfig):
     dropout_rate: float = 0.1
 
 
-class TaggingTask(Task):
+@registry.register("ner")
+class NerTask(Task):
     """run_ner's task over records written by `prepare_task`, or for a loaded model (its tags).
 
     Args:
-      config: a TaggingConfig.
+      config: a NerConfig.
       features: {"eval"|"predict": the TaggingFeatures written (padding included)}, which map
         the per-piece predictions back to words.
       sentences: {"eval"|"predict": the (words, tags) sentences they came from}.
     """
 
     name = "ner"
-    Config = TaggingConfig
+    Config = NerConfig
     train_metric_names = ("loss", "accuracy")
     sequence_features = SEQUENCE_FEATURES
 
@@ -210,7 +211,7 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
                  doc_stride=None, eval_batch_size=None, predict_batch_size=None,
                  train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1,
                  check_model=None, log=None, **task_options):
-    """Reads the CoNLL files, writes their records and returns the PreparedTask (a TaggingTask;
+    """Reads the CoNLL files, writes their records and returns the PreparedTask (a NerTask;
     num_train counts the training windows).
 
     Args:
@@ -230,7 +231,7 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
       check_model: called with a function building the task's model before any record is
         written (the command lines check --init_checkpoint with it).
       log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: TaggingConfig's other fields (scheme, bucket_by_length, ...).
+      task_options: NerConfig's other fields (scheme, bucket_by_length, ...).
     Every file is read and checked before any record is written; records are written
     atomically, and on failure what was created in output_dir is removed.
     """
@@ -243,10 +244,10 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
     splits = {mode: read_sentences(data_dir, name, require_tags=mode != "predict")
               for mode, name in files.items() if name}
     label_list = list(label_list or tagging_data.label_list_from(splits["train"]))
-    config = TaggingConfig(bert_config=bert_config, max_seq_length=max_seq_length,
+    config = NerConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                            labels=label_list, **task_options)
     if check_model:
-        check_model(TaggingTask(config).build_model)
+        check_model(NerTask(config).build_model)
     log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
 
     features = {mode: tagging_data.convert_sentences_to_features(  # every split checked
@@ -271,6 +272,6 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
                 f"(+{len(mode_features) - num_real} padding) -> {path}")
             config.records[mode] = Records((path,), None if mode == "train"
                                            else len(mode_features))
-    task = TaggingTask(config, features={m: f for m, f in features.items() if m != "train"},
+    task = NerTask(config, features={m: f for m, f in features.items() if m != "train"},
                        sentences=splits)
     return PreparedTask(task, **prepared)

@@ -38,6 +38,7 @@ from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.model import checkpoints
 from bert_tf.model.models import BertPretrainer
+from bert_tf.tasks import registry
 from bert_tf.tasks.base import Records, Task, TaskConfig
 from bert_tf.tasks.pretraining import dynamic_masking
 
@@ -213,6 +214,7 @@ def pretraining_records(input_files):
     return {mode: Records(tuple(input_files)) for mode in ("train", "eval")}
 
 
+@registry.register("pretraining")
 class PretrainingTask(Task):
     """Masked-LM + next-sentence pretraining on create_pretraining_data's records.
 

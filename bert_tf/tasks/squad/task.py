@@ -32,6 +32,7 @@ from bert_tf.data import records as features_lib
 from bert_tf.data.records import squad_feature_spec
 from bert_tf.errors import argument_error
 from bert_tf.model.models import BertSpanLabeler
+from bert_tf.tasks import registry
 from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import preprocessor as squad_data
@@ -70,6 +71,7 @@ class SquadConfig(TaskConfig):
     verbose_logging: bool = False
 
 
+@registry.register("squad")
 class SquadTask(Task):
     """run_squad's task over records written by `prepare_task`, or for a loaded model.
 
