@@ -13,7 +13,7 @@ import pytest
 
 from bert_tf.tasks import classification as cd
 from bert_tf.tasks.classification import preprocessor
-from bert_tf.data import records as features
+from bert_tf.tasks.classification import preprocessor as features
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 from conftest import decoded_records

@@ -235,7 +235,7 @@ def test_exported_savedmodel_predicts_as_the_run(evaluated, workspace):
     on the predict records (loaded without bert_tf's Python classes)."""
     import tensorflow as tf
 
-    from bert_tf.data.records import classifier_feature_spec
+    from bert_tf.tasks.classification.preprocessor import classifier_feature_spec
 
     output_dir, _ = evaluated["padded"]
     serve = tf.saved_model.load(str(output_dir / "exported")).signatures["serving_default"]

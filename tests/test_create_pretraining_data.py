@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.data.records import pretraining_feature_spec
+from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 from bert_tf.tokenization import FullTokenizer
 

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.pretraining import preprocessor as pretraining_data
-from bert_tf.data.records import (PretrainingLayout, pretraining_feature_spec,
-                                   pretraining_layout_of)
+from bert_tf.tasks.pretraining.layout import PretrainingLayout, pretraining_layout_of
+from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 from bert_tf.data.input_pipeline import first_record_lengths
 from bert_tf.tasks.pretraining.record_stats import count_tokens
 from bert_tf.tokenization import FullTokenizer

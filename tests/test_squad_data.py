@@ -18,7 +18,7 @@ import random
 
 import pytest
 
-from bert_tf.data import records as features_lib
+from bert_tf.tasks.squad import preprocessor as features_lib
 from bert_tf.tasks.squad import preprocessor as sd
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer

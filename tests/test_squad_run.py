@@ -266,7 +266,7 @@ def test_training_loss_equals_the_originals(reference, refbert, ref_flags, works
     import tensorflow as tf
 
     from bert_tf.model.config import BertConfig
-    from bert_tf.data.records import squad_feature_spec
+    from bert_tf.tasks.squad.preprocessor import squad_feature_spec
     from bert_tf.tasks.base import Records
     from bert_tf.tasks.squad.task import SquadConfig, SquadTask
 

@@ -15,7 +15,7 @@ import pytest
 from bert_tf.tasks import metrics
 from bert_tf.tasks.ner import preprocessor as tagging_data
 from bert_tf.errors import InputError
-from bert_tf.data.records import tagging_feature_spec
+from bert_tf.tasks.ner.preprocessor import tagging_feature_spec
 
 CLS, SEP = "[CLS]", "[SEP]"
 from bert_tf.tokenization import FullTokenizer

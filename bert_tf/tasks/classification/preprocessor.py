@@ -5,8 +5,10 @@ label_ids, is_real_example), long texts in windows with `doc_stride`, and paddin
 import dataclasses
 from typing import Optional, Union
 
-from bert_tf.data import records as features
+from bert_tf.data.records import feature_spec, write_examples
+from bert_tf.data.schema import FLOAT32, INT64, Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
+from bert_tf.tasks.preprocessor import pad_to_batch
 from bert_tf.text import packing
 from bert_tf.text.windows import check_doc_stride, check_max_seq_length, doc_spans
 
@@ -41,12 +43,7 @@ class InputFeatures:
     example_id: Optional[int] = None  # windows (doc_stride): the example's index, padding -1
 
     def to_record(self):
-        """The original's record features for `bert_tf.data.features.write_examples`.
-
-        A float `label_id` (regression) is written as a FloatList, as `classifier_feature_spec(
-        regression=True)` reads it; anything else as Int64List. A window also holds its
-        `example_id` (not the original's: records without windows do not).
-        """
+        """The original's record (`record_schema`); a window also holds its `example_id`."""
         record = {"input_ids": self.input_ids, "input_mask": self.input_mask,
                   "segment_ids": self.segment_ids, "label_ids": self.label_id,
                   "is_real_example": int(self.is_real_example)}
@@ -240,13 +237,44 @@ def write_classifier_records(examples, label_list, max_seq_length, tokenizer, ou
     records = (f.to_record() for f in
                iter_features(examples, label_list, max_seq_length, tokenizer, regression, log,
                              multi_label))
-    return features.write_examples(output_file, records)
+    schema = record_schema(max_seq_length, regression,
+                           len(label_list) if multi_label else None)
+    return write_examples(output_file, records, schema)
 
 
 def write_features(input_features, output_file):
     """Writes InputFeatures (e.g. `iter_features`' windows) as `write_classifier_records`
     writes its examples' (atomically). Returns the number of records written."""
-    return features.write_examples(output_file, (f.to_record() for f in input_features))
+    input_features = list(input_features)
+    schema = feature_schema(input_features[0]) if input_features else None
+    return write_examples(output_file, (f.to_record() for f in input_features), schema)
+
+
+def record_schema(max_seq_length, regression=False, multi_label_size=None, windowed=False):
+    """run_classifier's records: inputs [max_seq_length], `label_ids` [] (float for
+    regression; multi-label: multi-hot [multi_label_size]) and `is_real_example` []; windows
+    also their `example_id` []."""
+    if multi_label_size is not None:
+        label = Feature("label_ids", (multi_label_size,))
+    else:
+        label = Feature("label_ids", (), FLOAT32 if regression else INT64)
+    schema = input_features([max_seq_length]) + [label, Feature("is_real_example")]
+    if windowed:
+        schema.append(Feature("example_id"))
+    return RecordSchema(schema)
+
+
+def feature_schema(feature):
+    """The `record_schema` of an InputFeatures' records."""
+    label = feature.label_id
+    return record_schema(len(feature.input_ids), isinstance(label, float),
+                         len(label) if isinstance(label, list) else None,
+                         feature.example_id is not None)
+
+
+def classifier_feature_spec(max_seq_length, regression=False, multi_label_size=None):
+    """The tf.io parsing spec of `record_schema`'s records (without windows)."""
+    return feature_spec(record_schema(max_seq_length, regression, multi_label_size))
 
 
 def pad_examples(examples, batch_size):
@@ -254,9 +282,4 @@ def pad_examples(examples, batch_size):
 
     Returns (the padded list, the number of real examples). The input list is not modified.
     """
-    if batch_size < 1:
-        raise InputError(f"the batch size must be positive, got {batch_size}")
-    padded = list(examples)
-    num_real = len(padded)
-    padded.extend(PaddingInputExample() for _ in range(-num_real % batch_size))
-    return padded, num_real
+    return pad_to_batch(examples, batch_size, PaddingInputExample())

@@ -63,7 +63,7 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.records import classifier_feature_spec
+from bert_tf.data.records import feature_spec
 from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
@@ -209,11 +209,9 @@ class ClassificationTask(Task):
     # ---- Data.
     def feature_spec(self, mode):
         config = self.config
-        spec = classifier_feature_spec(config.max_seq_length, config.regression,
-                                       config.num_labels if config.multi_label else None)
-        if config.windowed:
-            spec["example_id"] = tf.io.FixedLenFeature([], tf.int64)
-        return spec
+        return feature_spec(classifier_data.record_schema(
+            config.max_seq_length, config.regression,
+            config.num_labels if config.multi_label else None, config.windowed))
 
     # ---- Model.
     def build_model(self):

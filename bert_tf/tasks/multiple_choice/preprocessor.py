@@ -2,7 +2,8 @@
 as the original's pairs (longest part truncated first) and flattened, with `label_ids` and
 `is_real_example` as run_classifier's.
 """
-from bert_tf.data import records as features
+from bert_tf.data.records import feature_spec, write_examples
+from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
 from bert_tf.tasks.classification.preprocessor import PaddingInputExample
 from bert_tf.text import packing
@@ -30,7 +31,7 @@ def iter_records(examples, num_choices, max_seq_length, tokenizer):
     is_real_example 0), in order, packed a chunk of questions at a time
     (`packing.pack_choices`)."""
     examples = list(examples)
-    zeros = [0] * (num_choices * max_seq_length)
+    padding = record_schema(num_choices, max_seq_length).padding_record()
     for start in range(0, len(examples), _CHUNK):
         chunk = examples[start:start + _CHUNK]
         real = [e for e in chunk if not isinstance(e, PaddingInputExample)]
@@ -39,8 +40,7 @@ def iter_records(examples, num_choices, max_seq_length, tokenizer):
         row = 0
         for example in chunk:
             if isinstance(example, PaddingInputExample):
-                yield {"input_ids": zeros, "input_mask": zeros, "segment_ids": zeros,
-                       "label_ids": 0, "is_real_example": 0}
+                yield padding
                 continue
             record = {name: packed[name][row].reshape(-1).tolist()
                       for name in packing.INPUT_NAMES}
@@ -53,5 +53,19 @@ def write_choice_records(examples, num_choices, max_seq_length, tokenizer, outpu
     """Writes one tf.train.Example per question (see the module docstring) to `output_file`,
     atomically; returns the number written."""
     check_examples(examples, num_choices)
-    return features.write_examples(
-        output_file, iter_records(examples, num_choices, max_seq_length, tokenizer))
+    return write_examples(output_file,
+                          iter_records(examples, num_choices, max_seq_length, tokenizer),
+                          record_schema(num_choices, max_seq_length))
+
+
+def record_schema(num_choices, max_seq_length):
+    """One record per question: its `num_choices` packed sequences (`input_ids`, `input_mask`,
+    `segment_ids` [num_choices, max_seq_length], written flat), `label_ids` [] (the right
+    ending's index) and `is_real_example` [], as run_classifier's."""
+    return RecordSchema(input_features([num_choices, max_seq_length])
+                        + [Feature("label_ids"), Feature("is_real_example")])
+
+
+def multiple_choice_feature_spec(num_choices, max_seq_length):
+    """The tf.io parsing spec of `record_schema`'s records."""
+    return feature_spec(record_schema(num_choices, max_seq_length))

@@ -27,7 +27,6 @@ import os
 
 import tensorflow as tf
 
-from bert_tf.data.records import multiple_choice_feature_spec
 from bert_tf.errors import argument_error
 from bert_tf.model.models import BertMultipleChoice
 from bert_tf.tasks.classification import preprocessor as classifier_data
@@ -79,7 +78,8 @@ class MultipleChoiceTask(ClassificationTask):
     token_id_rank = 3
 
     def feature_spec(self, mode):
-        return multiple_choice_feature_spec(self.config.num_choices, self.config.max_seq_length)
+        return multiple_choice_data.multiple_choice_feature_spec(self.config.num_choices,
+                                                                 self.config.max_seq_length)
 
     def _per_label_results(self, scores):
         """None: an ending's position is no class (SWAG shuffles the right one's)."""

@@ -4,7 +4,7 @@ The recipe of Google's BERT NER runs and Hugging Face's token classification: ev
 WordPiece-tokenized on its own and its *first* piece carries the word's tag (`label_mask` 1);
 its other pieces are not scored (`label_mask` 0, `label_ids` 0). Inputs are `[CLS] pieces
 [SEP]`, segment ids 0, zero-padded (bert_tf.text.packing), and stored under
-`features.tagging_feature_spec`'s names.
+`record_schema`'s names.
 
 Choices the recipe leaves open, made so that every word gets exactly one prediction (conlleval
 needs a tag on every word):
@@ -23,7 +23,8 @@ needs a tag on every word):
 import dataclasses
 
 from bert_tf.errors import InputError, file_error
-from bert_tf.data.records import write_examples
+from bert_tf.data.records import feature_spec, write_examples
+from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.io_utils import atomic_open, open_input
 from bert_tf.text import packing
 from bert_tf.text.windows import (check_doc_stride, check_max_seq_length, scoring_windows,
@@ -156,7 +157,7 @@ class TaggingFeature:
     num_words: int = 0
 
     def record(self):
-        """{name: values} for `features.write_examples`, in `tagging_feature_spec`'s names."""
+        """{name: values} of the feature's record (`record_schema`)."""
         return {"input_ids": self.input_ids, "input_mask": self.input_mask,
                 "segment_ids": self.segment_ids, "label_ids": self.label_ids,
                 "label_mask": self.label_mask, "is_real_example": int(self.is_real_example)}
@@ -274,7 +275,22 @@ def write_tagging_records(features, output_file):
 
     Returns the number of records written.
     """
-    return write_examples(output_file, (feature.record() for feature in features))
+    features = list(features)
+    schema = record_schema(len(features[0].input_ids)) if features else None
+    return write_examples(output_file, (feature.record() for feature in features), schema)
+
+
+def record_schema(max_seq_length):
+    """Token classification records: inputs, `label_ids` [T], `label_mask` [T] (1 where a
+    word's first piece carries its label), `is_real_example` []."""
+    return RecordSchema(input_features([max_seq_length])
+                        + [Feature("label_ids", (max_seq_length,)),
+                           Feature("label_mask", (max_seq_length,)), Feature("is_real_example")])
+
+
+def tagging_feature_spec(max_seq_length):
+    """The tf.io parsing spec of `record_schema`'s records."""
+    return feature_spec(record_schema(max_seq_length))
 
 
 # ---------------------------------------------------------------------------------------------

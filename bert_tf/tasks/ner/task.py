@@ -20,7 +20,6 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.records import tagging_feature_spec
 from bert_tf.errors import arg, argument_error
 from bert_tf.model.models import BertTokenClassifier
 from bert_tf.tasks import metrics, registry
@@ -66,7 +65,7 @@ class NerTask(Task):
 
     # ---- Data.
     def feature_spec(self, mode):
-        return tagging_feature_spec(self.config.max_seq_length)
+        return tagging_data.tagging_feature_spec(self.config.max_seq_length)
 
     # ---- Model.
     def build_model(self):

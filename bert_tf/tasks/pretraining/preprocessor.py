@@ -51,6 +51,7 @@ from numba import njit
 from bert_tf import io_utils
 from bert_tf.errors import argument_error, file_error
 from bert_tf.progress import Progress
+from bert_tf.tasks.pretraining.layout import PretrainingLayout, record_schema
 from bert_tf.tokenization import FullTokenizer
 
 # The original's features, in the order it builds them (the wire order is sorted by key).
@@ -111,12 +112,15 @@ class InstanceOptions:
             return 1
         return self.max_sequences_per_row or self.max_seq_length // self.shortest_sequence
 
+    @property
+    def layout(self):
+        """The PretrainingLayout of the records these options make."""
+        return PretrainingLayout(self.masking, self.next_sentence, self.pack_sequences,
+                                 self.sequences_per_row if self.pack_sequences else 0)
+
     def describe(self):
-        """The layout in words (as `PretrainingLayout.describe`, without importing it)."""
-        objective = "masked-LM + next-sentence" if self.next_sentence else "masked-LM only"
-        packed = (f", packed (at most {self.sequences_per_row} sequences a row)"
-                  if self.pack_sequences else "")
-        return f"{self.masking} masks, {objective}{packed}"
+        """The layout in words."""
+        return self.layout.describe()
 
     def validate(self):
         """Raises InputError naming the field for values the original would crash on."""
@@ -967,22 +971,10 @@ _LAYOUT_KEY_OFFSETS = np.cumsum([0] + [len(n) for n, _, _ in _LAYOUT_FEATURES]).
 
 
 def layout_features(options):
-    """{feature name: number of values} of the records `options` make (as
-    `features.pretraining_feature_spec` for their layout, without TensorFlow)."""
-    lengths = {"T": options.max_seq_length, "P": options.max_predictions_per_seq,
-               "S": options.sequences_per_row}
-    names = {"input_ids", "input_mask", "segment_ids"}
-    if options.masking == "static":
-        names |= {"masked_lm_positions", "masked_lm_ids", "masked_lm_weights"}
-    else:
-        names.add("masked_lm_candidates")
-    if options.pack_sequences:
-        names |= {"position_ids", "sequence_ids"}
-    if options.next_sentence:
-        names.add("next_sentence_labels")
-        if options.pack_sequences:
-            names |= {"next_sentence_positions", "next_sentence_weights"}
-    return {name: lengths[kind] for name, kind, _ in _LAYOUT_FEATURES if name in names}
+    """{feature name: number of values} of the records `options` make (`layout.record_schema`
+    of their layout)."""
+    return record_schema(options.max_seq_length, options.max_predictions_per_seq,
+                         options.layout).lengths()
 
 
 @dataclasses.dataclass

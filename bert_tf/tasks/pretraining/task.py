@@ -31,8 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_tf.data import input_pipeline
-from bert_tf.data.records import (ORIGINAL_LAYOUT, pretraining_feature_spec,
-                                   pretraining_layout_of)
+from bert_tf.data.records import feature_spec
 from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
                                          first_record_lengths)
 from bert_tf.errors import InputError, arg, argument_error, file_error
@@ -41,12 +40,18 @@ from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks import registry
 from bert_tf.tasks.base import Records, Task, TaskConfig
 from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining.layout import ORIGINAL_LAYOUT, pretraining_layout_of, record_schema
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 PACKED_INPUTS = ("position_ids", "sequence_ids", "next_sentence_positions")
 OBJECTIVES = ("mlm_nsp", "mlm")
 EVAL_MASKING_SEED = 0  # eval's dynamic masks: the same at every checkpoint
+
+
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, layout=ORIGINAL_LAYOUT):
+    """The tf.io parsing spec of pretraining records of `layout` (`layout.record_schema`)."""
+    return feature_spec(record_schema(max_seq_length, max_predictions_per_seq, layout))
 
 
 def masked_lm_example_loss(masked_lm_log_probs, masked_lm_ids):

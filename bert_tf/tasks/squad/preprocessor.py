@@ -33,17 +33,20 @@ What it adds:
   original loops forever.
 """
 import dataclasses
+import itertools
 import json
 import random
 from typing import Optional
 
-from bert_tf.data import records as features_lib
+from bert_tf.data.records import feature_spec, write_examples
+from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.io_utils import open_input
 from bert_tf.text import packing
 from bert_tf.text.windows import DocSpan, check_doc_stride, doc_spans, max_context_spans
 
 FIRST_UNIQUE_ID = 1000000000
+PADDING_UNIQUE_ID = 0  # predict records that pad the last batch
 TRAINING_SHUFFLE_SEED = 12345
 
 
@@ -493,32 +496,59 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 # ---------------------------------------------------------------------------------------------
 
 
+def record_schema(max_seq_length, is_training):
+    """run_squad's records: `unique_ids` [], inputs [max_seq_length], and for training
+    `start_positions` [], `end_positions` [], `is_impossible` [] (the original's FeatureWriter;
+    its reader leaves `is_impossible` out, its records have it)."""
+    features = [Feature("unique_ids")] + input_features([max_seq_length])
+    if is_training:
+        features += [Feature(name) for name in
+                     ("start_positions", "end_positions", "is_impossible")]
+    return RecordSchema(features)
+
+
+def squad_feature_spec(max_seq_length, is_training):
+    """The tf.io parsing spec of `record_schema`'s records."""
+    return feature_spec(record_schema(max_seq_length, is_training))
+
+
 def feature_record(feature, is_training):
-    """The original FeatureWriter's features of one InputFeatures, for
-    `bert_tf.data.features.make_example` (all int64)."""
+    """The original FeatureWriter's record of one InputFeatures (`record_schema`)."""
     record = {
-        "unique_ids": [feature.unique_id],
+        "unique_ids": feature.unique_id,
         "input_ids": feature.input_ids,
         "input_mask": feature.input_mask,
         "segment_ids": feature.segment_ids,
     }
     if is_training:
-        record["start_positions"] = [feature.start_position]
-        record["end_positions"] = [feature.end_position]
-        record["is_impossible"] = [1 if feature.is_impossible else 0]
+        record["start_positions"] = feature.start_position
+        record["end_positions"] = feature.end_position
+        record["is_impossible"] = 1 if feature.is_impossible else 0
     return record
+
+
+def padding_record(max_seq_length):
+    """A predict window that is not one (unique_id 0, no tokens): pads the predict records to a
+    multiple of the batch, as the original's padding examples do for the classifier."""
+    return record_schema(max_seq_length, False).padding_record(unique_ids=PADDING_UNIQUE_ID)
 
 
 def write_squad_records(path, features, is_training):
     """Writes features (an iterable of InputFeatures) as the original's TFRecords at `path`,
     atomically. Returns the number written."""
-    return features_lib.write_examples(
-        path, (feature_record(feature, is_training) for feature in features))
+    features = iter(features)
+    first = next(features, None)
+    if first is None:
+        return write_examples(path, [])
+    return write_examples(
+        path, (feature_record(feature, is_training)
+               for feature in itertools.chain([first], features)),
+        record_schema(len(first.input_ids), is_training))
 
 
 __all__ = [
     "FIRST_UNIQUE_ID", "TRAINING_SHUFFLE_SEED", "SquadExample", "SkippedAnswer", "InputError",
     "InputFeatures", "DocSpan", "split_context", "load_squad_json", "read_squad_examples",
     "shuffle_training_examples", "doc_spans", "check_window_flags", "iter_features",
-    "convert_examples_to_features", "feature_record", "write_squad_records",
+    "convert_examples_to_features", "record_schema", "feature_record", "write_squad_records",
 ]

@@ -28,11 +28,11 @@ import time
 
 import tensorflow as tf
 
-from bert_tf.data import records as features_lib
-from bert_tf.data.records import squad_feature_spec
+from bert_tf.data.records import write_examples
 from bert_tf.errors import argument_error
 from bert_tf.model.models import BertSpanLabeler
 from bert_tf.tasks import registry
+from bert_tf.tasks.preprocessor import pad_to_batch
 from bert_tf.tasks.squad import metrics as squad_metrics
 from bert_tf.tasks.squad import postprocess as squad_postprocess
 from bert_tf.tasks.squad import preprocessor as squad_data
@@ -40,7 +40,7 @@ from bert_tf.tasks.base import (PreparedTask, Records, Task, TaskConfig, format_
                                 preparing, write_results)
 from bert_tf.training import runner
 
-PADDING_UNIQUE_ID = 0
+PADDING_UNIQUE_ID = squad_data.PADDING_UNIQUE_ID
 
 
 def has_answers(dataset):
@@ -92,7 +92,7 @@ class SquadTask(Task):
 
     # ---- Data.
     def feature_spec(self, mode):
-        return squad_feature_spec(self.config.max_seq_length, mode == "train")
+        return squad_data.squad_feature_spec(self.config.max_seq_length, mode == "train")
 
     # ---- Model.
     def build_model(self):
@@ -224,14 +224,6 @@ class SquadTask(Task):
         return signatures
 
 
-def padding_record(max_seq_length):
-    """A predict window that is not one (unique_id 0, no tokens): pads the predict records to a
-    multiple of the batch, as the original's padding examples do for the classifier."""
-    zeros = [0] * max_seq_length
-    return {"unique_ids": [PADDING_UNIQUE_ID], "input_ids": zeros, "input_mask": zeros,
-            "segment_ids": zeros}
-
-
 def require_windows(path, examples, features, argument="predict_file"):
     """Raises InputError naming `path` (the file of `argument`) when none of its questions has a
     window: nothing can be predicted (a question without one, among others with windows, is
@@ -328,13 +320,14 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
             config.records["train"] = Records((path,))
             log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
         if predict_file:
-            padding = [padding_record(max_seq_length)] * (
-                -len(features) % predict_batch_size if predict_batch_size else 0)
+            records = [squad_data.feature_record(f, is_training=False) for f in features]
+            if predict_batch_size:
+                records, _ = pad_to_batch(records, predict_batch_size,
+                                          squad_data.padding_record(max_seq_length))
             path = os.path.join(output_dir, "eval.tf_record")
-            count = features_lib.write_examples(
-                path, [squad_data.feature_record(f, is_training=False) for f in features]
-                + padding)
+            count = write_examples(path, records,
+                                   squad_data.record_schema(max_seq_length, False))
             config.records["predict"] = Records((path,), count)
             log(f"  predict: {len(examples)} questions, {len(features)} windows "
-                f"(+{len(padding)} padding) -> {path}")
+                f"(+{count - len(features)} padding) -> {path}")
     return PreparedTask(SquadTask(config, predict_data, log=log), **prepared)
