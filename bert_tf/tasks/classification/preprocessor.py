@@ -8,7 +8,7 @@ from typing import Optional, Union
 from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import FLOAT32, INT64, Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
-from bert_tf.tasks.preprocessor import pad_to_batch
+from bert_tf.tasks.preprocessor import MODES, Preprocessor, pad_to_batch
 from bert_tf.text import packing
 from bert_tf.text.windows import check_doc_stride, check_max_seq_length, doc_spans
 
@@ -283,3 +283,60 @@ def pad_examples(examples, batch_size):
     Returns (the padded list, the number of real examples). The input list is not modified.
     """
     return pad_to_batch(examples, batch_size, PaddingInputExample())
+
+
+class ClassificationPreprocessor(Preprocessor):
+    """run_classifier's records of {mode: InputExamples}: one per example as the original's,
+    or with `doc_stride` one per window of a long text (the training steps then count
+    windows).
+
+    Args:
+      examples: {"train"|"eval"|"predict": InputExamples}.
+      label_list: the labels in output order; None for regression. A multi-label task's
+        examples carry lists of labels.
+      tokenizer: FullTokenizer or FastTokenizer (the same records).
+      task_name: the processor's name, for the log.
+    """
+
+    def __init__(self, examples, label_list, tokenizer, max_seq_length, task_name="",
+                 multi_label=False, doc_stride=None):
+        self.examples, self.label_list = examples, label_list
+        self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+        self.task_name, self.doc_stride = task_name, doc_stride
+        self.conversion = dict(regression=label_list is None, multi_label=multi_label)
+        self.counted_as = "examples" if doc_stride is None else "windows"
+
+    def _features(self, examples):
+        return convert_examples_to_features(examples, self.label_list, self.max_seq_length,
+                                            self.tokenizer, doc_stride=self.doc_stride,
+                                            **self.conversion)
+
+    def read(self):
+        splits = {mode: self.examples[mode] for mode in MODES if mode in self.examples}
+        if self.doc_stride is None:
+            return splits
+        return {mode: self._features(examples) for mode, examples in splits.items()}
+
+    def padding(self, mode):
+        if self.doc_stride is None:
+            return PaddingInputExample()
+        return self._features([PaddingInputExample()])[0]
+
+    def write(self, mode, items, path):
+        if self.doc_stride is None:
+            return write_classifier_records(items, self.label_list, self.max_seq_length,
+                                            self.tokenizer, path, **self.conversion)
+        return write_features(items, path)
+
+    def summary(self, mode, num_real, count):
+        what = (f"{num_real} examples" if self.doc_stride is None else
+                f"{len(self.examples[mode])} examples in {num_real} windows")
+        return f"{what} (+{count - num_real} padding)"
+
+    def description(self, task):
+        config = task.config
+        return ((f"*** task {self.task_name}: " if self.task_name else "*** ")
+                + ("regression" if config.regression else
+                   f"{len(self.label_list)} labels {self.label_list}"
+                   + (f", multi-label (thresholds {list(config.thresholds)})"
+                      if config.multi_label else "")))

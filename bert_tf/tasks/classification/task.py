@@ -31,7 +31,7 @@ row per label: its true and false positives, false and true negatives.
 
 Long texts (`doc_stride`; not in the original; google-research/bert #27, #66, #107): an
 example whose texts do not fit max_seq_length is not truncated but split into windows
-(`classifier_data.iter_features`: overlapping windows of a single text, or of a pair's second
+(`preprocessor.iter_features`: overlapping windows of a single text, or of a pair's second
 text beside the first); training sees every window as an example with the example's labels;
 eval and predict combine the windows' logits into the example's (`combine_windows`:
 `window_pooling` "mean", the default, or "max") before the softmax (sigmoid), the loss and the
@@ -68,10 +68,10 @@ from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
 from bert_tf.tasks import metrics, registry
-from bert_tf.tasks.classification import preprocessor as classifier_data
-from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
+from bert_tf.tasks.classification.preprocessor import ClassificationPreprocessor, record_schema
+from bert_tf.tasks.base import Task, TaskConfig
+from bert_tf.tasks.preprocessor import prepare, split_options
 from bert_tf.text.windows import check_doc_stride
-from bert_tf.training import runner
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
 TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
@@ -209,7 +209,7 @@ class ClassificationTask(Task):
     # ---- Data.
     def feature_spec(self, mode):
         config = self.config
-        return feature_spec(classifier_data.record_schema(
+        return feature_spec(record_schema(
             config.max_seq_length, config.regression,
             config.num_labels if config.multi_label else None, config.windowed))
 
@@ -438,8 +438,6 @@ def write_table(path, header, rows):
 # mode: (the processor's name of the split, its reader).
 SPLITS = {"train": ("train", "get_train_examples"), "eval": ("dev", "get_dev_examples"),
           "predict": ("test", "get_test_examples")}
-RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
-                "predict": "predict.tf_record"}
 
 
 def read_splits(processor, data_dir, modes):
@@ -459,82 +457,32 @@ def read_splits(processor, data_dir, modes):
 
 
 def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, output_dir, *,
-                 task_name=None, eval_batch_size=None, predict_batch_size=None,
-                 train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1,
-                 check_model=None, log=None, **task_options):
-    """Writes the records of `examples` and returns the PreparedTask (a ClassificationTask).
+                 task_name=None, **options):
+    """Writes the records of `examples` (`ClassificationPreprocessor`, by
+    `bert_tf.tasks.preprocessor.prepare`) and returns the PreparedTask (a ClassificationTask).
 
     Args:
       bert_config: the encoder's BertConfig.
       examples: {"train"|"eval"|"predict": InputExamples} (e.g. `read_splits`' ); each given
         split is written to output_dir/<split>.tf_record as the original's
-        file_based_convert_examples_to_features, eval and predict padded with the original's
-        padding examples to a multiple of eval_batch_size / predict_batch_size (if given).
-        With the task option doc_stride, the records are windows (counted before any is
-        written: num_train counts training windows), padded to the batch sizes.
-      label_list: the labels in output order; None for regression (one output). A
-        multi-label task (task option multi_label=True) has examples whose labels are lists.
+        file_based_convert_examples_to_features.
+      label_list: the labels in output order; None for regression (one output).
       tokenizer: FullTokenizer or FastTokenizer (the same records).
       task_name: the processor's name: the GLUE metric (TASK_METRICS) and the log line.
-      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
-        checked) before any record is written.
-      check_model: called with a function building the task's model before any record is
-        written (the command lines check --init_checkpoint with it).
-      log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: ClassificationConfig's other fields (original_pads_eval,
-        bucket_by_length, multi_label, threshold, doc_stride, window_pooling, ...).
-    Records are written atomically; on failure what was created in output_dir is removed.
+      options: `prepare`'s (batch sizes, training steps, check_model, log) and
+        ClassificationConfig's other fields (original_pads_eval, bucket_by_length,
+        multi_label, threshold, doc_stride, window_pooling, ...).
     """
-    log = log or runner.log
-    output_dir = os.fspath(output_dir)
-    regression = label_list is None
+    prepare_options, task_options = split_options(options)
     name = (task_name or "").strip().lower()
-    task_options.setdefault("task_metric",
-                            TASK_METRICS.get(name, "correlation" if regression else None))
+    task_options.setdefault("task_metric", TASK_METRICS.get(
+        name, "correlation" if label_list is None else None))
     config = ClassificationConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                                   labels=label_list, **task_options)
-    if check_model:
-        check_model(ClassificationTask(config).build_model)
-    log((f"*** task {name}: " if name else "*** ")
-        + ("regression" if regression else
-           f"{len(label_list)} labels {label_list}"
-           + (f", multi-label (thresholds {list(config.thresholds)})" if config.multi_label
-              else "")))
-    conversion = dict(regression=regression, multi_label=config.multi_label)
-    windows = {}
-    if config.windowed:  # every split's windows, before any is written: they count the steps
-        windows = {mode: classifier_data.convert_examples_to_features(
-            examples[mode], label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
-            **conversion) for mode in RECORD_FILES if mode in examples}
-    prepared = {}
-    if "train" in examples:
-        prepared["num_train"] = len(windows.get("train", examples["train"]))
-        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
-            prepared["num_train"], train_batch_size, num_train_epochs, warmup_proportion,
-            "windows" if config.windowed else "examples")
-    batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
-    with preparing(output_dir):
-        for mode in RECORD_FILES:
-            if mode not in examples:
-                continue
-            path = os.path.join(output_dir, RECORD_FILES[mode])
-            batch_size = batch_sizes.get(mode)
-            if config.windowed:
-                features, num_real = windows[mode], len(windows[mode])
-                if batch_size:
-                    features = features + classifier_data.convert_examples_to_features(
-                        [classifier_data.PaddingInputExample()] * (-num_real % batch_size),
-                        label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
-                        **conversion)
-                count = classifier_data.write_features(features, path)
-                what = f"{len(examples[mode])} examples in {num_real} windows"
-            else:
-                split, num_real = examples[mode], len(examples[mode])
-                if batch_size:
-                    split, num_real = classifier_data.pad_examples(split, batch_size)
-                count = classifier_data.write_classifier_records(
-                    split, label_list, max_seq_length, tokenizer, path, **conversion)
-                what = f"{num_real} examples"
-            log(f"  {mode}: {what} (+{count - num_real} padding) -> {path}")
-            config.records[mode] = Records((path,), None if mode == "train" else count)
-    return PreparedTask(ClassificationTask(config), **prepared)
+    preprocessor = ClassificationPreprocessor(
+        examples, label_list, tokenizer, max_seq_length, name, config.multi_label,
+        config.doc_stride)
+    return prepare(preprocessor,
+                   lambda records: ClassificationTask(dataclasses.replace(config,
+                                                                          records=records)),
+                   output_dir, **prepare_options)

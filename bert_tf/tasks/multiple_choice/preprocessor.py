@@ -6,6 +6,7 @@ from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
 from bert_tf.tasks.classification.preprocessor import PaddingInputExample
+from bert_tf.tasks.preprocessor import MODES, Preprocessor
 from bert_tf.text import packing
 
 # Questions packed per `packing.pack_choices` call (their texts tokenized in one call).
@@ -69,3 +70,28 @@ def record_schema(num_choices, max_seq_length):
 def multiple_choice_feature_spec(num_choices, max_seq_length):
     """The tf.io parsing spec of `record_schema`'s records."""
     return feature_spec(record_schema(num_choices, max_seq_length))
+
+
+class MultipleChoicePreprocessor(Preprocessor):
+    """The records of {mode: ChoiceExamples}, one per question (the training steps count
+    questions); every question is checked (`check_examples`) before any is written."""
+    counted_as = "questions"
+
+    def __init__(self, examples, num_choices, tokenizer, max_seq_length):
+        self.examples, self.num_choices = examples, num_choices
+        self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+
+    def read(self):
+        for split in self.examples.values():
+            check_examples(split, self.num_choices)
+        return {mode: self.examples[mode] for mode in MODES if mode in self.examples}
+
+    def padding(self, mode):
+        return PaddingInputExample()
+
+    def write(self, mode, items, path):
+        return write_choice_records(items, self.num_choices, self.max_seq_length,
+                                    self.tokenizer, path)
+
+    def description(self, task):
+        return f"*** multiple choice: {self.num_choices} endings per question"

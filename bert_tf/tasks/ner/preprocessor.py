@@ -21,11 +21,13 @@ needs a tag on every word):
   back to words.
 """
 import dataclasses
+import os
 
-from bert_tf.errors import InputError, file_error
+from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.io_utils import atomic_open, open_input
+from bert_tf.tasks.preprocessor import Preprocessor
 from bert_tf.text import packing
 from bert_tf.text.windows import (check_doc_stride, check_max_seq_length, scoring_windows,
                                   word_windows)
@@ -331,3 +333,61 @@ def words_predictions(features, predicted_label_ids_per_feature):
                                 f"word {words.index(None)} has no prediction"))
         result.append(words)
     return result
+
+
+class NerPreprocessor(Preprocessor):
+    """run_ner's records of CoNLL files: each sentence's windows (`convert_sentences_to_features`;
+    the training steps count windows).
+
+    Args:
+      files: {"train"|"eval"|"predict": file name in data_dir, or None: not run}.
+      label_list: the tags in output order (default: the training file's, "O" first; required
+        without a training file).
+    After `read`: `labels`, and {mode: ...} `sentences` and `features` (the written ones,
+    padding included, after `write`: the task maps each record's predictions back).
+    """
+    counted_as = "windows"
+
+    def __init__(self, tokenizer, max_seq_length, data_dir, files, label_list=None,
+                 doc_stride=None):
+        if not label_list and not files.get("train"):
+            raise argument_error("label_list", f"is required without {arg('train_file')} (the "
+                                               f"tags in output order, as the model was "
+                                               f"trained)")
+        self.tokenizer, self.max_seq_length, self.doc_stride = tokenizer, max_seq_length, doc_stride
+        self.data_dir, self.label_list = data_dir, label_list
+        self.files = {mode: name for mode, name in files.items() if name}
+        self.labels, self.sentences, self.features = None, {}, {}
+
+    def read(self):
+        self.sentences = {mode: read_sentences(self.data_dir, name,
+                                               require_tags=mode != "predict")
+                          for mode, name in self.files.items()}
+        self.labels = list(self.label_list or label_list_from(self.sentences["train"]))
+        self.features = {mode: convert_sentences_to_features(  # every split checked
+            sentences, self.labels, self.max_seq_length, self.tokenizer, self.doc_stride)
+            for mode, sentences in self.sentences.items()}
+        return dict(self.features)
+
+    def padding(self, mode):
+        return padding_feature(self.max_seq_length)
+
+    def write(self, mode, items, path):
+        self.features[mode] = items
+        return write_tagging_records(items, path)
+
+    def summary(self, mode, num_real, count):
+        return (f"{len(self.sentences[mode])} sentences, {num_real} windows "
+                f"(+{count - num_real} padding)")
+
+    def description(self, task):
+        return f"*** {len(self.labels)} labels: {', '.join(self.labels)}"
+
+
+def read_sentences(data_dir, file_name, require_tags=True):
+    """The sentences of data_dir/file_name (`read_conll`); none is an error naming data_dir."""
+    path = os.path.join(data_dir, file_name)
+    sentences = read_conll(path, require_tags)
+    if not sentences:
+        raise argument_error("data_dir", f"{path} holds no sentence")
+    return sentences

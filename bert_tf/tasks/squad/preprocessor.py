@@ -42,6 +42,7 @@ from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.io_utils import open_input
+from bert_tf.tasks.preprocessor import Preprocessor
 from bert_tf.text import packing
 from bert_tf.text.windows import DocSpan, check_doc_stride, doc_spans, max_context_spans
 
@@ -527,12 +528,6 @@ def feature_record(feature, is_training):
     return record
 
 
-def padding_record(max_seq_length):
-    """A predict window that is not one (unique_id 0, no tokens): pads the predict records to a
-    multiple of the batch, as the original's padding examples do for the classifier."""
-    return record_schema(max_seq_length, False).padding_record(unique_ids=PADDING_UNIQUE_ID)
-
-
 def write_squad_records(path, features, is_training):
     """Writes features (an iterable of InputFeatures) as the original's TFRecords at `path`,
     atomically. Returns the number written."""
@@ -546,9 +541,94 @@ def write_squad_records(path, features, is_training):
         record_schema(len(first.input_ids), is_training))
 
 
+def padding_feature(max_seq_length):
+    """A predict window that is not one (unique_id 0, no tokens): pads the predict records to a
+    multiple of the batch, as the original's padding examples do for the classifier."""
+    zeros = [0] * max_seq_length
+    return InputFeatures(PADDING_UNIQUE_ID, -1, -1, [], {}, {}, zeros, zeros, zeros)
+
+
+def require_windows(path, examples, features, argument="predict_file"):
+    """Raises InputError naming `path` (the file of `argument`) when none of its questions has a
+    window: nothing can be predicted (a question without one, among others with windows, is
+    predicted "empty" as the original)."""
+    if examples and not features:
+        raise argument_error(argument, f"{path}: none of its {len(examples)} question(s) has "
+                                       f"a window to predict from: every context is empty (or "
+                                       f"holds no token)")
+
+
+def read_examples(path, is_training, version_2_with_negative=False, verbose_logging=False,
+                  log=print):
+    """(the file's parsed "data" list, its SquadExamples); the training answers skipped (their
+    text is not at their offset) counted and reported; none left is an error naming the file's
+    argument (train_file or predict_file)."""
+    dataset = load_squad_json(path)
+    skipped = []
+    examples = read_squad_examples(path, is_training, version_2_with_negative, skipped=skipped,
+                                   log=log if verbose_logging else None, data=dataset)
+    if skipped:
+        log(f"  skipped {len(skipped)} training question(s) of {path} whose answer text "
+            f"is not at its offset (first: id {skipped[0].qas_id}: "
+            f"{skipped[0].answer_text!r} vs {skipped[0].found_text!r})")
+    if not examples:
+        raise argument_error("train_file" if is_training else "predict_file",
+                             f"{path} holds no usable question")
+    return dataset["data"], examples
+
+
+class SquadPreprocessor(Preprocessor):
+    """run_squad's records: the training questions' windows (shuffled as the original; the
+    training steps count questions) in train.tf_record, the predict file's windows in
+    eval.tf_record. After `read`, `predict_data` is (the predict file's "data" list, its
+    SquadExamples, their windows) for post-processing."""
+    counted_as = "questions"
+    record_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
+
+    def __init__(self, tokenizer, max_seq_length, train_file=None, predict_file=None,
+                 doc_stride=128, max_query_length=64, version_2_with_negative=False,
+                 verbose_logging=False, log=print):
+        check_window_flags(max_seq_length, doc_stride, max_query_length)
+        self.windows = dict(tokenizer=tokenizer, max_seq_length=max_seq_length,
+                            doc_stride=doc_stride, max_query_length=max_query_length)
+        self.files = {"train": train_file, "predict": predict_file}
+        self.reading = dict(version_2_with_negative=version_2_with_negative,
+                            verbose_logging=verbose_logging, log=log)
+        self.predict_data = None
+
+    def read(self):
+        splits = {}
+        if self.files["train"]:
+            _, splits["train"] = read_examples(self.files["train"], True, **self.reading)
+            shuffle_training_examples(splits["train"])
+        if self.files["predict"]:
+            dataset, examples = read_examples(self.files["predict"], False, **self.reading)
+            features = convert_examples_to_features(examples, is_training=False,
+                                                    **self.windows)
+            require_windows(self.files["predict"], examples, features)
+            self.predict_data = (dataset, examples, features)
+            splits["predict"] = features
+        return splits
+
+    def padding(self, mode):
+        return padding_feature(self.windows["max_seq_length"])
+
+    def write(self, mode, items, path):
+        if mode == "train":  # the windows of a few questions at a time
+            items = iter_features(items, is_training=True, **self.windows)
+        return write_squad_records(path, items, is_training=mode == "train")
+
+    def summary(self, mode, num_real, count):
+        if mode == "train":
+            return f"{num_real} questions, {count} windows"
+        return (f"{len(self.predict_data[1])} questions, {num_real} windows "
+                f"(+{count - num_real} padding)")
+
+
 __all__ = [
     "FIRST_UNIQUE_ID", "TRAINING_SHUFFLE_SEED", "SquadExample", "SkippedAnswer", "InputError",
     "InputFeatures", "DocSpan", "split_context", "load_squad_json", "read_squad_examples",
-    "shuffle_training_examples", "doc_spans", "check_window_flags", "iter_features",
+    "shuffle_training_examples", "doc_spans", "read_examples", "require_windows",
+    "SquadPreprocessor", "check_window_flags", "iter_features",
     "convert_examples_to_features", "record_schema", "feature_record", "write_squad_records",
 ]
