@@ -23,7 +23,7 @@ Eval and predict sets are padded with the original's padding examples to a multi
 batch size (the original does so on TPU only), so every example is evaluated once; the
 reported numbers are the original's (see bert_tf.tasks.classification). This file is the
 flags; the task, and how the files become its records, are `bert_tf.tasks.classification`
-(`read_splits`, `prepare_task`: the API's too), the data `bert_tf.tasks.classifier_data`, the
+(`read_splits`, `prepare_task`: the API's too), the data `bert_tf.tasks.classification.preprocessor`, the
 driver `bert_tf.training.runner.run`.
 """
 from absl import flags

@@ -13,11 +13,11 @@ probabilities per question) with the paper's SWAG defaults: batch size 16, learn
 3 epochs.
 
 --task_name=swag reads SWAG's train.csv, val.csv and test.csv (github.com/rowanz/swagaf data/):
-context sent1, endings sent2 + " " + ending0..3, label (bert_tf.tasks.multiple_choice_data).
+context sent1, endings sent2 + " " + ending0..3, label (bert_tf.tasks.multiple_choice.reader).
 --task_name=tsv reads your files, described by the column flags: a context column, the ending
 columns (N of them), an optional column that starts every ending, and the label (the right
 ending's 0-based index; test files need none). This file is the flags; the task and its records
-are bert_tf.tasks.multiple_choice (`prepare_task`), the data bert_tf.tasks.multiple_choice_data.
+are bert_tf.tasks.multiple_choice (`prepare_task`), the data bert_tf.tasks.multiple_choice.reader.
 """
 from absl import flags
 

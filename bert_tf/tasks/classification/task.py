@@ -1,59 +1,7 @@
-"""Sentence (pair) classification and regression: the original run_classifier's model half.
-
-Model, loss and metrics as the original's `create_model` / `model_fn_builder` / `metric_fn`:
-    logits = pooled_output (dropout 0.1 in training) @ output_weights^T + output_bias
-    per_example_loss = -sum(one_hot(label) * log_softmax(logits));  loss = batch mean
-    eval_accuracy = accuracy weighted by is_real_example; eval_loss = mean per_example_loss
-    weighted by is_real_example; loss = mean over eval batches of the batch loss; global_step
-plus the task's GLUE metric, which the original does not compute: eval_f1 (MRPC, QQP),
-eval_matthews_corrcoef (CoLA), eval_pearson and eval_spearman (STS-B). Regression (STS-B,
-num_labels 1; not in the original) uses the squared error as per-example loss and the logit as
-the prediction.
-
-Per class (not in the original; google-research/bert #800): eval_precision_<label>,
-eval_recall_<label> and eval_f1_<label> for every label (`label_key`: the name with each
-whitespace character as "_"), and eval_confusion_matrix.tsv in output_dir (rows: the gold
-label, columns: the predicted one; `write_eval_outputs`), all over the real examples.
-
-Multi-label (`multi_label`; not in the original; google-research/bert #371): an example has
-any number of the labels (`label_ids` multi-hot [num_labels]); the same model, with a sigmoid
-per label instead of the softmax:
-    per_example_loss = mean over the labels of sigmoid_cross_entropy(label, logit)
-(the mean, not the sum, keeps the loss's scale independent of the number of labels; the batch
-loss is still the sum over the examples divided by the global batch's examples, so replicas
-and gradient accumulation compute the same step); a label is predicted when its probability
-is over its threshold (`threshold`: one for all or one per label; 0.5); "accuracy" in training
-and eval_subset_accuracy count the examples whose every label is right. eval_results.txt:
-eval_loss, loss and global_step as above, eval_micro_precision, eval_micro_recall,
-eval_micro_f1, eval_macro_f1 (the mean of the labels' F1), eval_subset_accuracy and per label
-eval_precision_<label>, eval_recall_<label>, eval_f1_<label>; eval_confusion_matrix.tsv holds a
-row per label: its true and false positives, false and true negatives.
-
-Long texts (`doc_stride`; not in the original; google-research/bert #27, #66, #107): an
-example whose texts do not fit max_seq_length is not truncated but split into windows
-(`preprocessor.iter_features`: overlapping windows of a single text, or of a pair's second
-text beside the first); training sees every window as an example with the example's labels;
-eval and predict combine the windows' logits into the example's (`combine_windows`:
-`window_pooling` "mean", the default, or "max") before the softmax (sigmoid), the loss and the
-metrics, so results and test_results.tsv have one row per example. Mean by default because
-every window was trained to predict the example's label on its own: averaging their logits
-weighs each window's evidence alike and one odd window cannot decide alone; max suits labels
-that one passage is enough to show (a topic mentioned once, a multi-label tag). An example
-that fits is one window, the original's record (plus its example_id), and gives today's
-numbers.
-
-"loss" is the mean of the batch losses over the batches the original would have run: without
---use_tpu it does not pad eval sets, so its last batch is short and holds real examples only; with
-it, it pads, and padding examples count in their batch's mean. We always pad (fixed-size batches,
-every example once); the batch losses are recomputed from the per-example losses to give the
-original's number for the flags given.
-
-Data: `read_splits` reads a processor's files (bert_tf.tasks.classifier_data), `prepare_task`
-writes the records of InputExamples (read so, or the API's) and returns the task over them.
-
-Predictions (`test_results.tsv`): one line per real example, the class probabilities as
-`str(numpy.float32)` joined by tabs, no header, as the original (regression: the score;
-multi-label: each label's sigmoid probability).
+"""Sentence (pair) classification, regression and multi-label classification: the original
+run_classifier's model, loss and metrics as a Task, plus per-class scores, a confusion matrix
+and long texts in windows combined per example. Formulas, result keys and files:
+docs/fine_tuning.md (run_classifier).
 """
 import dataclasses
 import os
@@ -198,7 +146,7 @@ class ClassificationConfig(TaskConfig):
 
 @registry.register("classifier")
 class ClassificationTask(Task):
-    """run_classifier's task over records written by `bert_tf.tasks.classifier_data`
+    """run_classifier's task over records written by `bert_tf.tasks.classification.preprocessor`
     (`prepare_task`), or for a loaded model (its labels)."""
 
     name = "classifier"

@@ -1,26 +1,7 @@
-"""Multiple choice: the paper's SWAG task (the original release has no script for it).
-
-A question is a context and N endings, one of them right. Each `[CLS] context [SEP] ending
-[SEP]` is encoded and scored by one vector on its pooled output (`BertMultipleChoice`:
-`output_weights` [1, hidden], `output_bias` [1]; transformers' BertForMultipleChoice), and the
-N scores are softmaxed against each other:
-    logits [B, N] = pooled_output [B, N, H] (dropout 0.1 in training) @ output_weights^T + bias
-    per_example_loss = -log_softmax(logits)[label]
-That is classification whose classes are the question's endings, so the task is
-run_classifier's with N classes (`ClassificationTask`): the same loss, accuracy, eval results
-(eval_accuracy, eval_loss, loss, global_step; padding questions weighed out) and prediction
-file (test_results.tsv: a line of N tab-separated probabilities per question, no header); its
-own are the records ([N, max_seq_length] inputs per question), the model and what it serves.
-
-Data: `prepare_task` writes the records of ChoiceExamples (read by
-`bert_tf.tasks.multiple_choice_data`'s processors: SWAG's CSVs or a TSV/CSV described by
-options) and returns the task over them; `run/run_multiple_choice.py` calls it.
-
-Serving (`bert_tf.serving.export`): `serving_default` takes token ids [batch, N, length] and
-returns `probabilities`, `logits` [batch, N] and `choice` [batch] (the best ending's index);
-`serve_choices` takes `context` [batch] and `endings` [batch, N] strings, packs each pair in
-the graph as the records are packed, and returns the same (inputs of different batch sizes, or
-no ending, fail with a message saying so: `check_choice_inputs`).
+"""Multiple choice (the paper's SWAG task): each `[CLS] context [SEP] ending [SEP]` scored by one
+vector on the pooled output and the N scores softmaxed; run_classifier's task whose classes are
+the endings (loss, metrics, test_results.tsv), with its own records, model and `serve_choices`
+signature. docs/fine_tuning.md (run_multiple_choice).
 """
 import dataclasses
 

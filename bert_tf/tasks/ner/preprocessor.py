@@ -1,24 +1,7 @@
-"""Token classification (NER) data: CoNLL files in, TFRecords out, predictions back to words.
-
-The recipe of Google's BERT NER runs and Hugging Face's token classification: every word is
-WordPiece-tokenized on its own and its *first* piece carries the word's tag (`label_mask` 1);
-its other pieces are not scored (`label_mask` 0, `label_ids` 0). Inputs are `[CLS] pieces
-[SEP]`, segment ids 0, zero-padded (bert_tf.text.packing), and stored under
-`record_schema`'s names.
-
-Choices the recipe leaves open, made so that every word gets exactly one prediction (conlleval
-needs a tag on every word):
-- A word the tokenizer drops entirely (only control characters, U+FFFD, ...) becomes one
-  `[UNK]` piece rather than vanishing, so it still has a first piece to label.
-- A sentence longer than max_seq_length - 2 pieces is split into overlapping windows, as
-  run_squad splits a long document: each window starts `doc_stride` pieces after the previous
-  one, both moved to word boundaries, so a word's pieces are never split across windows (unless
-  a single word is longer than a window: the window then holds its first pieces, including the
-  labelled one). A word in several windows is scored only in the one where it has the most
-  context, run_squad's `_check_is_max_context` applied to its first piece.
-- Each feature records its sentence and, for each labelled position, the word's index in the
-  sentence (not written to the records), so `words_predictions` maps per-position predictions
-  back to words.
+"""NER records: CoNLL files read, each word WordPiece-tokenized alone with its first piece
+carrying its tag (a word without pieces is one [UNK]), long sentences in windows at word
+boundaries with each word scored once (`bert_tf.text.windows`), and predictions mapped back to
+words (`words_predictions`).
 """
 import dataclasses
 import os

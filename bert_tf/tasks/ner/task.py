@@ -1,18 +1,6 @@
-"""Token classification (NER): the task on records of `bert_tf.tasks.tagging_data`.
-
-Model: `BertTokenClassifier` (dropout 0.1 + output_weights/output_bias per token). Loss: the
-cross-entropy of each word's first piece (label_mask 1), averaged over the labelled pieces of the
-global batch; other pieces, [CLS], [SEP] and padding are not scored.
-
-Eval maps the per-piece predictions back to one tag per word (`words_predictions`)
-and scores whole entities as conlleval does (`metrics.conll_entity_scores`, IOB1 or IOB2):
-eval_precision, eval_recall, eval_f1 (micro over entities), eval_f1_<TYPE> per entity type,
-eval_accuracy (per word), eval_loss (per labelled piece), global_step. It also writes
-eval_predictions.txt (`word gold predicted`, the format conlleval reads); predict writes
-test_predictions.txt the same way.
-
-Data: `prepare_task` reads the CoNLL files, writes their records and returns the task over them
-(run_ner calls it).
+"""Token classification (NER): run_ner's model (`BertTokenClassifier`), loss on each word's first
+piece, conlleval's entity scores and the CoNLL prediction files, as a Task. Keys and files:
+docs/fine_tuning.md (run_ner).
 """
 import dataclasses
 import os

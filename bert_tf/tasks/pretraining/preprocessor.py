@@ -1,40 +1,7 @@
-"""Masked-LM / next-sentence pretraining data: the original's records, exactly, and fast.
-
-This is google-research/bert `create_pretraining_data.py` (GitHub master, which adds whole-word
-masking to the PyPI wheel's version) reimplemented so that, for the same input files,
-vocabulary, flags and seed, it writes the same `tf.train.Example` records in the same order to
-the same output files, 10x+ faster and in a fraction of the memory. How:
-
-* Documents are kept as token *ids* in flat int32 arrays (one array of tokens, one of segment
-  (= input line) boundaries, one of document boundaries), never as lists of strings.
-* Everything the original decides with its `random.Random(random_seed)` (document shuffle,
-  target lengths, A/B split points, random-next documents, truncation sides, masking, final
-  instance shuffle) runs in numba-compiled code on a port of CPython's Mersenne Twister that
-  starts from the Python generator's state and makes exactly the same draws in the same order
-  (`random()`, `_randbelow()` via `getrandbits`, `shuffle()` as in CPython 3.11).
-* An instance is stored as two token ranges (A and B: truncation only trims their ends) plus its
-  masked positions and replacement ids: ~140 bytes instead of the original's lists of strings.
-* Records are serialized by hand in the protobuf wire format of `SerializeToString(
-  deterministic=True)` (feature map sorted by key) with TFRecord framing (length, masked
-  CRC-32C), in compiled code: no TensorFlow import, and reruns are byte-identical (protobuf's
-  default map order varies between processes).
-
-The streaming mode (`create_pretraining_data_streaming`) runs the same per-window algorithm on
-bounded windows of documents in parallel processes; see its docstring for its contract.
-
-Other record layouts (`InstanceOptions.masking`, `objective`, `pack_sequences`; the features of
-`bert_tf.data.features.PretrainingLayout`) share instance creation: dynamic masking skips the
-masking draws, the "mlm" objective keeps each chunk whole instead of splitting it into A and B,
-packing regroups the finished instances into rows (`make_rows`), and `_serialize_rows` writes
-any layout.
-
-Input format (as the original): one sentence per line, a blank (after `str.strip()`) line
-between documents; files are read in the order given and a document continues across a file
-boundary when the file does not end with a blank line. Lines are split on "\\n" only.
-
-No TensorFlow import here: create_pretraining_data never imports it for local files, and its
-tokenizing processes are forked. TensorFlow is imported only for remote (gs://...) files,
-and FastTokenizer (~0.3 s to import, then TensorFlow) only for --tokenizer=fast.
+"""create_pretraining_data's records: the original's, byte for byte for the same inputs, flags
+and seed, and fast (ids in flat arrays, the original's random draws in numba-compiled code,
+records serialized by hand), in memory or streamed in bounded windows; and the other layouts
+(`layout`). No TensorFlow for local files. docs/create_pretraining_data.md.
 """
 import collections
 import contextlib
@@ -68,7 +35,7 @@ FLOAT_FEATURES = ("masked_lm_weights",)
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
     """The original's instance-creation flags (same names and defaults), and the record layout
-    (`bert_tf.data.features.PretrainingLayout`'s fields; the defaults are the original's):
+    (`bert_tf.tasks.pretraining.layout.PretrainingLayout`'s fields; the defaults are the original's):
 
       masking: "static" (masks drawn when written) or "dynamic" (`masked_lm_candidates`
         written, masks drawn when read);
@@ -1623,7 +1590,7 @@ class WindowProcessor:
     `random.Random(random_seed + index)` exactly as the default mode does for a whole corpus,
     and serialize them grouped by output file. Everything it uses is on the object (no module
     state): the streaming mode calls it in worker processes, the Beam pipeline
-    (`bert_tf.data.pretraining_beam`) in its DoFn.
+    (`bert_tf.tasks.pretraining.beam`) in its DoFn.
 
     Calling it with (index, lines) returns (documents, input tokens, records, groups, stats):
     groups[j] = (framed TFRecord bytes, count) holds the records whose index k in the window's

@@ -1,26 +1,7 @@
-"""Pretraining loss and eval metrics: the original run_pretraining's, on BertPretrainer outputs.
-
-Loss (the original's `get_masked_lm_output` + `get_next_sentence_output`):
-    masked_lm_loss     = sum(w * nll) / (sum(w) + 1e-5)      over the batch's masked positions
-    next_sentence_loss = mean(nll)                             over the batch's examples
-    loss               = masked_lm_loss + next_sentence_loss
-
-Eval (the original's `metric_fn` through TPUEstimator.evaluate): over all eval batches,
-    masked_lm_accuracy / masked_lm_loss   weighted by masked_lm_weights,
-    next_sentence_accuracy / next_sentence_loss   per example,
-    loss   = mean over eval batches of the batch loss above, global_step.
-
-Objective "mlm" (no next-sentence head) drops the next-sentence terms and metrics. Packed rows
-(several sequences a row, bert_tf.data.features.PretrainingLayout) keep these numbers as the
-unpacked batch would give them: next-sentence terms per real sequence (next_sentence_weights)
-instead of per row; records with dynamic masks get theirs when read
-(bert_tf.data.dynamic_masking; eval's are fixed: seed EVAL_MASKING_SEED, the record's place).
-
-`PretrainingTask` is the `bert_tf.tasks.base.Task` that run_pretraining hands to
-`bert_tf.training.runner.run`. A batch there may be split over replicas and
-gradient-accumulation micro-batches; the task then returns each shard's *share* of the global-batch value
-(its sums divided by the global-batch normalizers), so that the shares add up to exactly what
-the original computes on the whole batch on one device.
+"""Pretraining as a Task: the original run_pretraining's masked-LM and next-sentence loss and eval
+metrics on BertPretrainer outputs, for every record layout (`layout`; dynamic masks drawn when
+read, `dynamic_masking`), each shard's loss its share of the global batch's.
+docs/run_pretraining.md.
 """
 import dataclasses
 import random
@@ -39,7 +20,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks import registry
 from bert_tf.tasks.base import Records, Task, TaskConfig
-from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining.task import dynamic_masking
 from bert_tf.tasks.pretraining.layout import ORIGINAL_LAYOUT, pretraining_layout_of, record_schema
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard

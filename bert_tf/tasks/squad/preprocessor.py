@@ -1,36 +1,7 @@
-"""SQuAD data: the data half of the original's `run_squad.py` (reading and features).
-
-What it does, as the original:
-- `read_squad_examples` reads a SQuAD JSON file (v1.1 or v2.0) into `SquadExample`s: the
-  context split into words on the original's whitespace (" ", \\t, \\r, \\n, U+202F) with its
-  char-to-word offsets; for training, the answer's words from its character offset, and
-  (`version_2_with_negative`) impossible questions with positions -1 and answer text "". A
-  training answer whose text is not found in the words at its offset is skipped with a warning
-  (the original: "Could not find answer"); here the skipped questions are also counted
-  (`skipped`, a list to append to).
-- `convert_examples_to_features` turns examples into `InputFeatures`: the question cut to
-  max_query_length pieces, the context's WordPiece tokens in sliding windows of at most
-  max_seq_length - len(question) - 3 tokens moved by doc_stride, `[CLS] question [SEP] window
-  [SEP]`, `token_to_orig_map` (position -> context word), `token_is_max_context` (the
-  original's `_check_is_max_context`: the window where the token has the most context on its
-  smaller side), training answer positions narrowed by `_improve_answer_span` (0, 0 when the
-  answer is not in the window or the question is impossible), and unique ids counting from
-  1000000000.
-- `write_squad_records` writes the original FeatureWriter's records: `unique_ids`,
-  `input_ids`, `input_mask`, `segment_ids`, and for training `start_positions`,
-  `end_positions`, `is_impossible` (spec: `bert_tf.data.features.squad_feature_spec`).
-- `shuffle_training_examples`: the original's main shuffles the training examples with
-  `random.Random(12345)` before writing them.
-
-What it adds:
-- bad input is an InputError naming the file and the question: malformed JSON (with its line),
-  a missing or mistyped field, a training question without exactly one answer (the original's
-  ValueError), an answer offset outside the context (the original's IndexError; here it is
-  skipped and counted like a mismatching answer);
-- questions of the same paragraph share its WordPiece tokens (the original re-tokenizes the
-  context for every question; the result is the same);
-- window flags that cannot work (a window of no tokens, doc_stride < 1) are errors, where the
-  original loops forever.
+"""SQuAD records: the original run_squad's reading (`read_squad_examples`: whitespace words,
+answer offsets, skipped mismatching answers counted) and windows (`convert_examples_to_features`:
+questions cut to max_query_length, contexts in doc_stride windows, `_improve_answer_span`, the
+max-context rule, unique ids from 1000000000), a bad file an error naming the question.
 """
 import dataclasses
 import itertools

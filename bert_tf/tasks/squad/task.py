@@ -1,26 +1,7 @@
-"""SQuAD 1.1 / 2.0 question answering: the original run_squad's model half, as a Task.
-
-Model and loss as the original's `create_model` / `model_fn_builder`: start and end logits from
-the final hidden states (`cls/squad/output_weights` [2, hidden], `output_bias` [2]), the loss
-the mean of the start and end cross-entropies over all max_seq_length positions (padding
-included, as the original: which is why SQuAD batches are never cut to their longest example;
-the n-best of the original's post-processing also ranks padding positions).
-
-Predict gathers (unique_id, start_logits, end_logits) per window; `write_predictions` runs the
-original's post-processing (`bert_tf.tasks.squad_postprocess`: predictions.json,
-nbest_predictions.json and, for SQuAD 2.0, null_odds.json) and, when the predict file has
-answers, the official evaluation script's numbers (`bert_tf.tasks.squad_metrics`) into
-eval_results.txt. The predict records are padded to a multiple of the batch with windows whose
-unique_id is 0 (real ones count from 1000000000), which post-processing leaves out.
-
-A question without a window (its context empty, or nothing but characters the tokenizer drops)
-is predicted as the original predicts it: no candidate, so the original's nonce answer "empty"
-(probability 1, logits 0); with SQuAD 2.0 the original fails on it (IndexError), here it
-predicts "" (see bert_tf.tasks.squad_postprocess). A predict file where no question has a window has
-nothing to predict: run_squad stops with one error naming the file (`require_windows`).
-
-Data: `prepare_task` reads the SQuAD files, writes their records and returns the task over them
-(run_squad calls it).
+"""SQuAD 1.1 / 2.0 question answering: the original run_squad's model and loss as a Task; its
+predictions go through the original's post-processing (`postprocess`) and, when the predict
+file has answers, the official evaluation (`metrics`). A question without a window is
+predicted "empty", as the original (SQuAD 2.0: ""). docs/fine_tuning.md (run_squad).
 """
 import dataclasses
 import os
@@ -74,7 +55,7 @@ class SquadTask(Task):
     Args:
       config: a SquadConfig.
       predict_data: (dataset, examples, features): the predict file's parsed "data" list, its
-        SquadExamples and InputFeatures (bert_tf.tasks.squad_data), for post-processing.
+        SquadExamples and InputFeatures (bert_tf.tasks.squad.preprocessor), for post-processing.
       log: where post-processing reports (its time, verbose_logging lines).
     """
 
