@@ -136,7 +136,7 @@ def main(argv):
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
     # The library after the flags are parsed, and after the line above (it imports numba):
     # --help and flag errors come without numba's start-up.
-    from bert_tf.tasks.pretraining.task import preprocessor as pretraining_data
+    from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 
     if FLAGS.max_sequences_per_row is not None and not FLAGS.pack_sequences:
         raise flag_error("max_sequences_per_row", "is only used with --pack_sequences")
@@ -187,7 +187,7 @@ def main(argv):
     for path in output_files:
         print(f"  {path}", file=log)
     if FLAGS.runner:
-        from bert_tf.tasks.pretraining.task import beam as pretraining_beam  # Apache Beam: optional, slow to import
+        from bert_tf.tasks.pretraining import beam as pretraining_beam  # Apache Beam: optional, slow to import
 
         summary = pretraining_beam.create_pretraining_data_beam(
             input_files, output_files, make_tokenizer, options,

@@ -80,7 +80,7 @@ def __getattr__(name):
     here as before (imported on first use: --help and flag errors need no TensorFlow)."""
     if name in ("InputExample", "InputFeatures", "read_examples", "convert_examples_to_features",
                 "round6", "feature_json"):
-        from bert_tf.tasks.encoder.task import extraction as features
+        from bert_tf.tasks.encoder import extraction as features
         return getattr(features, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -116,7 +116,7 @@ def main(argv):
     import tensorflow as tf
 
     from bert_tf.api import resolve_model_files
-    from bert_tf.tasks.encoder.task import extraction as features
+    from bert_tf.tasks.encoder import extraction as features
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings

@@ -33,7 +33,7 @@ import shlex
 import uuid
 
 from bert_tf import io_utils
-from bert_tf.tasks.pretraining.task import preprocessor as pretraining_data
+from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 from bert_tf.errors import InputError, arg, argument_error
 
 _NAMESPACE = "bert_tf.create_pretraining_data"

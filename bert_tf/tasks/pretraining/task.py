@@ -20,7 +20,7 @@ from bert_tf.model import checkpoints
 from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks import registry
 from bert_tf.tasks.base import Records, Task, TaskConfig
-from bert_tf.tasks.pretraining.task import dynamic_masking
+from bert_tf.tasks.pretraining import dynamic_masking
 from bert_tf.tasks.pretraining.layout import ORIGINAL_LAYOUT, pretraining_layout_of, record_schema
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
