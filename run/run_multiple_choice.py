@@ -65,7 +65,7 @@ def file_options():
 
 def main(argv):
     del argv
-    from bert_tf.tasks.classification import task as classification
+    from bert_tf.tasks import preprocessor
     from bert_tf.tasks.multiple_choice import reader, task as multiple_choice
     from bert_tf.text.fast_tokenization import FastTokenizer
 
@@ -74,7 +74,7 @@ def main(argv):
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("multiple_choice")
     modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
-    examples = classification.read_splits(processor, FLAGS.data_dir, modes)
+    examples = preprocessor.read_splits(processor, FLAGS.data_dir, modes)
     prepared = multiple_choice.prepare_task(
         files.config, examples, processor.num_choices,
         FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case), FLAGS.max_seq_length,

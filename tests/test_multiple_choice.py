@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import InputError
-from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks import classification
 from bert_tf.tasks.multiple_choice import reader as multiple_choice_data
 from bert_tf.tasks.multiple_choice import task as multiple_choice
 from conftest import assert_one_line_error, require_hf_venv

@@ -7,7 +7,7 @@ output_dir on failure) and returns the `PreparedTask` over them.
 """
 import os
 
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, argument_error
 from bert_tf.tasks.base import PreparedTask, Records, preparing
 from bert_tf.training import runner
 
@@ -28,6 +28,27 @@ def pad_to_batch(items, batch_size, padding):
     num_real = len(padded)
     padded.extend([padding] * (-num_real % batch_size))
     return padded, num_real
+
+
+# mode: (a processor's name of the split, its reader).
+SPLITS = {"train": ("train", "get_train_examples"), "eval": ("dev", "get_dev_examples"),
+          "predict": ("test", "get_test_examples")}
+
+
+def read_splits(processor, data_dir, modes):
+    """{mode: examples} of each of `modes` ("train", "eval", "predict": the processor's train,
+    dev and test files in data_dir, `get_train_examples(data_dir)`, ...), every one read and
+    checked (an empty one is an error naming data_dir) before any record is written."""
+    file_names = processor.file_names  # of a processor of the user's files
+    splits = {}
+    for mode, (split, reader) in SPLITS.items():
+        if mode not in modes:
+            continue
+        splits[mode] = getattr(processor, reader)(data_dir)
+        if not splits[mode]:
+            raise argument_error("data_dir", f"the {mode} split holds no examples" + (
+                f" ({file_names[split]})" if split in file_names else ""))
+    return splits
 
 
 class Preprocessor:

@@ -12,8 +12,8 @@ from bert_tf.tasks.classification.preprocessor import (InputFeatures, PaddingInp
                                                        write_features)
 from bert_tf.tasks.classification.reader import (DataProcessor, FileLayout, InputExample,
                                                  TsvProcessor, read_rows)
-from bert_tf.tasks.classification.task import (ClassificationConfig, ClassificationTask,
-                                               prepare_task, read_splits)
+from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask, prepare_task
+from bert_tf.tasks.preprocessor import read_splits
 
 __all__ = [
     "PROCESSORS", "ColaProcessor", "MnliMismatchedProcessor", "MnliProcessor", "MrpcProcessor",

@@ -382,28 +382,7 @@ def write_table(path, header, rows):
     return path
 
 
-# ---- Data: raw examples to records.
-# mode: (the processor's name of the split, its reader).
-SPLITS = {"train": ("train", "get_train_examples"), "eval": ("dev", "get_dev_examples"),
-          "predict": ("test", "get_test_examples")}
-
-
-def read_splits(processor, data_dir, modes):
-    """{mode: InputExamples} of each of `modes` ("train", "eval", "predict": the processor's
-    train, dev and test files in data_dir), every one read and checked (an empty one is an
-    error naming data_dir) before any record is written."""
-    file_names = processor.file_names  # TsvProcessor: the user's file names
-    splits = {}
-    for mode, (split, reader) in SPLITS.items():
-        if mode not in modes:
-            continue
-        splits[mode] = getattr(processor, reader)(data_dir)
-        if not splits[mode]:
-            raise argument_error("data_dir", f"the {mode} split holds no examples" + (
-                f" ({file_names[split]})" if split in file_names else ""))
-    return splits
-
-
+# ---- Data: examples to records.
 def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, output_dir, *,
                  task_name=None, **options):
     """Writes the records of `examples` (`ClassificationPreprocessor`, by

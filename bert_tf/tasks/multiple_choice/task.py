@@ -140,7 +140,7 @@ def prepare_task(bert_config, examples, num_choices, tokenizer, max_seq_length, 
     Args:
       bert_config: the encoder's BertConfig.
       examples: {"train"|"eval"|"predict": ChoiceExamples} (e.g.
-        `bert_tf.tasks.classification.read_splits` of a multiple_choice.reader processor);
+        `bert_tf.tasks.preprocessor.read_splits` of a multiple_choice.reader processor);
         each given split is written to output_dir/<split>.tf_record (run_classifier's names).
       num_choices: the endings of every question (an InputError names a question with
         another number, or with a label outside 0..num_choices-1).
