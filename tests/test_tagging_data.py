@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import metrics
-from bert_tf.tasks.ner import preprocessor as tagging_data
+from bert_tf.tasks import ner as tagging_data
 from bert_tf.errors import InputError
 from bert_tf.tasks.ner.preprocessor import tagging_feature_spec
 

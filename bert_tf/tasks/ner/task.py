@@ -11,7 +11,8 @@ import tensorflow as tf
 from bert_tf.model.models import BertTokenClassifier
 from bert_tf.tasks import metrics, registry
 from bert_tf.tasks.ner.preprocessor import (NerPreprocessor, tagging_feature_spec,
-                                        words_predictions, write_conll_predictions)
+                                            words_predictions)
+from bert_tf.tasks.ner.reader import write_conll_predictions
 from bert_tf.tasks.base import Task, TaskConfig
 from bert_tf.tasks.preprocessor import prepare, split_options
 
