@@ -230,7 +230,7 @@ def write_classifier_records(examples, label_list, max_seq_length, tokenizer, ou
 
     Features `input_ids`, `input_mask`, `segment_ids` [max_seq_length], `label_ids` [1] (int64,
     float for regression; multi-label: [num_labels] multi-hot) and `is_real_example` [1], as
-    `features.classifier_feature_spec` reads them. The file is written under a temporary name
+    `record_schema` says and `classifier_feature_spec` reads. The file is written under a temporary name
     and renamed when complete, so a killed run leaves no partial file to be taken for a
     finished one. Returns the number of records written.
     """
