@@ -18,9 +18,9 @@ shard is deterministic for a given seed, --window_bytes and shard count (whateve
 --num_workers is), and memory stays bounded as the corpus grows. It is not the original's
 single global shuffle (which needs every instance in memory).
 
-Beyond the original's records (bert_tf.tasks.pretraining.layout.PretrainingLayout): --masking=dynamic
-(masks drawn when read), --objective=mlm (no next-sentence pairs), --pack_sequences (several
-instances per record); in every mode. See docs/create_pretraining_data.md.
+Beyond the original's records (bert_tf.tasks.pretraining.layout.PretrainingLayout):
+--masking=dynamic (masks drawn when read), --objective=mlm (no next-sentence pairs),
+--pack_sequences (several instances per record); in every mode. See docs/create_pretraining_data.md.
 
 --runner=DirectRunner (or DataflowRunner, FlinkRunner, SparkRunner with --beam_options) runs
 the streaming mode as an Apache Beam pipeline (bert_tf/tasks/pretraining/beam.py): the same output
@@ -187,7 +187,8 @@ def main(argv):
     for path in output_files:
         print(f"  {path}", file=log)
     if FLAGS.runner:
-        from bert_tf.tasks.pretraining import beam as pretraining_beam  # Apache Beam: optional, slow to import
+        # Apache Beam: optional, slow to import.
+        from bert_tf.tasks.pretraining import beam as pretraining_beam
 
         summary = pretraining_beam.create_pretraining_data_beam(
             input_files, output_files, make_tokenizer, options,

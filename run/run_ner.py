@@ -8,7 +8,8 @@ Files in --data_dir (names set by --train_file, --dev_file, --test_file): one `w
 line per word (the tag is the last column; a test file may have the word only), `-DOCSTART-`
 lines and a blank line between sentences, as CoNLL-2003. Labels are the training file's tags
 ("O" first) unless --label_list gives them. Each word's first WordPiece carries its tag; longer
-sentences are split into overlapping windows, each word scored once (bert_tf.tasks.ner.preprocessor).
+sentences are split into overlapping windows, each word scored once
+(bert_tf.tasks.ner.preprocessor).
 
 Outputs in --output_dir: train/eval/predict.tf_record; eval_results.txt with entity-level
 precision, recall and F1 as conlleval computes them (--tag_scheme IOB2 or IOB1), per-type F1,

@@ -162,9 +162,9 @@ def _long_text_windows(packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id,
     A single text: windows of max_seq_length - 2 pieces. A pair: the first text keeps what the
     original's truncation keeps of it (read off its packed row: its segment-0 pieces), and the
     second is split into windows of the room left, max_seq_length - 3 - that. Windows start
-    `doc_stride` pieces apart, as run_squad's over a context (`bert_tf.text.windows.doc_spans`); the first window is
-    the truncated packing itself. Each is packed by `packing.pack_lists`, a pair with
-    truncate="second": `[CLS] a [SEP] window [SEP]`."""
+    `doc_stride` pieces apart, as run_squad's over a context (`bert_tf.text.windows.doc_spans`); the
+    first window is the truncated packing itself. Each is packed by `packing.pack_lists`, a pair
+    with truncate="second": `[CLS] a [SEP] window [SEP]`."""
 
     parts_a, parts_b, owners = [], [], []
     for row, pieces_a in enumerate(ids_a):
@@ -229,10 +229,10 @@ def write_classifier_records(examples, label_list, max_seq_length, tokenizer, ou
     """The original's `file_based_convert_examples_to_features`: one tf.train.Example each.
 
     Features `input_ids`, `input_mask`, `segment_ids` [max_seq_length], `label_ids` [1] (int64,
-    float for regression; multi-label: [num_labels] multi-hot) and `is_real_example` [1], as
-    `record_schema` says and `classifier_feature_spec` reads. The file is written under a temporary name
-    and renamed when complete, so a killed run leaves no partial file to be taken for a
-    finished one. Returns the number of records written.
+    float for regression; multi-label: [num_labels] multi-hot) and `is_real_example` [1]
+    (`record_schema`). The file is written under a temporary name and renamed when complete,
+    so a killed run leaves no partial file to be taken for a finished one. Returns the number
+    of records written.
     """
     records = (f.to_record() for f in
                iter_features(examples, label_list, max_seq_length, tokenizer, regression, log,

@@ -1,7 +1,7 @@
-"""NER records of CoNLL sentences (`reader`): each word WordPiece-tokenized alone with its first piece
-carrying its tag (a word without pieces is one [UNK]), long sentences in windows at word
-boundaries with each word scored once (`bert_tf.text.windows`), and predictions mapped back to
-words (`words_predictions`).
+"""NER records of CoNLL sentences (`reader`): each word WordPiece-tokenized alone with its first
+piece carrying its tag (a word without pieces is one [UNK]), long sentences in windows at word
+boundaries with each word scored once (`bert_tf.text.windows`), and predictions mapped back to words
+(`words_predictions`).
 """
 import dataclasses
 

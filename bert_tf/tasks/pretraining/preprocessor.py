@@ -35,7 +35,7 @@ FLOAT_FEATURES = ("masked_lm_weights",)
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
     """The original's instance-creation flags (same names and defaults), and the record layout
-    (`bert_tf.tasks.pretraining.layout.PretrainingLayout`'s fields; the defaults are the original's):
+    (`PretrainingLayout`'s fields; the defaults are the original's):
 
       masking: "static" (masks drawn when written) or "dynamic" (`masked_lm_candidates`
         written, masks drawn when read);

@@ -101,8 +101,8 @@ class SquadTask(Task):
         config = self.config
         dataset, examples, features = self.predict_data
         if not features:  # nothing ran: no window to take logits from
-            raise ValueError("no predict window: check the predict file with "
-                             "bert_tf.tasks.squad.preprocessor.require_windows before running predict")
+            raise ValueError("no predict window: check the predict file with bert_tf.tasks."
+                             "squad.preprocessor.require_windows before running predict")
         real = outputs["unique_ids"] != PADDING_UNIQUE_ID
         started = time.perf_counter()
         paths = [os.path.join(output_dir, name) for name in (
