@@ -33,8 +33,9 @@ from bert_tf.model import directory
 from bert_tf.model.checkpoints import load_checkpoint, require_complete
 from bert_tf.model.config import BertConfig
 from bert_tf.model.pooling import check_pooling, embedding_options
-from bert_tf.tasks import classification, registry
-from bert_tf.tasks.classifier_data import InputExample
+from bert_tf.tasks import registry
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.reader import InputExample
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.text.packing import pack_texts
 from bert_tf.training import runner

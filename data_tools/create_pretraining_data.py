@@ -2,7 +2,7 @@
 
 Same flags, defaults and records as google-research/bert's create_pretraining_data.py: for the
 same input files, vocabulary, flags and seed, every record decodes to the same features, in the
-same order, in the same output file (see bert_tf/data/pretraining_data.py for how, and why it is
+same order, in the same output file (see bert_tf/tasks/pretraining/preprocessor.py for how, and why it is
 10x+ faster). Whole-word masking (--do_whole_word_mask) is the GitHub master version's.
 
     python -m data_tools.create_pretraining_data \\
@@ -18,12 +18,12 @@ shard is deterministic for a given seed, --window_bytes and shard count (whateve
 --num_workers is), and memory stays bounded as the corpus grows. It is not the original's
 single global shuffle (which needs every instance in memory).
 
-Beyond the original's records (bert_tf.data.features.PretrainingLayout): --masking=dynamic
-(masks drawn when read), --objective=mlm (no next-sentence pairs), --pack_sequences (several
-instances per record); in every mode. See docs/create_pretraining_data.md.
+Beyond the original's records (bert_tf.tasks.pretraining.layout.PretrainingLayout):
+--masking=dynamic (masks drawn when read), --objective=mlm (no next-sentence pairs),
+--pack_sequences (several instances per record); in every mode. See docs/create_pretraining_data.md.
 
 --runner=DirectRunner (or DataflowRunner, FlinkRunner, SparkRunner with --beam_options) runs
-the streaming mode as an Apache Beam pipeline (bert_tf/data/pretraining_beam.py): the same output
+the streaming mode as an Apache Beam pipeline (bert_tf/tasks/pretraining/beam.py): the same output
 files, byte for byte, on one machine or many.
 
 Output files are written under a temporary name and renamed when complete.
@@ -137,7 +137,7 @@ def main(argv):
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
     # The library after the flags are parsed, and after the line above (it imports numba):
     # --help and flag errors come without numba's start-up.
-    from bert_tf.data import pretraining_data
+    from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 
     if FLAGS.max_sequences_per_row is not None and not FLAGS.pack_sequences:
         raise flag_error("max_sequences_per_row", "is only used with --pack_sequences")
@@ -188,7 +188,8 @@ def main(argv):
     for path in output_files:
         print(f"  {path}", file=log)
     if FLAGS.runner:
-        from bert_tf.data import pretraining_beam  # Apache Beam: optional, slow to import
+        # Apache Beam: optional, slow to import.
+        from bert_tf.tasks.pretraining import beam as pretraining_beam
 
         summary = pretraining_beam.create_pretraining_data_beam(
             input_files, output_files, make_tokenizer, options,

@@ -155,14 +155,11 @@ def load_bert_config():
     return BertConfig.from_json_file(FLAGS.bert_config_file)
 
 
-def check_max_seq_length(bert_config, minimum=3, value=None):
+def check_max_seq_length(bert_config, value=None):
     """--max_seq_length (or `value`, the length a command line took for it) must fit [CLS] + a
-    token + [SEP] and the model's positions."""
-    limit = bert_config.max_position_embeddings
-    value = FLAGS.max_seq_length if value is None else value
-    if value < minimum or value > limit:
-        raise flag_error("max_seq_length", f"must be in [{minimum}, {limit}] "
-                                           f"(max_position_embeddings), got {value}")
+    token + [SEP] and the model's positions (bert_tf.text.windows.check_max_seq_length)."""
+    from bert_tf.text.windows import check_max_seq_length as check
+    check(FLAGS.max_seq_length if value is None else value, bert_config.max_position_embeddings)
 
 
 def fine_tuning_model_files(task):

@@ -174,9 +174,7 @@ def main(argv):
     if FLAGS.pooling is not None and not FLAGS["max_seq_length"].present:
         from bert_tf.model.pooling import embedding_options
         _, max_seq_length = embedding_options(FLAGS.init_checkpoint)
-    if not 3 <= max_seq_length <= config.max_position_embeddings:
-        raise flag_error("max_seq_length", f"must be in [3, {config.max_position_embeddings}] "
-                                           f"(max_position_embeddings), got {max_seq_length}")
+    common_flags.check_max_seq_length(config, value=max_seq_length)
     task = build_task(config, vocab_file, max_seq_length,
                       regression=files.task_record(FLAGS.task).get("regression", False),
                       record=files.task_record(FLAGS.task))

@@ -25,11 +25,11 @@ and --max_seq_length default to what it declares, which gives its own embeddings
       --init_checkpoint=all-MiniLM-L6-v2 --pooling=mean
 
 The work is a task on the runner, as every run_* command line: `FeatureExtractionTask`
-(bert_tf/tasks/features.py: the original's read_examples, convert_examples_to_features and JSON
-format) predicted by `bert_tf.training.runner.run` with no output_dir. Faster than the original:
-one compiled forward pass per batch (fixed shapes, no retracing), and the JSON formatting of one
-batch overlaps the model's work on the next (a writer thread). Progress (examples/s, ETA) goes
-to stderr; the output file appears only when complete.
+(bert_tf/tasks/encoder/extraction.py: the original's read_examples, convert_examples_to_features and
+JSON format) predicted by `bert_tf.training.runner.run` with no output_dir. Faster than the
+original: one compiled forward pass per batch (fixed shapes, no retracing), and the JSON formatting
+of one batch overlaps the model's work on the next (a writer thread). Progress (examples/s, ETA)
+goes to stderr; the output file appears only when complete.
 """
 
 from absl import flags
@@ -76,11 +76,11 @@ FLAGS = flags.FLAGS
 
 
 def __getattr__(name):
-    """The reading, packing and JSON functions of bert_tf.tasks.features, also importable from
-    here as before (imported on first use: --help and flag errors need no TensorFlow)."""
+    """The reading, packing and JSON functions of bert_tf.tasks.encoder.extraction, also
+    importable from here (imported on first use: --help and flag errors need no TensorFlow)."""
     if name in ("InputExample", "InputFeatures", "read_examples", "convert_examples_to_features",
                 "round6", "feature_json"):
-        from bert_tf.tasks import features
+        from bert_tf.tasks.encoder import extraction as features
         return getattr(features, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -116,7 +116,7 @@ def main(argv):
     import tensorflow as tf
 
     from bert_tf.api import resolve_model_files
-    from bert_tf.tasks import features
+    from bert_tf.tasks.encoder import extraction as features
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings

@@ -23,7 +23,7 @@ Eval and predict sets are padded with the original's padding examples to a multi
 batch size (the original does so on TPU only), so every example is evaluated once; the
 reported numbers are the original's (see bert_tf.tasks.classification). This file is the
 flags; the task, and how the files become its records, are `bert_tf.tasks.classification`
-(`read_splits`, `prepare_task`: the API's too), the data `bert_tf.tasks.classifier_data`, the
+(`prepare_task`: the API's too), its records `bert_tf.tasks.classification.preprocessor`, the
 driver `bert_tf.training.runner.run`.
 """
 from absl import flags
@@ -91,7 +91,8 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks import classification, classifier_data
+    from bert_tf.tasks import preprocessor
+    from bert_tf.tasks.classification import glue, task as classification
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
@@ -104,14 +105,14 @@ def main(argv):
         files, "classifier", {"threshold": "thresholds", **({
             "label_list": "labels", "multi_label": "multi_label", "regression": "regression"}
             if own_files else {})}, agree=("label_list", "multi_label", "regression"))
-    processor = classifier_data.get_processor(FLAGS.task_name, **tsv_options())
+    processor = glue.get_processor(FLAGS.task_name, **tsv_options())
     label_list = processor.get_labels(FLAGS.data_dir)  # None: regression
     if not own_files:
         for key, value in (("regression", label_list is None), ("labels", label_list),
                            ("multi_label", processor.is_multi_label)):
             common_flags.check_recorded(files, "classifier", key, value, "task_name")
     modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
-    examples = classification.read_splits(processor, FLAGS.data_dir, modes)
+    examples = preprocessor.read_splits(processor, FLAGS.data_dir, modes)
     prepared = classification.prepare_task(
         files.config, examples, label_list,
         FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case),

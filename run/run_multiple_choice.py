@@ -13,11 +13,11 @@ probabilities per question) with the paper's SWAG defaults: batch size 16, learn
 3 epochs.
 
 --task_name=swag reads SWAG's train.csv, val.csv and test.csv (github.com/rowanz/swagaf data/):
-context sent1, endings sent2 + " " + ending0..3, label (bert_tf.tasks.multiple_choice_data).
+context sent1, endings sent2 + " " + ending0..3, label (bert_tf.tasks.multiple_choice.reader).
 --task_name=tsv reads your files, described by the column flags: a context column, the ending
 columns (N of them), an optional column that starts every ending, and the label (the right
 ending's 0-based index; test files need none). This file is the flags; the task and its records
-are bert_tf.tasks.multiple_choice (`prepare_task`), the data bert_tf.tasks.multiple_choice_data.
+are bert_tf.tasks.multiple_choice (`prepare_task`), the data bert_tf.tasks.multiple_choice.reader.
 """
 from absl import flags
 
@@ -65,15 +65,16 @@ def file_options():
 
 def main(argv):
     del argv
-    from bert_tf.tasks import classification, multiple_choice, multiple_choice_data
+    from bert_tf.tasks import preprocessor
+    from bert_tf.tasks.multiple_choice import reader, task as multiple_choice
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
-    processor = multiple_choice_data.get_processor(FLAGS.task_name, **file_options())
+    processor = reader.get_processor(FLAGS.task_name, **file_options())
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("multiple_choice")
     modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
-    examples = classification.read_splits(processor, FLAGS.data_dir, modes)
+    examples = preprocessor.read_splits(processor, FLAGS.data_dir, modes)
     prepared = multiple_choice.prepare_task(
         files.config, examples, processor.num_choices,
         FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case), FLAGS.max_seq_length,

@@ -8,14 +8,15 @@ Files in --data_dir (names set by --train_file, --dev_file, --test_file): one `w
 line per word (the tag is the last column; a test file may have the word only), `-DOCSTART-`
 lines and a blank line between sentences, as CoNLL-2003. Labels are the training file's tags
 ("O" first) unless --label_list gives them. Each word's first WordPiece carries its tag; longer
-sentences are split into overlapping windows, each word scored once (bert_tf.tasks.tagging_data).
+sentences are split into overlapping windows, each word scored once
+(bert_tf.tasks.ner.preprocessor).
 
 Outputs in --output_dir: train/eval/predict.tf_record; eval_results.txt with entity-level
 precision, recall and F1 as conlleval computes them (--tag_scheme IOB2 or IOB1), per-type F1,
 word accuracy and loss; eval_predictions.txt and test_predictions.txt (`word gold predicted`,
 conlleval's input). The shared training flags (strategy, precision, optimizer, checkpoints) are
 run_classifier's. This file is the flags; the task, and how the files become its records, are
-`bert_tf.tasks.tagging` (`TaggingTask`, `prepare_task`).
+`bert_tf.tasks.ner.task` (`NerTask`, `prepare_task`).
 """
 from absl import flags
 
@@ -48,7 +49,7 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks import tagging
+    from bert_tf.tasks.ner import task as tagging
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("data_dir", "output_dir")

@@ -17,9 +17,10 @@ Adam moments and global_step are loaded, so a run moved from the original contin
 stopped (same learning-rate schedule) and writes our checkpoints from then on (adamw only).
 
 --objective=mlm trains the masked LM alone (no next-sentence head). The records' layout
-(bert_tf.data.features.PretrainingLayout: static or dynamic masks, next-sentence labels or not,
-packed or not) is read from the first record of each file; records with dynamic masks get them
-drawn as they are read (--masked_lm_prob, --vocab_file; bert_tf.data.dynamic_masking).
+(bert_tf.tasks.pretraining.layout.PretrainingLayout: static or dynamic masks, next-sentence labels
+or not, packed or not) is read from the first record of each file; records with dynamic masks get
+them drawn as they are read (--masked_lm_prob, --vocab_file;
+bert_tf.tasks.pretraining.dynamic_masking).
 
 --do_eval evaluates the model just trained, or else the latest checkpoint in --output_dir (ours,
 or one written by the original's run_pretraining), or else --init_checkpoint, on the first
@@ -87,15 +88,13 @@ def main(argv):
             raise flag_error("vocab_file", f"{FLAGS.vocab_file} has no [MASK] token")
         mask_id, vocab_size = vocab["[MASK]"], len(vocab)
     # Then the task and the runner, which import TensorFlow.
-    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
+    from bert_tf.tasks.pretraining.task import (PretrainingConfig, PretrainingTask,
+                                                pretraining_records)
     from bert_tf.training import runner
 
     common_flags.start_strategy()
     bert_config = common_flags.load_bert_config()
-    if FLAGS.max_seq_length > bert_config.max_position_embeddings:
-        raise flag_error("max_seq_length",
-                         f"{FLAGS.max_seq_length} is longer than the model's "
-                         f"max_position_embeddings {bert_config.max_position_embeddings}")
+    common_flags.check_max_seq_length(bert_config)
     if vocab_size is not None and vocab_size > bert_config.vocab_size:
         raise flag_error("vocab_file", f"{FLAGS.vocab_file} has {vocab_size} entries but the "
                                        f"model's vocab_size is {bert_config.vocab_size} "

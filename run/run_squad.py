@@ -4,18 +4,18 @@
         --init_checkpoint=bert_model.ckpt --output_dir=out \\
         --do_train --train_file=train-v1.1.json --do_predict --predict_file=dev-v1.1.json
 
-Same flags, defaults, preprocessing (bert_tf.tasks.squad_data: windows of max_seq_length moved by
-doc_stride, questions cut to max_query_length, `_improve_answer_span`, `_check_is_max_context`,
-unique ids from 1000000000, training examples shuffled with random.Random(12345)), records
-(train.tf_record and eval.tf_record in --output_dir), model, loss, optimizer and output files
-(predictions.json, nbest_predictions.json, and null_odds.json with --version_2_with_negative;
-bert_tf.tasks.squad_postprocess) as google-research/bert's run_squad.py, plus: the official
-evaluation's numbers in eval_results.txt when --predict_file has answers (exact match and F1;
-SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.tasks.squad_metrics), a count of the training
-answers skipped because their text is not at their offset (the original only warns), the time
-post-processing takes, a model directory as --init_checkpoint (a Hugging Face directory, or a
-training run's output_dir, whose options are then the defaults), and the strategy, precision
-and optimizer flags of run_pretraining.
+Same flags, defaults, preprocessing (bert_tf.tasks.squad.preprocessor: windows of max_seq_length
+moved by doc_stride, questions cut to max_query_length, `_improve_answer_span`,
+`_check_is_max_context`, unique ids from 1000000000, training examples shuffled with
+random.Random(12345)), records (train.tf_record and eval.tf_record in --output_dir), model, loss,
+optimizer and output files (predictions.json, nbest_predictions.json, and null_odds.json with
+--version_2_with_negative; bert_tf.tasks.squad.postprocess) as google-research/bert's run_squad.py,
+plus: the official evaluation's numbers in eval_results.txt when --predict_file has answers (exact
+match and F1; SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.tasks.squad.metrics), a count of
+the training answers skipped because their text is not at their offset (the original only warns),
+the time post-processing takes, a model directory as --init_checkpoint (a Hugging Face directory, or
+a training run's output_dir, whose options are then the defaults), and the strategy, precision and
+optimizer flags of run_pretraining.
 
 The number of training steps is int(training questions / train_batch_size * num_train_epochs)
 (questions, not windows, as the original). This file is the flags; the task, and how the files
@@ -81,7 +81,7 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks import squad
+    from bert_tf.tasks.squad import task as squad
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     common_flags.check_required("output_dir")

@@ -205,7 +205,7 @@ def test_leftover_temporary_files_are_skipped_and_cleaned(tmp_path):
     """Issue 14.9: a killed writer's temporary files match no input glob, and the next write of
     the same output removes them (not those of a live process)."""
     from bert_tf import io_utils
-    from bert_tf.data import pretraining_data
+    from bert_tf.tasks.pretraining import preprocessor as pretraining_data
     from bert_tf.cli import expand_globs
 
     pid = dead_pid()
@@ -387,7 +387,7 @@ def test_multi_label_separator_check_reads_the_labels_as_meant(tmp_path):
     listed), the same file is read; labels holding "/" (AG News' "Sci/Tech") are no
     separators; "|" is suggested as ";" is."""
     from bert_tf.errors import InputError
-    from bert_tf.tasks.classifier_data import TsvProcessor
+    from bert_tf.tasks.classification.reader import TsvProcessor
 
     (tmp_path / "train.tsv").write_text(MULTI_LABEL_JOINED)
     options = dict(text_a_column=0, label_column=1, multi_label=True)
@@ -434,8 +434,8 @@ def test_a_header_line_read_as_data_is_named_by_every_reader(shared_data, tmp_pa
     each error names line 1 and skip_header, and skip_header reads the file. Files where line
     1's label is rare but real are read: too few lines to tell, or labels that do not repeat."""
     from bert_tf.errors import InputError
-    from bert_tf.tasks.classifier_data import TsvProcessor
-    from bert_tf.tasks.multiple_choice_data import ChoiceProcessor
+    from bert_tf.tasks.classification.reader import TsvProcessor
+    from bert_tf.tasks.multiple_choice.reader import ChoiceProcessor
 
     train = sst2_head(shared_data, tmp_path / "train.tsv")
     cases = [({}, "label 'label' is on no other line of the file: line 1 looks like a header; "

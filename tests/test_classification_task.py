@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import InputError
-from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask, label_key
+from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask, label_key
 
 from conftest import require_module
 

@@ -11,8 +11,9 @@ Oracles:
 """
 import pytest
 
-from bert_tf.tasks import classifier_data as cd
-from bert_tf.data import features
+from bert_tf.tasks import classification as cd
+from bert_tf.tasks.classification import preprocessor
+from bert_tf.tasks.classification import preprocessor as features
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 from conftest import decoded_records
@@ -406,7 +407,7 @@ def test_fast_tokenizer_path_gives_the_same_features(task_examples, tokenizers, 
 
     _, tokenizer = tokenizers
     fast = FastTokenizer(str(uncased_vocab), do_lower_case=True)
-    monkeypatch.setattr(cd, "_BATCH_TOKENIZE_CHUNK", 97)  # several chunks per split
+    monkeypatch.setattr(preprocessor, "_BATCH_TOKENIZE_CHUNK", 97)  # several chunks per split
     # The batch path only: no text tokenized one at a time.
     monkeypatch.setattr(fast, "tokenize", lambda text: pytest.fail(f"tokenize({text!r})"))
     for task, splits in task_examples.items():

@@ -235,7 +235,7 @@ def test_exported_savedmodel_predicts_as_the_run(evaluated, workspace):
     on the predict records (loaded without bert_tf's Python classes)."""
     import tensorflow as tf
 
-    from bert_tf.data.features import classifier_feature_spec
+    from bert_tf.tasks.classification.preprocessor import classifier_feature_spec
 
     output_dir, _ = evaluated["padded"]
     serve = tf.saved_model.load(str(output_dir / "exported")).signatures["serving_default"]
@@ -276,7 +276,7 @@ def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
     from bert_tf.training import loops
     from bert_tf.model.checkpoints import load_checkpoint
     from bert_tf.tasks.base import Records
-    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
+    from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
     from bert_tf.model.config import BertConfig
 
     output_dir, _ = evaluated["padded"]

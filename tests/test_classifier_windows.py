@@ -17,8 +17,8 @@ Long texts are clearly synthetic: consecutive SST-2 dev sentences joined into do
 import numpy as np
 import pytest
 
-from bert_tf.tasks import classification
-from bert_tf.tasks.classifier_data import InputExample
+from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.reader import InputExample
 
 from conftest import run_command_line
 

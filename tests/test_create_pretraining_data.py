@@ -19,8 +19,8 @@ import sys
 import numpy as np
 import pytest
 
-from bert_tf.data import pretraining_data
-from bert_tf.data.features import pretraining_feature_spec
+from bert_tf.tasks.pretraining.task import pretraining_feature_spec
+from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import PROJECT_ROOT, import_bench
@@ -213,7 +213,7 @@ def test_parallel_tokenization_reads_the_same_corpus(wikitext_files, uncased_voc
     same arrays as with one, over many blocks."""
     script = f"""
 import numpy as np
-from bert_tf.data import pretraining_data
+from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 from bert_tf.tokenization import FullTokenizer
 files = {[str(p) for p in wikitext_files]!r}
 tokenizer = FullTokenizer({str(uncased_vocab)!r})

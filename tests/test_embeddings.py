@@ -62,7 +62,8 @@ def test_pool_equals_the_numpy_formula(pooling):
 
 def test_unknown_pooling_is_an_argument_error():
     from bert_tf.errors import InputError
-    from bert_tf.tasks import features, registry
+    from bert_tf.tasks import registry
+    from bert_tf.tasks.encoder import extraction as features
     with pytest.raises(InputError, match=r"^pooling: unknown pooling 'avg': one of cls, mean"):
         registry.build("encoder", None, pooling="avg")
     with pytest.raises(InputError, match=r"^pooling: unknown pooling 'sum'"):
@@ -124,7 +125,7 @@ def test_extract_features_mean_pooling_npy_equals_the_reference_model_pooled(
 def test_extract_features_max_pooling_of_two_layers_jsonl(refbert, tiny_model, tmp_path):
     """The task in process: max over two layers side by side, normalized, as JSONL lines."""
     from bert_tf.model.config import BertConfig
-    from bert_tf.tasks.features import prepare_task
+    from bert_tf.tasks.encoder.extraction import prepare_task
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings

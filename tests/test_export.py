@@ -187,7 +187,7 @@ def test_ner_string_signature_tags_each_word_as_run_ner(tmp_path, uncased_vocab,
     import tensorflow as tf
 
     from bert_tf import tokenization
-    from bert_tf.tasks import tagging_data
+    from bert_tf.tasks.ner import preprocessor as tagging_data
     from bert_tf.model.checkpoints import write_tf1_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertTokenClassifier

@@ -25,7 +25,7 @@ SEQ = 12
 RUN = """
 import sys
 from bert_tf.model.config import BertConfig
-from bert_tf.tasks.features import prepare_task, read_examples
+from bert_tf.tasks.encoder.extraction import prepare_task, read_examples
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.training import distribution, runner
 from bert_tf.training.settings import RunSettings
@@ -73,7 +73,7 @@ def test_the_task_streams_the_encoder_outputs_of_every_line_in_order(model_files
     from bert_tf.model.checkpoints import load_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.encoder import BertEncoder
-    from bert_tf.tasks.features import feature_json, prepare_task
+    from bert_tf.tasks.encoder.extraction import feature_json, prepare_task
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings

@@ -29,7 +29,7 @@ LAZY_IMPORTS = {
         {"tensorflow"},
         "TensorFlow-free (every command line imports it before parsing its flags); TensorFlow "
         "only for remote (gs://...) paths"),
-    "bert_tf.data.pretraining_data": (
+    "bert_tf.tasks.pretraining.preprocessor": (
         {"tensorflow", "bert_tf.text.fast_tokenization"},
         "TensorFlow-free: create_pretraining_data never imports TensorFlow for local files and "
         "forks its tokenizing processes; FastTokenizer (~0.3 s to import) for --tokenizer=fast"),
@@ -56,7 +56,7 @@ TENSORFLOW_FREE = {
     "bert_tf.io_utils": "imported by bert_tf.cli",
     "bert_tf.progress": "create_pretraining_data (no TensorFlow for local files)",
     "bert_tf.tokenization": "create_pretraining_data's default tokenizer",
-    "bert_tf.data.pretraining_data": "create_pretraining_data (no TensorFlow for local files)",
+    "bert_tf.tasks.pretraining.preprocessor": "create_pretraining_data (no TensorFlow for local files)",
     "bert_tf.text.fast_tokenization": "constructing a FastTokenizer needs no TensorFlow",
     "bert_tf.tasks.registry": "export_savedmodel's --task names, before its flags are parsed",
     "bert_tf.training.settings": "run_pretraining's checks before TensorFlow",

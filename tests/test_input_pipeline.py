@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import pretraining_fixtures as fx
 from bert_tf.data import input_pipeline
-from bert_tf.data.features import pretraining_feature_spec
+from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 
 SPEC = pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)
 
@@ -97,9 +97,9 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
     """Eval/predict with sequence_features: each window of records is sorted by length, every
     record is read exactly once, batches are cut to their longest example, and gather_outputs
     returns the outputs in file order."""
-    from bert_tf.data import features
+    from bert_tf.data import records as features
     from bert_tf.training import loops
-    from bert_tf.data.features import classifier_feature_spec
+    from bert_tf.tasks.classification.preprocessor import classifier_feature_spec
 
     rng = np.random.RandomState(0)
     lengths = rng.randint(2, 33, size=40)

@@ -27,7 +27,7 @@ import pretraining_fixtures as fx
 from bert_tf.errors import InputError
 from bert_tf.model.config import BertConfig
 from bert_tf.model.models import BertPretrainer
-from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.tasks.pretraining.task import PretrainingTask
 from bert_tf.training import distribution, loops, optimization, runner
 from bert_tf.training.settings import RunSettings
 
@@ -291,7 +291,7 @@ import keras, numpy as np, tensorflow as tf
 import pretraining_fixtures as fx
 from bert_tf.model.config import BertConfig
 from bert_tf.model.models import BertPretrainer
-from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.tasks.pretraining.task import PretrainingTask
 from bert_tf.training import distribution, loops, optimization
 from bert_tf.training.settings import RunSettings
 

@@ -13,7 +13,8 @@ import warnings
 import numpy as np
 import pytest
 
-from bert_tf.tasks import metrics, tagging_data
+from bert_tf.tasks import metrics
+from bert_tf.tasks.ner import reader as tagging_data
 
 from conftest import require_module
 

@@ -24,7 +24,9 @@ import numpy as np
 import pytest
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, multiple_choice, multiple_choice_data
+from bert_tf.tasks import classification
+from bert_tf.tasks.multiple_choice import reader as multiple_choice_data
+from bert_tf.tasks.multiple_choice import task as multiple_choice
 from conftest import assert_one_line_error, require_hf_venv
 
 SWAG_HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"

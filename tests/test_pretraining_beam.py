@@ -6,7 +6,7 @@ count.
 """
 import pytest
 
-from bert_tf.data import pretraining_data
+from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 from test_create_pretraining_data import read_records, run_cli, wikitext_files  # noqa: F401 (a fixture)
 
 pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install -e .[beam])")

@@ -13,11 +13,11 @@ import random
 import numpy as np
 import pytest
 
-from bert_tf.data import pretraining_data
-from bert_tf.data.features import (PretrainingLayout, pretraining_feature_spec,
-                                   pretraining_layout_of)
+from bert_tf.tasks.pretraining import preprocessor as pretraining_data
+from bert_tf.tasks.pretraining.layout import PretrainingLayout, pretraining_layout_of
+from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 from bert_tf.data.input_pipeline import first_record_lengths
-from bert_tf.data.record_stats import count_tokens
+from bert_tf.tasks.pretraining.record_stats import count_tokens
 from bert_tf.tokenization import FullTokenizer
 from conftest import assert_one_line_error
 from test_create_pretraining_data import crafted_wordpiece_corpus, run_cli
@@ -362,7 +362,7 @@ def test_command_line(corpus, uncased_vocab, tmp_path, tokenizer):
 
 def test_beam_writes_the_streaming_modes_packed_files(corpus, uncased_vocab, tokenizer, tmp_path):
     pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install .[beam])")
-    from bert_tf.data import pretraining_beam
+    from bert_tf.tasks.pretraining import beam as pretraining_beam
 
     options = Options(max_seq_length=128, dupe_factor=2, short_seq_prob=0.5,
                       pack_sequences=True)
@@ -390,7 +390,7 @@ def test_run_pretraining_reads_what_create_pretraining_data_writes(corpus, token
     input pipeline (PretrainingTask.dataset_fn): the layout is detected, masks fall only on
     words of the text (never [CLS], [SEP] or padding) inside their own sequence, whole words
     together, and each next-sentence position is a [CLS]."""
-    from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
+    from bert_tf.tasks.pretraining.task import PretrainingConfig, PretrainingTask, pretraining_records
 
     path = tmp_path / "packed.tfrecord"
     options, _ = write(corpus, tokenizer, path, masking="dynamic", pack_sequences=True,

@@ -28,16 +28,17 @@ import tensorflow as tf
 
 import pretraining_fixtures as fx
 from conftest import PROJECT_ROOT, assert_one_line_error, assert_same_checkpoints, command_env
-from bert_tf.data import dynamic_masking
-from bert_tf.data.features import (PretrainingLayout, pretraining_feature_spec,
-                                   write_examples)
+from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.data.records import write_examples
+from bert_tf.tasks.pretraining.layout import PretrainingLayout
+from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 from bert_tf.data.input_pipeline import decode_record
 from bert_tf.errors import InputError, name_arguments_as_flags
 from bert_tf.model.checkpoints import load_checkpoint
 from bert_tf.model.config import BertConfig
 from bert_tf.model.models import BertClassifier, BertPretrainer
-from bert_tf.tasks import pretraining
-from bert_tf.tasks.pretraining import PretrainingConfig, PretrainingTask, pretraining_records
+from bert_tf.tasks.pretraining import task as pretraining
+from bert_tf.tasks.pretraining.task import PretrainingConfig, PretrainingTask, pretraining_records
 from bert_tf.training import runner
 from bert_tf.training.settings import RunSettings
 

@@ -114,7 +114,7 @@ def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_pa
     from bert_tf.model.variable_names import original_variable_map
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertPretrainer
-    from bert_tf.tasks.pretraining import PretrainingTask
+    from bert_tf.tasks.pretraining.task import PretrainingTask
 
     rp = fx.reference_run_pretraining(refbert, monkeypatch)
     schedule = dict(learning_rate=1e-3, num_train_steps=4, num_warmup_steps=1)

@@ -14,8 +14,8 @@ from bert_tf.data import input_pipeline
 from bert_tf.model.config import BertConfig
 from bert_tf.errors import InputError
 from bert_tf.model.models import BertPretrainer
-from bert_tf.tasks.pretraining import PretrainingTask
-from bert_tf.data.features import pretraining_feature_spec
+from bert_tf.tasks.pretraining.task import PretrainingTask
+from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 
 SPEC = pretraining_feature_spec(fx.SEQ_LENGTH, fx.MAX_PREDICTIONS)
 

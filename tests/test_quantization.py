@@ -102,8 +102,8 @@ def exports(tmp_path_factory, shared_data):
     from bert_tf import api
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.serving import export
-    from bert_tf.tasks import classifier_data
-    from bert_tf.tasks.classification import ClassificationConfig, ClassificationTask
+    from bert_tf.tasks.classification import glue as classifier_data
+    from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
     from conftest import import_bench, minilm_directory, require_module
 
     minilm = minilm_directory()
@@ -185,7 +185,7 @@ def test_an_unknown_quantization_is_refused(tmp_path):
     from bert_tf.errors import InputError
     from bert_tf.model.config import BertConfig
     from bert_tf.serving import export
-    from bert_tf.tasks.encoder import EncoderConfig, EncoderTask
+    from bert_tf.tasks.encoder.task import EncoderConfig, EncoderTask
 
     config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=16)

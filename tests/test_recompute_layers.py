@@ -14,7 +14,7 @@ import pretraining_fixtures as fx
 from bert_tf.model import layers
 from bert_tf.model.config import BertConfig
 from bert_tf.model.models import BertPretrainer
-from bert_tf.tasks.pretraining import PretrainingTask
+from bert_tf.tasks.pretraining.task import PretrainingTask
 
 pytestmark = pytest.mark.slow
 
@@ -85,7 +85,7 @@ def test_same_loss_and_gradients_with_dropout(cpu_kernels):
 def test_a_run_with_recompute_layers_trains_the_same(tmp_path):
     """`RunSettings.recompute_layers` through the runner: 3 steps of tiny BERT pretraining with
     dropout, seeded, with and without: the same loss curve and final weights."""
-    from bert_tf.tasks.pretraining import PretrainingConfig, pretraining_records
+    from bert_tf.tasks.pretraining.task import PretrainingConfig, pretraining_records
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
 

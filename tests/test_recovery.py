@@ -226,7 +226,7 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     from bert_tf.training import runner, loops
     from bert_tf.training.settings import RunSettings
     from bert_tf.errors import InputError
-    from bert_tf.tasks.encoder import EncoderConfig, EncoderTask
+    from bert_tf.tasks.encoder.task import EncoderConfig, EncoderTask
 
     encoder = tiny_encoder()
     optimizer = keras.optimizers.Adam()

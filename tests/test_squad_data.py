@@ -18,8 +18,8 @@ import random
 
 import pytest
 
-from bert_tf.data import features as features_lib
-from bert_tf.tasks import squad_data as sd
+from bert_tf.tasks.squad import preprocessor as features_lib
+from bert_tf.tasks.squad import preprocessor as sd
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 from conftest import decoded_records

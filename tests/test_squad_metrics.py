@@ -23,7 +23,7 @@ import types
 
 import pytest
 
-from bert_tf.tasks import squad_metrics as m
+from bert_tf.tasks.squad import metrics as m
 from conftest import HF_VENV, require_hf_venv
 
 

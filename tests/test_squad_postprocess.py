@@ -14,8 +14,8 @@ import math
 import numpy as np
 import pytest
 
-from bert_tf.tasks import squad_data as sd
-from bert_tf.tasks import squad_postprocess as sp
+from bert_tf.tasks.squad import postprocess as sp
+from bert_tf.tasks.squad import preprocessor as sd
 from bert_tf.tokenization import FullTokenizer
 
 

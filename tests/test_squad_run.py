@@ -147,7 +147,7 @@ def squad_command(workspace, output_dir, **flags):
 @pytest.mark.parametrize("version", ["1.1", "2.0"])
 def test_predictions_equal_the_originals(reference, refbert, ref_flags, workspace, version,
                                          tmp_path_factory):
-    from bert_tf.tasks import squad_metrics
+    from bert_tf.tasks.squad import metrics as squad_metrics
 
     theirs = reference_predictions(reference, refbert, ref_flags, workspace, version,
                                    tmp_path_factory.mktemp(f"reference_{version}"))
@@ -266,9 +266,9 @@ def test_training_loss_equals_the_originals(reference, refbert, ref_flags, works
     import tensorflow as tf
 
     from bert_tf.model.config import BertConfig
-    from bert_tf.data.features import squad_feature_spec
+    from bert_tf.tasks.squad.preprocessor import squad_feature_spec
     from bert_tf.tasks.base import Records
-    from bert_tf.tasks.squad import SquadConfig, SquadTask
+    from bert_tf.tasks.squad.task import SquadConfig, SquadTask
 
     rs, spec = reference
     v1 = refbert.v1

@@ -12,9 +12,10 @@ import re
 import numpy as np
 import pytest
 
-from bert_tf.tasks import metrics, tagging_data
+from bert_tf.tasks import metrics
+from bert_tf.tasks import ner as tagging_data
 from bert_tf.errors import InputError
-from bert_tf.data.features import tagging_feature_spec
+from bert_tf.tasks.ner.preprocessor import tagging_feature_spec
 
 CLS, SEP = "[CLS]", "[SEP]"
 from bert_tf.tokenization import FullTokenizer
@@ -399,7 +400,7 @@ def test_windows_give_the_one_window_tags_where_they_give_the_context(
     whole sentence does (not the window's [CLS] or [SEP] in place of a piece), the tags must
     be equal; with these strides that is every word (and every word of a sentence that fits
     in one window)."""
-    from bert_tf.tasks import tagging
+    from bert_tf.tasks.ner import task as tagging
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     lines = valid_path.read_text(encoding="utf-8").split("\n")

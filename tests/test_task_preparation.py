@@ -7,7 +7,8 @@ records, decoded, for the same files."""
 import pytest
 
 from bert_tf.errors import InputError
-from bert_tf.tasks import classification, classifier_data
+from bert_tf.tasks import classification
+from bert_tf.tasks import classification as classifier_data
 from conftest import decoded_records
 
 SEQ = 48

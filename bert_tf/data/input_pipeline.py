@@ -53,8 +53,8 @@ def _first_example(path):
 
 def first_record_lengths(path):
     """{feature name: number of values} of the first record of `path` (what
-    bert_tf.data.features.pretraining_layout_of reads); InputError naming the file when it has
-    no readable tf.train.Example."""
+    bert_tf.tasks.pretraining.layout.pretraining_layout_of reads); InputError naming the file
+    when it has no readable tf.train.Example."""
     lengths = {}
     for name, feature in _first_example(path).features.feature.items():
         kind = feature.WhichOneof("kind")
@@ -204,7 +204,7 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
         want one static shape.
       transform: optional f(index, example, pipeline_id) -> example, applied to each decoded
         example before batching, `index` its place in this pipeline's stream (0, 1, ...:
-        what a resumed run replays) (dynamic masking: bert_tf.data.dynamic_masking).
+        what a resumed run replays) (dynamic masking: bert_tf.tasks.pretraining.dynamic_masking).
     """
     num_pipelines, pipeline_id, num_replicas = _sharding(input_context)
     if global_batch_size % num_replicas:

@@ -1,9 +1,10 @@
 """Sentence embeddings: one vector per text pooled from the encoder's hidden states.
 
 `pool(hidden_states, input_mask, pooling, normalize)` is the one pooling of the library:
-extract_features' `--pooling` (bert_tf.tasks.features) and the encoder export's `embed_text`
-signature (bert_tf.tasks.encoder) both call it. The modes are sentence-transformers' (its
-`models.Pooling`), so that a sentence-transformers model directory gives its own embeddings:
+extract_features' `--pooling` (bert_tf.tasks.encoder.extraction) and the encoder export's
+`embed_text` signature (bert_tf.tasks.encoder.task) both call it. The modes are
+sentence-transformers' (its `models.Pooling`), so that a sentence-transformers model directory gives
+its own embeddings:
   - "cls": the hidden state at [CLS] (position 0; not the pooler's tanh layer, which is the
     encoder's `pooled_output`);
   - "mean": the mean over the real tokens (input_mask 1: [CLS] and [SEP] included, padding

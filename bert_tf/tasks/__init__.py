@@ -1,3 +1,5 @@
-"""Tasks on the runner: the contract (`base.Task`) and one module per task with the data module
-that turns its raw files into records: pretraining, sentence (pair) classification, token
-classification (tagging), SQuAD; their metrics."""
+"""Tasks on the runner: the contract (`base`), the one `prepare` of their records
+(`preprocessor`), the names (`registry`), shared metrics, and a package per task
+(`classification`, `ner`, `squad`, `multiple_choice`, `encoder`, `pretraining`), each its task
+beside its preprocessor and its readers of raw files.
+"""

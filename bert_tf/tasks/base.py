@@ -1,34 +1,8 @@
-"""The task contract: what a task (pretraining, classification, tagging, SQuAD) tells the driver.
-
-Every run_* command line is flags plus a `Task`; `bert_tf.training.runner.run(task, settings)`
-does the rest once for all of them (strategy, precision, optimizer, checkpoints, train/eval/predict loops,
-summaries, export). This follows TF Model Garden's `official/core/base_task.py`: a task is built
-from a typed config (`TaskConfig`, extended by each task: what the driver reads of it is
-declared there, nothing else), builds its inputs and model, defines its losses and metrics,
-turns the per-example outputs of eval and predict into results and files, and says what its
-SavedModel serves; it owns no loop.
-
-The loops call the methods below inside `strategy.run` (one replica's shard of the batch) or on
-the host. Tensors in a batch are int32 / float32 (int64 features are cast on read).
-
-Train (see `bert_tf.training.loops`): `outputs(model, batch, training=True)`, then
-`train_metrics(batch, outputs, normalizers)` returns "loss" and other scalars, each the shard's
-*share* of the global-batch value: sums over the shard divided by `normalizers`, which the loop
-has summed over replicas and micro-batches. So 1 device, N replicas and gradient accumulation
-give the same loss and gradients for the same global batch.
-
-Eval and predict: `eval_outputs` / `predict_outputs` return per-example tensors ([B, ...] each);
-the loop gathers them across replicas in global-batch order and across steps, then hands the
-whole arrays (numpy) to `eval_results` / `write_predictions`. Per-example, not sums, because
-some results need every prediction (STS-B's Pearson, entity F1 over whole sentences, SQuAD
-spans by example id). Eval and predict read their records once, in order; a task pads them to a
-multiple of the batch size with the original's padding examples (`is_real_example` = 0), so
-fixed-size batches (TPU) see every real example exactly once, and results weigh them out.
-
-Each fine-tuning task module also owns how its raw inputs become records: `prepare_task(...)`
-(`classification`, `tagging`, `squad`) reads and checks every split, writes the records into
-output_dir and returns a `PreparedTask`; the command lines, the API and the notebook's runs all
-go through it.
+"""The task contract: what a task tells the driver (`bert_tf.training.runner.run(task, settings)`),
+after TF Model Garden's `official/core/base_task.py`. A task is built from a typed config
+(`TaskConfig`), builds its inputs and model, defines its losses (each shard's share of the
+global batch) and metrics, turns the per-example outputs of eval and predict into results and
+files, and says what its SavedModel serves; it owns no loop. docs/tasks.md.
 """
 import abc
 import contextlib

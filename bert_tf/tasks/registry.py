@@ -1,32 +1,49 @@
 """The task names that every command line, the Python API and export use, and their classes.
 
+A task class registers itself where it is defined (`@register("classifier")`); `PACKAGES` says
+which package of bert_tf.tasks defines each name, imported when the name is asked for, so that
+the names are known without importing TensorFlow (export_savedmodel's --task).
 `build(name, bert_config, **options)` makes the task of a model that is loaded rather than
 trained here (export_savedmodel, `bert_tf.api.load_model`): its config (`Task.Config`) with
-`options` as fields and no records, so only what serving needs. An option the task's config
-does not have is an error, not ignored. A new task is one more entry (its module and class).
+`options` as fields and no records. An option the task's config lacks is an error.
 """
 import dataclasses
 import importlib
 
 from bert_tf.errors import InputError
 
-_TASKS = {
-    "encoder": ("bert_tf.tasks.encoder", "EncoderTask"),
-    "pretraining": ("bert_tf.tasks.pretraining", "PretrainingTask"),
-    "classifier": ("bert_tf.tasks.classification", "ClassificationTask"),
-    "squad": ("bert_tf.tasks.squad", "SquadTask"),
-    "ner": ("bert_tf.tasks.tagging", "TaggingTask"),
-    "multiple_choice": ("bert_tf.tasks.multiple_choice", "MultipleChoiceTask"),
+# name -> the package of bert_tf.tasks whose `task` module registers it.
+PACKAGES = {
+    "encoder": "encoder",
+    "pretraining": "pretraining",
+    "classifier": "classification",
+    "squad": "squad",
+    "ner": "ner",
+    "multiple_choice": "multiple_choice",
 }
-NAMES = tuple(_TASKS)
+NAMES = tuple(PACKAGES)
+_CLASSES = {}
+
+
+def register(name):
+    """Class decorator: the Task class of `name` (one of NAMES)."""
+    if name not in PACKAGES:
+        raise ValueError(f"task {name!r} is not in bert_tf.tasks.registry.PACKAGES")
+
+    def add(cls):
+        _CLASSES[name] = cls
+        return cls
+
+    return add
 
 
 def task_class(name):
     """The Task class registered as `name`; InputError naming the valid names otherwise."""
-    if name not in _TASKS:
+    if name not in PACKAGES:
         raise InputError(f"unknown task {name!r}: one of {', '.join(NAMES)}")
-    module, cls = _TASKS[name]
-    return getattr(importlib.import_module(module), cls)
+    if name not in _CLASSES:
+        importlib.import_module(f"bert_tf.tasks.{PACKAGES[name]}.task")
+    return _CLASSES[name]
 
 
 def build(name, bert_config, **options):

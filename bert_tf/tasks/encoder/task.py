@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.pooling import check_pooling, pool
+from bert_tf.tasks import registry
 from bert_tf.tasks.base import Task, TaskConfig
 
 
@@ -23,6 +24,7 @@ class EncoderConfig(TaskConfig):
         check_pooling(self.pooling)
 
 
+@registry.register("encoder")
 class EncoderTask(Task):
     """Serves sequence_output [B, T, H] and pooled_output [B, H] (float32); on raw strings
     sequence_output is [B, max_seq_length, H] (zero rows after each batch's longest text). With

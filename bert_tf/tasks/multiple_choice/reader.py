@@ -1,48 +1,15 @@
-"""Multiple-choice data: a context and N endings per question, one of them right.
-
-The paper's SWAG task (Devlin et al. 2019, section 4.4; the original release has no script for
-it): each question is a video caption's first sentence and four candidate continuations. The
-files are SWAG's CSVs (github.com/rowanz/swagaf, data/): `train.csv`, `val.csv`, `test.csv`
-with the header `,video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,
-ending3,label` (the first, unnamed column is the pandas row index; test.csv has no label).
-
-The recipe, as Hugging Face's run_swag (examples/pytorch/multiple-choice) and the
-pytorch-pretrained-bert run_swag.py that reproduced the paper's number: the context is `sent1`,
-each ending is `sent2 + " " + endingK` (sent2 is the second sentence's start, e.g. "She"), and
-each of the N pairs is packed as `[CLS] context [SEP] ending [SEP]`. We truncate a pair as the
-original's `_truncate_seq_pair` (the longer part loses a piece until it fits), which is what
-pytorch-pretrained-bert's run_swag did; transformers' `truncation=True` truncates longest first
-too.
-
-Other data sets are files of the same shape described by options (`ChoiceProcessor`): a TSV or
-CSV with a context column, N ending columns, an optional column put before every ending (SWAG's
-sent2) and a label column holding the right ending's 0-based index (test files need none).
-
-Strict reading (`bert_tf.tasks.classifier_data.read_rows`: UTF-8, CSV quoting or the
-original's TSV reading), each error an InputError naming the file and 1-based line: an empty
-line; a row whose number of fields differs from the file's first line (a question with more or
-fewer endings than the others); an empty context or ending; a label that is not the index of an
-ending (0 to N-1). Such an error on line 1 of a file read without skip_header suggests it: the
-line may be a header.
-
-Records (`write_choice_records`): one tf.train.Example per question, its N packed sequences
-flattened (`bert_tf.data.features.multiple_choice_feature_spec`), `label_ids` and
-`is_real_example` as run_classifier's; eval and predict sets are padded to a multiple of the
-batch size with all-zero questions that results leave out (`classifier_data.pad_examples`).
+"""A multiple-choice task's files read into `ChoiceExample`s: SWAG's CSVs (github.com/rowanz/swagaf
+data/: context sent1, each ending sent2 + " " + endingK, as Hugging Face's run_swag) or a user's
+TSV/CSV described by options (`ChoiceProcessor`); a bad row is an error naming its file and line.
 """
 import dataclasses
 import os
 
-from bert_tf.data import features
+from bert_tf.data.tsv import (parse_column, parse_delimiter, read_rows, refuse_options,
+                              with_header_hint)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import split_comma_list
-from bert_tf.tasks.classifier_data import (PaddingInputExample, parse_column, parse_delimiter,
-                                           read_rows, refuse_options, with_header_hint)
-from bert_tf.text import packing
 from bert_tf.tokenization import convert_to_unicode
-
-# Questions packed per `packing.pack_choices` call (their texts tokenized in one call).
-_CHUNK = 2048
 
 
 @dataclasses.dataclass
@@ -204,7 +171,7 @@ class ChoiceProcessor:
         return ChoiceExample(guid=guid, context=context, endings=endings, label=label)
 
 
-# SWAG's files (rowanz/swagaf data/) and the paper's recipe: see the module docstring.
+# SWAG's files (rowanz/swagaf data/) and the paper's recipe: see docs/fine_tuning.md.
 SWAG = dict(context_column="sent1", ending_prefix_column="sent2",
             ending_columns=[f"ending{k}" for k in range(4)], label_column="label",
             skip_header=True, delimiter=",", train_file="train.csv", dev_file="val.csv",
@@ -226,49 +193,3 @@ def get_processor(task_name, **options):
     processor = ChoiceProcessor(**SWAG)
     processor.name = "swag"
     return processor
-
-
-def check_examples(examples, num_choices):
-    """InputError naming the first question whose endings are not `num_choices` or whose label
-    is not one of their indexes (for examples made in Python; files are checked as read)."""
-    for example in examples:
-        if isinstance(example, PaddingInputExample):
-            continue
-        if len(example.endings) != num_choices:
-            raise InputError(f"question {example.guid!r} has {len(example.endings)} endings; "
-                             f"every question needs {num_choices}")
-        if not (isinstance(example.label, int) and 0 <= example.label < num_choices):
-            raise InputError(f"question {example.guid!r}: label {example.label!r} is not the "
-                             f"index of an ending: 0 to {num_choices - 1}")
-
-
-def iter_records(examples, num_choices, max_seq_length, tokenizer):
-    """The record features of each question (or PaddingInputExample: all zeros, label 0,
-    is_real_example 0), in order, packed a chunk of questions at a time
-    (`packing.pack_choices`)."""
-    examples = list(examples)
-    zeros = [0] * (num_choices * max_seq_length)
-    for start in range(0, len(examples), _CHUNK):
-        chunk = examples[start:start + _CHUNK]
-        real = [e for e in chunk if not isinstance(e, PaddingInputExample)]
-        packed = packing.pack_choices(tokenizer, [e.context for e in real],
-                                      [e.endings for e in real], max_seq_length=max_seq_length)
-        row = 0
-        for example in chunk:
-            if isinstance(example, PaddingInputExample):
-                yield {"input_ids": zeros, "input_mask": zeros, "segment_ids": zeros,
-                       "label_ids": 0, "is_real_example": 0}
-                continue
-            record = {name: packed[name][row].reshape(-1).tolist()
-                      for name in packing.INPUT_NAMES}
-            record.update(label_ids=example.label, is_real_example=1)
-            row += 1
-            yield record
-
-
-def write_choice_records(examples, num_choices, max_seq_length, tokenizer, output_file):
-    """Writes one tf.train.Example per question (see the module docstring) to `output_file`,
-    atomically; returns the number written."""
-    check_examples(examples, num_choices)
-    return features.write_examples(
-        output_file, iter_records(examples, num_choices, max_seq_length, tokenizer))

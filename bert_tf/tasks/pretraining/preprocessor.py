@@ -1,40 +1,7 @@
-"""Masked-LM / next-sentence pretraining data: the original's records, exactly, and fast.
-
-This is google-research/bert `create_pretraining_data.py` (GitHub master, which adds whole-word
-masking to the PyPI wheel's version) reimplemented so that, for the same input files,
-vocabulary, flags and seed, it writes the same `tf.train.Example` records in the same order to
-the same output files, 10x+ faster and in a fraction of the memory. How:
-
-* Documents are kept as token *ids* in flat int32 arrays (one array of tokens, one of segment
-  (= input line) boundaries, one of document boundaries), never as lists of strings.
-* Everything the original decides with its `random.Random(random_seed)` (document shuffle,
-  target lengths, A/B split points, random-next documents, truncation sides, masking, final
-  instance shuffle) runs in numba-compiled code on a port of CPython's Mersenne Twister that
-  starts from the Python generator's state and makes exactly the same draws in the same order
-  (`random()`, `_randbelow()` via `getrandbits`, `shuffle()` as in CPython 3.11).
-* An instance is stored as two token ranges (A and B: truncation only trims their ends) plus its
-  masked positions and replacement ids: ~140 bytes instead of the original's lists of strings.
-* Records are serialized by hand in the protobuf wire format of `SerializeToString(
-  deterministic=True)` (feature map sorted by key) with TFRecord framing (length, masked
-  CRC-32C), in compiled code: no TensorFlow import, and reruns are byte-identical (protobuf's
-  default map order varies between processes).
-
-The streaming mode (`create_pretraining_data_streaming`) runs the same per-window algorithm on
-bounded windows of documents in parallel processes; see its docstring for its contract.
-
-Other record layouts (`InstanceOptions.masking`, `objective`, `pack_sequences`; the features of
-`bert_tf.data.features.PretrainingLayout`) share instance creation: dynamic masking skips the
-masking draws, the "mlm" objective keeps each chunk whole instead of splitting it into A and B,
-packing regroups the finished instances into rows (`make_rows`), and `_serialize_rows` writes
-any layout.
-
-Input format (as the original): one sentence per line, a blank (after `str.strip()`) line
-between documents; files are read in the order given and a document continues across a file
-boundary when the file does not end with a blank line. Lines are split on "\\n" only.
-
-No TensorFlow import here: create_pretraining_data never imports it for local files, and its
-tokenizing processes are forked. TensorFlow is imported only for remote (gs://...) files,
-and FastTokenizer (~0.3 s to import, then TensorFlow) only for --tokenizer=fast.
+"""create_pretraining_data's records: the original's, byte for byte for the same inputs, flags
+and seed, and fast (ids in flat arrays, the original's random draws in numba-compiled code,
+records serialized by hand), in memory or streamed in bounded windows; and the other layouts
+(`layout`). No TensorFlow for local files. docs/create_pretraining_data.md.
 """
 import collections
 import contextlib
@@ -51,6 +18,7 @@ from numba import njit
 from bert_tf import io_utils
 from bert_tf.errors import argument_error, file_error
 from bert_tf.progress import Progress
+from bert_tf.tasks.pretraining.layout import PretrainingLayout, record_schema
 from bert_tf.tokenization import FullTokenizer
 
 # The original's features, in the order it builds them (the wire order is sorted by key).
@@ -72,7 +40,7 @@ DEFAULT_MAX_SEQUENCES_PER_ROW = 8
 @dataclasses.dataclass(frozen=True)
 class InstanceOptions:
     """The original's instance-creation flags (same names and defaults), and the record layout
-    (`bert_tf.data.features.PretrainingLayout`'s fields; the defaults are the original's):
+    (`PretrainingLayout`'s fields; the defaults are the original's):
 
       masking: "static" (masks drawn when written) or "dynamic" (`masked_lm_candidates`
         written, masks drawn when read);
@@ -119,12 +87,15 @@ class InstanceOptions:
         return self.max_sequences_per_row or (min(fit, DEFAULT_MAX_SEQUENCES_PER_ROW)
                                               if self.next_sentence else fit)
 
+    @property
+    def layout(self):
+        """The PretrainingLayout of the records these options make."""
+        return PretrainingLayout(self.masking, self.next_sentence, self.pack_sequences,
+                                 self.sequences_per_row if self.pack_sequences else 0)
+
     def describe(self):
-        """The layout in words (as `PretrainingLayout.describe`, without importing it)."""
-        objective = "masked-LM + next-sentence" if self.next_sentence else "masked-LM only"
-        packed = (f", packed (at most {self.sequences_per_row} sequences a row)"
-                  if self.pack_sequences else "")
-        return f"{self.masking} masks, {objective}{packed}"
+        """The layout in words."""
+        return self.layout.describe()
 
     def validate(self):
         """Raises InputError naming the field for values the original would crash on."""
@@ -975,22 +946,10 @@ _LAYOUT_KEY_OFFSETS = np.cumsum([0] + [len(n) for n, _, _ in _LAYOUT_FEATURES]).
 
 
 def layout_features(options):
-    """{feature name: number of values} of the records `options` make (as
-    `features.pretraining_feature_spec` for their layout, without TensorFlow)."""
-    lengths = {"T": options.max_seq_length, "P": options.max_predictions_per_seq,
-               "S": options.sequences_per_row}
-    names = {"input_ids", "input_mask", "segment_ids"}
-    if options.masking == "static":
-        names |= {"masked_lm_positions", "masked_lm_ids", "masked_lm_weights"}
-    else:
-        names.add("masked_lm_candidates")
-    if options.pack_sequences:
-        names |= {"position_ids", "sequence_ids"}
-    if options.next_sentence:
-        names.add("next_sentence_labels")
-        if options.pack_sequences:
-            names |= {"next_sentence_positions", "next_sentence_weights"}
-    return {name: lengths[kind] for name, kind, _ in _LAYOUT_FEATURES if name in names}
+    """{feature name: number of values} of the records `options` make (`layout.record_schema`
+    of their layout)."""
+    return record_schema(options.max_seq_length, options.max_predictions_per_seq,
+                         options.layout).lengths()
 
 
 @dataclasses.dataclass
@@ -1639,7 +1598,7 @@ class WindowProcessor:
     `random.Random(random_seed + index)` exactly as the default mode does for a whole corpus,
     and serialize them grouped by output file. Everything it uses is on the object (no module
     state): the streaming mode calls it in worker processes, the Beam pipeline
-    (`bert_tf.data.pretraining_beam`) in its DoFn.
+    (`bert_tf.tasks.pretraining.beam`) in its DoFn.
 
     Calling it with (index, lines) returns (documents, input tokens, records, groups, stats):
     groups[j] = (framed TFRecord bytes, count) holds the records whose index k in the window's

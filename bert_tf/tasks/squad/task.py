@@ -1,26 +1,7 @@
-"""SQuAD 1.1 / 2.0 question answering: the original run_squad's model half, as a Task.
-
-Model and loss as the original's `create_model` / `model_fn_builder`: start and end logits from
-the final hidden states (`cls/squad/output_weights` [2, hidden], `output_bias` [2]), the loss
-the mean of the start and end cross-entropies over all max_seq_length positions (padding
-included, as the original: which is why SQuAD batches are never cut to their longest example;
-the n-best of the original's post-processing also ranks padding positions).
-
-Predict gathers (unique_id, start_logits, end_logits) per window; `write_predictions` runs the
-original's post-processing (`bert_tf.tasks.squad_postprocess`: predictions.json,
-nbest_predictions.json and, for SQuAD 2.0, null_odds.json) and, when the predict file has
-answers, the official evaluation script's numbers (`bert_tf.tasks.squad_metrics`) into
-eval_results.txt. The predict records are padded to a multiple of the batch with windows whose
-unique_id is 0 (real ones count from 1000000000), which post-processing leaves out.
-
-A question without a window (its context empty, or nothing but characters the tokenizer drops)
-is predicted as the original predicts it: no candidate, so the original's nonce answer "empty"
-(probability 1, logits 0); with SQuAD 2.0 the original fails on it (IndexError), here it
-predicts "" (see bert_tf.tasks.squad_postprocess). A predict file where no question has a window has
-nothing to predict: run_squad stops with one error naming the file (`require_windows`).
-
-Data: `prepare_task` reads the SQuAD files, writes their records and returns the task over them
-(run_squad calls it).
+"""SQuAD 1.1 / 2.0 question answering: the original run_squad's model and loss as a Task; its
+predictions go through the original's post-processing (`postprocess`) and, when the predict
+file has answers, the official evaluation (`metrics`). A question without a window is
+predicted "empty", as the original (SQuAD 2.0: ""). docs/fine_tuning.md (run_squad).
 """
 import dataclasses
 import os
@@ -28,16 +9,16 @@ import time
 
 import tensorflow as tf
 
-from bert_tf.data import features as features_lib
-from bert_tf.data.features import squad_feature_spec
-from bert_tf.errors import argument_error
 from bert_tf.model.models import BertSpanLabeler
-from bert_tf.tasks import squad_data, squad_metrics, squad_postprocess
-from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
+from bert_tf.tasks import registry
+from bert_tf.tasks.preprocessor import prepare, split_options
+from bert_tf.tasks.squad import metrics, postprocess
+from bert_tf.tasks.squad.preprocessor import (PADDING_UNIQUE_ID, SquadPreprocessor,
+                                           squad_feature_spec)
+from bert_tf.tasks.base import Task, TaskConfig
 from bert_tf.training import runner
 from bert_tf.training.results import format_results, write_results
 
-PADDING_UNIQUE_ID = 0
 
 
 def has_answers(dataset):
@@ -68,13 +49,14 @@ class SquadConfig(TaskConfig):
     verbose_logging: bool = False
 
 
+@registry.register("squad")
 class SquadTask(Task):
     """run_squad's task over records written by `prepare_task`, or for a loaded model.
 
     Args:
       config: a SquadConfig.
       predict_data: (dataset, examples, features): the predict file's parsed "data" list, its
-        SquadExamples and InputFeatures (bert_tf.tasks.squad_data), for post-processing.
+        SquadExamples and InputFeatures (bert_tf.tasks.squad.preprocessor), for post-processing.
       log: where post-processing reports (its time, verbose_logging lines).
     """
 
@@ -120,14 +102,14 @@ class SquadTask(Task):
         config = self.config
         dataset, examples, features = self.predict_data
         if not features:  # nothing ran: no window to take logits from
-            raise ValueError("no predict window: check the predict file with "
-                             "bert_tf.tasks.squad.require_windows before running predict")
+            raise ValueError("no predict window: check the predict file with bert_tf.tasks."
+                             "squad.preprocessor.require_windows before running predict")
         real = outputs["unique_ids"] != PADDING_UNIQUE_ID
         started = time.perf_counter()
         paths = [os.path.join(output_dir, name) for name in (
-            squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE,
-            squad_postprocess.NULL_ODDS_FILE)]
-        predictions, _, null_odds = squad_postprocess.write_predictions(
+            postprocess.PREDICTIONS_FILE, postprocess.NBEST_FILE,
+            postprocess.NULL_ODDS_FILE)]
+        predictions, _, null_odds = postprocess.write_predictions(
             examples, features, outputs["unique_ids"][real], outputs["start_logits"][real],
             outputs["end_logits"][real], config.n_best_size, config.max_answer_length,
             config.do_lower_case, *paths, version_2_with_negative=config.version_2_with_negative,
@@ -139,9 +121,9 @@ class SquadTask(Task):
             paths.pop()
         if has_answers(dataset):
             if config.version_2_with_negative:
-                results = squad_metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+                results = metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
             else:
-                results = squad_metrics.evaluate_v1(dataset, predictions)
+                results = metrics.evaluate_v1(dataset, predictions)
             paths.append(write_results(results, output_dir))
             print("***** Eval results *****\n" + format_results(results), end="", flush=True)
         return paths
@@ -220,52 +202,12 @@ class SquadTask(Task):
         return signatures
 
 
-def padding_record(max_seq_length):
-    """A predict window that is not one (unique_id 0, no tokens): pads the predict records to a
-    multiple of the batch, as the original's padding examples do for the classifier."""
-    zeros = [0] * max_seq_length
-    return {"unique_ids": [PADDING_UNIQUE_ID], "input_ids": zeros, "input_mask": zeros,
-            "segment_ids": zeros}
-
-
-def require_windows(path, examples, features, argument="predict_file"):
-    """Raises InputError naming `path` (the file of `argument`) when none of its questions has a
-    window: nothing can be predicted (a question without one, among others with windows, is
-    predicted "empty" as the original)."""
-    if examples and not features:
-        raise argument_error(argument, f"{path}: none of its {len(examples)} question(s) has "
-                                       f"a window to predict from: every context is empty (or "
-                                       f"holds no token)")
-
-
-# ---- Data: SQuAD files to records.
-def read_examples(path, is_training, version_2_with_negative=False, verbose_logging=False,
-                  log=print):
-    """(the file's parsed "data" list, its SquadExamples); the training answers skipped (their
-    text is not at their offset) counted and reported; none left is an error naming the file's
-    argument (train_file or predict_file)."""
-    dataset = squad_data.load_squad_json(path)
-    skipped = []
-    examples = squad_data.read_squad_examples(
-        path, is_training, version_2_with_negative, skipped=skipped,
-        log=log if verbose_logging else None, data=dataset)
-    if skipped:
-        log(f"  skipped {len(skipped)} training question(s) of {path} whose answer text "
-            f"is not at its offset (first: id {skipped[0].qas_id}: "
-            f"{skipped[0].answer_text!r} vs {skipped[0].found_text!r})")
-    if not examples:
-        raise argument_error("train_file" if is_training else "predict_file",
-                             f"{path} holds no usable question")
-    return dataset["data"], examples
-
-
 def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_file=None,
                  predict_file=None, doc_stride=128, max_query_length=64,
-                 version_2_with_negative=False, predict_batch_size=None, train_batch_size=32,
-                 num_train_epochs=3.0, warmup_proportion=0.1, verbose_logging=False,
-                 check_model=None, log=None, **task_options):
-    """Reads the SQuAD files, writes their records and returns the PreparedTask (a SquadTask;
-    num_train counts the training questions, as the original counts its steps).
+                 version_2_with_negative=False, verbose_logging=False, **options):
+    """Reads the SQuAD files, writes their records (`SquadPreprocessor`, by
+    `bert_tf.tasks.preprocessor.prepare`) and returns the PreparedTask (a SquadTask; num_train
+    counts the training questions, as the original counts its steps).
 
     Args:
       bert_config: the encoder's BertConfig.
@@ -277,60 +219,20 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
       predict_file: SQuAD json to predict (None: no predict); windows padded to a multiple of
         predict_batch_size (if given).
       version_2_with_negative, verbose_logging: the original's flags.
-      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
-        checked) before any record is written.
-      check_model: called with a function building the task's model before any record is
-        written (the command lines check --init_checkpoint with it).
-      log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: SquadConfig's post-processing fields (n_best_size, max_answer_length,
-        do_lower_case, null_score_diff_threshold).
-    Both files are read and checked before any record is written; records are written
-    atomically, and on failure what was created in output_dir is removed.
+      options: `prepare`'s (predict_batch_size, training steps, check_model, log) and
+        SquadConfig's post-processing fields (n_best_size, max_answer_length, do_lower_case,
+        null_score_diff_threshold).
     """
-    log = log or runner.log
-    output_dir = os.fspath(output_dir)
-    squad_data.check_window_flags(max_seq_length, doc_stride, max_query_length)
-    windows = dict(tokenizer=tokenizer, max_seq_length=max_seq_length, doc_stride=doc_stride,
-                   max_query_length=max_query_length)
-    read = dict(version_2_with_negative=version_2_with_negative,
-                verbose_logging=verbose_logging, log=log)
-    prepared, predict_data = {}, None
-    if train_file:
-        _, train_examples = read_examples(train_file, True, **read)
-        squad_data.shuffle_training_examples(train_examples)
-        prepared["num_train"] = len(train_examples)
-        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
-            len(train_examples), train_batch_size, num_train_epochs, warmup_proportion,
-            "questions")
-    if predict_file:
-        dataset, examples = read_examples(predict_file, False, **read)
-        features = squad_data.convert_examples_to_features(examples, is_training=False,
-                                                           **windows)
-        require_windows(predict_file, examples, features)
-        predict_data = (dataset, examples, features)
+    prepare_options, task_options = split_options(options)
+    log = prepare_options["log"] = prepare_options.get("log") or runner.log
+    preprocessor = SquadPreprocessor(
+        tokenizer, max_seq_length, train_file, predict_file, doc_stride, max_query_length,
+        version_2_with_negative, verbose_logging, log)
     config = SquadConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                          max_query_length=max_query_length,
                          version_2_with_negative=version_2_with_negative,
                          verbose_logging=verbose_logging, **task_options)
-    if check_model:
-        check_model(SquadTask(config).build_model)
-
-    with preparing(output_dir):
-        if train_file:
-            path = os.path.join(output_dir, "train.tf_record")
-            count = squad_data.write_squad_records(
-                path, squad_data.iter_features(train_examples, is_training=True, **windows),
-                is_training=True)
-            config.records["train"] = Records((path,))
-            log(f"  train: {len(train_examples)} questions, {count} windows -> {path}")
-        if predict_file:
-            padding = [padding_record(max_seq_length)] * (
-                -len(features) % predict_batch_size if predict_batch_size else 0)
-            path = os.path.join(output_dir, "eval.tf_record")
-            count = features_lib.write_examples(
-                path, [squad_data.feature_record(f, is_training=False) for f in features]
-                + padding)
-            config.records["predict"] = Records((path,), count)
-            log(f"  predict: {len(examples)} questions, {len(features)} windows "
-                f"(+{len(padding)} padding) -> {path}")
-    return PreparedTask(SquadTask(config, predict_data, log=log), **prepared)
+    return prepare(preprocessor,
+                   lambda records: SquadTask(dataclasses.replace(config, records=records),
+                                             preprocessor.predict_data, log=log),
+                   output_dir, **prepare_options)

@@ -1,31 +1,6 @@
-"""Feature extraction (the original's extract_features.py) as a task on the runner.
-
-`FeatureExtractionTask` is the encoder (`EncoderTask`) over the lines of a text file, read as the
-original's `read_examples` (one example per line, `text_a` or `text_a ||| text_b`) and packed as
-its `convert_examples_to_features` (unique id = line number, `[CLS] a [SEP] (b [SEP])`, zero
-padding); its predictions are the JSONL file the original writes, byte for byte in layout and
-rounding (`feature_json`). run/extract_features.py builds it with `prepare_task` from its flags
-and calls `bert_tf.training.runner.run(task, RunSettings(output_dir=None, do_predict=True,
-...))`.
-
-The task streams its predictions (`streams_predictions`): the runner hands `write_predictions`
-each batch's outputs as the model produces them, and a writer thread formats the JSON of one
-batch while the model runs the next. The values of every layer of every example are never held
-at once (they are ~100x the size of the input), and the JSON text, which dominates the time,
-overlaps the model's work. Batches have one fixed shape (the last one padded with empty
-examples): one compiled forward pass, no retracing.
-
-With `pooling` (extract_features' --pooling; not in the original) each line is one sentence
-embedding instead of per-token values: the hidden states of the `layer_indexes` layers
-(concatenated along the hidden axis, in the order given) pooled over the line's real tokens by
-`bert_tf.model.pooling.pool` in the graph, optionally L2-normalized. The file is JSONL
-(`embedding_json`: {"linex_index", "embedding"}, values rounded as the original rounds), or a
-float32 [lines, dim] numpy array when `output_file` ends in ".npy" (row i: line i, unrounded).
-Since only a vector per line leaves the model, the model's work dominates, so the pooled path
-spends none on padding: the lines are sorted by length within windows of a few thousand
-(`input_pipeline.SORT_WINDOW_EXAMPLES`) and each batch is cut to its longest line
-(`input_pipeline.trim_to_longest`: padding is masked out of attention and pooling, so the
-vectors are the same up to float rounding); the writer puts them back in line order.
+"""extract_features as a task: the original's reading of lines, packing and JSONL output (byte
+for byte), or with `pooling` one embedding per line (JSONL or .npy); predictions stream to a
+writer thread while the model runs the next batch. docs/model.md (extract_features).
 """
 import collections
 import dataclasses
@@ -45,7 +20,7 @@ from bert_tf.model.checkpoints import load_checkpoint, require_complete
 from bert_tf.model.pooling import check_pooling
 from bert_tf.progress import Progress
 from bert_tf.tasks.base import PreparedTask, Records
-from bert_tf.tasks.encoder import EncoderConfig, EncoderTask
+from bert_tf.tasks.encoder.task import EncoderConfig, EncoderTask
 from bert_tf.text import packing
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])

@@ -1,59 +1,7 @@
-"""Sentence (pair) classification and regression: the original run_classifier's model half.
-
-Model, loss and metrics as the original's `create_model` / `model_fn_builder` / `metric_fn`:
-    logits = pooled_output (dropout 0.1 in training) @ output_weights^T + output_bias
-    per_example_loss = -sum(one_hot(label) * log_softmax(logits));  loss = batch mean
-    eval_accuracy = accuracy weighted by is_real_example; eval_loss = mean per_example_loss
-    weighted by is_real_example; loss = mean over eval batches of the batch loss; global_step
-plus the task's GLUE metric, which the original does not compute: eval_f1 (MRPC, QQP),
-eval_matthews_corrcoef (CoLA), eval_pearson and eval_spearman (STS-B). Regression (STS-B,
-num_labels 1; not in the original) uses the squared error as per-example loss and the logit as
-the prediction.
-
-Per class (not in the original; google-research/bert #800): eval_precision_<label>,
-eval_recall_<label> and eval_f1_<label> for every label (`label_key`: the name with each
-whitespace character as "_"), and eval_confusion_matrix.tsv in output_dir (rows: the gold
-label, columns: the predicted one; `write_eval_outputs`), all over the real examples.
-
-Multi-label (`multi_label`; not in the original; google-research/bert #371): an example has
-any number of the labels (`label_ids` multi-hot [num_labels]); the same model, with a sigmoid
-per label instead of the softmax:
-    per_example_loss = mean over the labels of sigmoid_cross_entropy(label, logit)
-(the mean, not the sum, keeps the loss's scale independent of the number of labels; the batch
-loss is still the sum over the examples divided by the global batch's examples, so replicas
-and gradient accumulation compute the same step); a label is predicted when its probability
-is over its threshold (`threshold`: one for all or one per label; 0.5); "accuracy" in training
-and eval_subset_accuracy count the examples whose every label is right. eval_results.txt:
-eval_loss, loss and global_step as above, eval_micro_precision, eval_micro_recall,
-eval_micro_f1, eval_macro_f1 (the mean of the labels' F1), eval_subset_accuracy and per label
-eval_precision_<label>, eval_recall_<label>, eval_f1_<label>; eval_confusion_matrix.tsv holds a
-row per label: its true and false positives, false and true negatives.
-
-Long texts (`doc_stride`; not in the original; google-research/bert #27, #66, #107): an
-example whose texts do not fit max_seq_length is not truncated but split into windows
-(`classifier_data.iter_features`: overlapping windows of a single text, or of a pair's second
-text beside the first); training sees every window as an example with the example's labels;
-eval and predict combine the windows' logits into the example's (`combine_windows`:
-`window_pooling` "mean", the default, or "max") before the softmax (sigmoid), the loss and the
-metrics, so results and test_results.tsv have one row per example. Mean by default because
-every window was trained to predict the example's label on its own: averaging their logits
-weighs each window's evidence alike and one odd window cannot decide alone; max suits labels
-that one passage is enough to show (a topic mentioned once, a multi-label tag). An example
-that fits is one window, the original's record (plus its example_id), and gives today's
-numbers.
-
-"loss" is the mean of the batch losses over the batches the original would have run: without
---use_tpu it does not pad eval sets, so its last batch is short and holds real examples only; with
-it, it pads, and padding examples count in their batch's mean. We always pad (fixed-size batches,
-every example once); the batch losses are recomputed from the per-example losses to give the
-original's number for the flags given.
-
-Data: `read_splits` reads a processor's files (bert_tf.tasks.classifier_data), `prepare_task`
-writes the records of InputExamples (read so, or the API's) and returns the task over them.
-
-Predictions (`test_results.tsv`): one line per real example, the class probabilities as
-`str(numpy.float32)` joined by tabs, no header, as the original (regression: the score;
-multi-label: each label's sigmoid probability).
+"""Sentence (pair) classification, regression and multi-label classification: the original
+run_classifier's model, loss and metrics as a Task, plus per-class scores, a confusion matrix
+and long texts in windows combined per example. Formulas, result keys and files:
+docs/fine_tuning.md (run_classifier).
 """
 import dataclasses
 import os
@@ -63,14 +11,15 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.features import classifier_feature_spec
+from bert_tf.data.records import feature_spec
 from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
-from bert_tf.tasks import classifier_data, metrics
-from bert_tf.tasks.classifier_data import check_doc_stride
-from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
-from bert_tf.training import runner
+from bert_tf.tasks import metrics, registry
+from bert_tf.tasks.classification.preprocessor import ClassificationPreprocessor, record_schema
+from bert_tf.tasks.base import Task, TaskConfig
+from bert_tf.tasks.preprocessor import prepare, split_options
+from bert_tf.text.windows import check_doc_stride
 
 # The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
 TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
@@ -195,8 +144,9 @@ class ClassificationConfig(TaskConfig):
         return tuple(thresholds)
 
 
+@registry.register("classifier")
 class ClassificationTask(Task):
-    """run_classifier's task over records written by `bert_tf.tasks.classifier_data`
+    """run_classifier's task over records written by `bert_tf.tasks.classification.preprocessor`
     (`prepare_task`), or for a loaded model (its labels)."""
 
     name = "classifier"
@@ -207,11 +157,9 @@ class ClassificationTask(Task):
     # ---- Data.
     def feature_spec(self, mode):
         config = self.config
-        spec = classifier_feature_spec(config.max_seq_length, config.regression,
-                                       config.num_labels if config.multi_label else None)
-        if config.windowed:
-            spec["example_id"] = tf.io.FixedLenFeature([], tf.int64)
-        return spec
+        return feature_spec(record_schema(
+            config.max_seq_length, config.regression,
+            config.num_labels if config.multi_label else None, config.windowed))
 
     # ---- Model.
     def build_model(self):
@@ -434,107 +382,34 @@ def write_table(path, header, rows):
     return path
 
 
-# ---- Data: raw examples to records.
-# mode: (the processor's name of the split, its reader).
-SPLITS = {"train": ("train", "get_train_examples"), "eval": ("dev", "get_dev_examples"),
-          "predict": ("test", "get_test_examples")}
-RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
-                "predict": "predict.tf_record"}
-
-
-def read_splits(processor, data_dir, modes):
-    """{mode: InputExamples} of each of `modes` ("train", "eval", "predict": the processor's
-    train, dev and test files in data_dir), every one read and checked (an empty one is an
-    error naming data_dir) before any record is written."""
-    file_names = processor.file_names  # TsvProcessor: the user's file names
-    splits = {}
-    for mode, (split, reader) in SPLITS.items():
-        if mode not in modes:
-            continue
-        splits[mode] = getattr(processor, reader)(data_dir)
-        if not splits[mode]:
-            raise argument_error("data_dir", f"the {mode} split holds no examples" + (
-                f" ({file_names[split]})" if split in file_names else ""))
-    return splits
-
-
+# ---- Data: examples to records.
 def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, output_dir, *,
-                 task_name=None, eval_batch_size=None, predict_batch_size=None,
-                 train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1,
-                 check_model=None, log=None, **task_options):
-    """Writes the records of `examples` and returns the PreparedTask (a ClassificationTask).
+                 task_name=None, **options):
+    """Writes the records of `examples` (`ClassificationPreprocessor`, by
+    `bert_tf.tasks.preprocessor.prepare`) and returns the PreparedTask (a ClassificationTask).
 
     Args:
       bert_config: the encoder's BertConfig.
       examples: {"train"|"eval"|"predict": InputExamples} (e.g. `read_splits`' ); each given
         split is written to output_dir/<split>.tf_record as the original's
-        file_based_convert_examples_to_features, eval and predict padded with the original's
-        padding examples to a multiple of eval_batch_size / predict_batch_size (if given).
-        With the task option doc_stride, the records are windows (counted before any is
-        written: num_train counts training windows), padded to the batch sizes.
-      label_list: the labels in output order; None for regression (one output). A
-        multi-label task (task option multi_label=True) has examples whose labels are lists.
+        file_based_convert_examples_to_features.
+      label_list: the labels in output order; None for regression (one output).
       tokenizer: FullTokenizer or FastTokenizer (the same records).
       task_name: the processor's name: the GLUE metric (TASK_METRICS) and the log line.
-      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
-        checked) before any record is written.
-      check_model: called with a function building the task's model before any record is
-        written (the command lines check --init_checkpoint with it).
-      log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: ClassificationConfig's other fields (original_pads_eval,
-        bucket_by_length, multi_label, threshold, doc_stride, window_pooling, ...).
-    Records are written atomically; on failure what was created in output_dir is removed.
+      options: `prepare`'s (batch sizes, training steps, check_model, log) and
+        ClassificationConfig's other fields (original_pads_eval, bucket_by_length,
+        multi_label, threshold, doc_stride, window_pooling, ...).
     """
-    log = log or runner.log
-    output_dir = os.fspath(output_dir)
-    regression = label_list is None
+    prepare_options, task_options = split_options(options)
     name = (task_name or "").strip().lower()
-    task_options.setdefault("task_metric",
-                            TASK_METRICS.get(name, "correlation" if regression else None))
+    task_options.setdefault("task_metric", TASK_METRICS.get(
+        name, "correlation" if label_list is None else None))
     config = ClassificationConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                                   labels=label_list, **task_options)
-    if check_model:
-        check_model(ClassificationTask(config).build_model)
-    log((f"*** task {name}: " if name else "*** ")
-        + ("regression" if regression else
-           f"{len(label_list)} labels {label_list}"
-           + (f", multi-label (thresholds {list(config.thresholds)})" if config.multi_label
-              else "")))
-    conversion = dict(regression=regression, multi_label=config.multi_label)
-    windows = {}
-    if config.windowed:  # every split's windows, before any is written: they count the steps
-        windows = {mode: classifier_data.convert_examples_to_features(
-            examples[mode], label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
-            **conversion) for mode in RECORD_FILES if mode in examples}
-    prepared = {}
-    if "train" in examples:
-        prepared["num_train"] = len(windows.get("train", examples["train"]))
-        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
-            prepared["num_train"], train_batch_size, num_train_epochs, warmup_proportion,
-            "windows" if config.windowed else "examples")
-    batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
-    with preparing(output_dir):
-        for mode in RECORD_FILES:
-            if mode not in examples:
-                continue
-            path = os.path.join(output_dir, RECORD_FILES[mode])
-            batch_size = batch_sizes.get(mode)
-            if config.windowed:
-                features, num_real = windows[mode], len(windows[mode])
-                if batch_size:
-                    features = features + classifier_data.convert_examples_to_features(
-                        [classifier_data.PaddingInputExample()] * (-num_real % batch_size),
-                        label_list, max_seq_length, tokenizer, doc_stride=config.doc_stride,
-                        **conversion)
-                count = classifier_data.write_features(features, path)
-                what = f"{len(examples[mode])} examples in {num_real} windows"
-            else:
-                split, num_real = examples[mode], len(examples[mode])
-                if batch_size:
-                    split, num_real = classifier_data.pad_examples(split, batch_size)
-                count = classifier_data.write_classifier_records(
-                    split, label_list, max_seq_length, tokenizer, path, **conversion)
-                what = f"{num_real} examples"
-            log(f"  {mode}: {what} (+{count - num_real} padding) -> {path}")
-            config.records[mode] = Records((path,), None if mode == "train" else count)
-    return PreparedTask(ClassificationTask(config), **prepared)
+    preprocessor = ClassificationPreprocessor(
+        examples, label_list, tokenizer, max_seq_length, name, config.multi_label,
+        config.doc_stride)
+    return prepare(preprocessor,
+                   lambda records: ClassificationTask(dataclasses.replace(config,
+                                                                          records=records)),
+                   output_dir, **prepare_options)

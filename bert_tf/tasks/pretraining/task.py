@@ -1,26 +1,7 @@
-"""Pretraining loss and eval metrics: the original run_pretraining's, on BertPretrainer outputs.
-
-Loss (the original's `get_masked_lm_output` + `get_next_sentence_output`):
-    masked_lm_loss     = sum(w * nll) / (sum(w) + 1e-5)      over the batch's masked positions
-    next_sentence_loss = mean(nll)                             over the batch's examples
-    loss               = masked_lm_loss + next_sentence_loss
-
-Eval (the original's `metric_fn` through TPUEstimator.evaluate): over all eval batches,
-    masked_lm_accuracy / masked_lm_loss   weighted by masked_lm_weights,
-    next_sentence_accuracy / next_sentence_loss   per example,
-    loss   = mean over eval batches of the batch loss above, global_step.
-
-Objective "mlm" (no next-sentence head) drops the next-sentence terms and metrics. Packed rows
-(several sequences a row, bert_tf.data.features.PretrainingLayout) keep these numbers as the
-unpacked batch would give them: next-sentence terms per real sequence (next_sentence_weights)
-instead of per row; records with dynamic masks get theirs when read
-(bert_tf.data.dynamic_masking; eval's are fixed: seed EVAL_MASKING_SEED, the record's place).
-
-`PretrainingTask` is the `bert_tf.tasks.base.Task` that run_pretraining hands to
-`bert_tf.training.runner.run`. A batch there may be split over replicas and
-gradient-accumulation micro-batches; the task then returns each shard's *share* of the global-batch value
-(its sums divided by the global-batch normalizers), so that the shares add up to exactly what
-the original computes on the whole batch on one device.
+"""Pretraining as a Task: the original run_pretraining's masked-LM and next-sentence loss and eval
+metrics on BertPretrainer outputs, for every record layout (`layout`; dynamic masks drawn when
+read, `dynamic_masking`), each shard's loss its share of the global batch's.
+docs/run_pretraining.md.
 """
 import dataclasses
 import random
@@ -30,16 +11,18 @@ import typing
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data import dynamic_masking, input_pipeline
-from bert_tf.data.features import (ORIGINAL_LAYOUT, pretraining_feature_spec,
-                                   pretraining_layout_of)
+from bert_tf.data import input_pipeline
+from bert_tf.data.records import feature_spec
 from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
                                          first_record_lengths)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.model import checkpoints
 from bert_tf.model.models import BertPretrainer
 from bert_tf.model.variable_names import Part, original_variable_map
+from bert_tf.tasks import registry
 from bert_tf.tasks.base import Records, Task, TaskConfig
+from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining.layout import ORIGINAL_LAYOUT, pretraining_layout_of, record_schema
 from bert_tf.training.optimization import AdamWeightDecay
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
@@ -47,6 +30,11 @@ MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 PACKED_INPUTS = ("position_ids", "sequence_ids", "next_sentence_positions")
 OBJECTIVES = ("mlm_nsp", "mlm")
 EVAL_MASKING_SEED = 0  # eval's dynamic masks: the same at every checkpoint
+
+
+def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, layout=ORIGINAL_LAYOUT):
+    """The tf.io parsing spec of pretraining records of `layout` (`layout.record_schema`)."""
+    return feature_spec(record_schema(max_seq_length, max_predictions_per_seq, layout))
 
 
 def masked_lm_example_loss(masked_lm_log_probs, masked_lm_ids):
@@ -214,6 +202,7 @@ def pretraining_records(input_files):
     return {mode: Records(tuple(input_files)) for mode in ("train", "eval")}
 
 
+@registry.register("pretraining")
 class PretrainingTask(Task):
     """Masked-LM + next-sentence pretraining on create_pretraining_data's records.
 

@@ -1,40 +1,21 @@
-"""Multiple choice: the paper's SWAG task (the original release has no script for it).
-
-A question is a context and N endings, one of them right. Each `[CLS] context [SEP] ending
-[SEP]` is encoded and scored by one vector on its pooled output (`BertMultipleChoice`:
-`output_weights` [1, hidden], `output_bias` [1]; transformers' BertForMultipleChoice), and the
-N scores are softmaxed against each other:
-    logits [B, N] = pooled_output [B, N, H] (dropout 0.1 in training) @ output_weights^T + bias
-    per_example_loss = -log_softmax(logits)[label]
-That is classification whose classes are the question's endings, so the task is
-run_classifier's with N classes (`ClassificationTask`): the same loss, accuracy, eval results
-(eval_accuracy, eval_loss, loss, global_step; padding questions weighed out) and prediction
-file (test_results.tsv: a line of N tab-separated probabilities per question, no header); its
-own are the records ([N, max_seq_length] inputs per question), the model and what it serves.
-
-Data: `prepare_task` writes the records of ChoiceExamples (read by
-`bert_tf.tasks.multiple_choice_data`'s processors: SWAG's CSVs or a TSV/CSV described by
-options) and returns the task over them; `run/run_multiple_choice.py` calls it.
-
-Serving (`bert_tf.serving.export`): `serving_default` takes token ids [batch, N, length] and
-returns `probabilities`, `logits` [batch, N] and `choice` [batch] (the best ending's index);
-`serve_choices` takes `context` [batch] and `endings` [batch, N] strings, packs each pair in
-the graph as the records are packed, and returns the same (inputs of different batch sizes, or
-no ending, fail with a message saying so: `check_choice_inputs`).
+"""Multiple choice (the paper's SWAG task): each `[CLS] context [SEP] ending [SEP]` scored by one
+vector on the pooled output and the N scores softmaxed; run_classifier's task whose classes are
+the endings (loss, metrics, test_results.tsv), with its own records, model and `serve_choices`
+signature. docs/fine_tuning.md (run_multiple_choice).
 """
 import dataclasses
-import os
 
 import tensorflow as tf
 
-from bert_tf.data.features import multiple_choice_feature_spec
 from bert_tf.errors import argument_error
 from bert_tf.model.models import BertMultipleChoice
-from bert_tf.tasks import classifier_data, multiple_choice_data
-from bert_tf.tasks.base import PreparedTask, Records, TaskConfig, preparing
-from bert_tf.tasks.classification import RECORD_FILES, ClassificationTask
+from bert_tf.tasks.multiple_choice.preprocessor import (MultipleChoicePreprocessor,
+                                                       multiple_choice_feature_spec)
+from bert_tf.tasks import registry
+from bert_tf.tasks.base import TaskConfig
+from bert_tf.tasks.classification.task import ClassificationTask
+from bert_tf.tasks.preprocessor import prepare, split_options
 from bert_tf.text.packing import INPUT_NAMES
-from bert_tf.training import runner
 
 
 @dataclasses.dataclass
@@ -65,6 +46,7 @@ class MultipleChoiceConfig(TaskConfig):
         return self.num_choices
 
 
+@registry.register("multiple_choice")
 class MultipleChoiceTask(ClassificationTask):
     """The multiple-choice task over records written by `prepare_task`, or for a loaded model
     (export, `bert_tf.api`)."""
@@ -76,7 +58,8 @@ class MultipleChoiceTask(ClassificationTask):
     token_id_rank = 3
 
     def feature_spec(self, mode):
-        return multiple_choice_feature_spec(self.config.num_choices, self.config.max_seq_length)
+        return multiple_choice_feature_spec(self.config.num_choices,
+                                                                 self.config.max_seq_length)
 
     def _per_label_results(self, scores):
         """None: an ending's position is no class (SWAG shuffles the right one's)."""
@@ -149,56 +132,26 @@ def check_choice_inputs(context, endings):
         return tf.identity(context), tf.identity(endings)
 
 
-def prepare_task(bert_config, examples, num_choices, tokenizer, max_seq_length, output_dir, *,
-                 eval_batch_size=None, predict_batch_size=None, train_batch_size=16,
-                 num_train_epochs=3.0, warmup_proportion=0.1, check_model=None, log=None,
-                 **task_options):
-    """Writes the records of `examples` and returns the PreparedTask (a MultipleChoiceTask).
+def prepare_task(bert_config, examples, num_choices, tokenizer, max_seq_length, output_dir,
+                 **options):
+    """Writes the records of `examples` (`MultipleChoicePreprocessor`, by
+    `bert_tf.tasks.preprocessor.prepare`) and returns the PreparedTask (a MultipleChoiceTask).
 
     Args:
       bert_config: the encoder's BertConfig.
       examples: {"train"|"eval"|"predict": ChoiceExamples} (e.g.
-        `bert_tf.tasks.classification.read_splits` of a multiple_choice_data processor); each
-        given split is written to output_dir/<split>.tf_record (run_classifier's names), eval
-        and predict padded with padding questions to a multiple of eval_batch_size /
-        predict_batch_size (if given).
+        `bert_tf.tasks.preprocessor.read_splits` of a multiple_choice.reader processor);
+        each given split is written to output_dir/<split>.tf_record (run_classifier's names).
       num_choices: the endings of every question (an InputError names a question with
         another number, or with a label outside 0..num_choices-1).
       tokenizer: FullTokenizer or FastTokenizer (the same records).
-      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
-        checked) before any record is written.
-      check_model: called with a function building the task's model before any record is
-        written (the command line checks --init_checkpoint with it).
-      log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: MultipleChoiceConfig's other fields (dropout_rate, shuffle_buffer_size, ...).
-    Records are written atomically; on failure what was created in output_dir is removed.
+      options: `prepare`'s (batch sizes, training steps: train_batch_size 16 by default,
+        check_model, log) and MultipleChoiceConfig's other fields (dropout_rate, ...).
     """
-    log = log or runner.log
-    output_dir = os.fspath(output_dir)
-    for split in examples.values():
-        multiple_choice_data.check_examples(split, num_choices)
-    config = MultipleChoiceConfig(bert_config=bert_config, max_seq_length=max_seq_length,
-                                  num_choices=num_choices, **task_options)
-    if check_model:
-        check_model(MultipleChoiceTask(config).build_model)
-    log(f"*** multiple choice: {num_choices} endings per question")
-    prepared = {}
-    if "train" in examples:
-        prepared["num_train"] = len(examples["train"])
-        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
-            len(examples["train"]), train_batch_size, num_train_epochs, warmup_proportion,
-            what="questions")
-    batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
-    with preparing(output_dir):
-        for mode in RECORD_FILES:
-            if mode not in examples:
-                continue
-            split, num_real = examples[mode], len(examples[mode])
-            if batch_sizes.get(mode):
-                split, num_real = classifier_data.pad_examples(split, batch_sizes[mode])
-            path = os.path.join(output_dir, RECORD_FILES[mode])
-            count = multiple_choice_data.write_choice_records(split, num_choices,
-                                                              max_seq_length, tokenizer, path)
-            log(f"  {mode}: {num_real} questions (+{count - num_real} padding) -> {path}")
-            config.records[mode] = Records((path,), None if mode == "train" else count)
-    return PreparedTask(MultipleChoiceTask(config), **prepared)
+    prepare_options, task_options = split_options(options)
+    prepare_options.setdefault("train_batch_size", 16)
+    preprocessor = MultipleChoicePreprocessor(
+        examples, num_choices, tokenizer, max_seq_length)
+    return prepare(preprocessor, lambda records: MultipleChoiceTask(MultipleChoiceConfig(
+        bert_config=bert_config, max_seq_length=max_seq_length, num_choices=num_choices,
+        records=records, **task_options)), output_dir, **prepare_options)

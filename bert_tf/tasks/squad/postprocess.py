@@ -234,7 +234,7 @@ def compute_predictions(examples, features, unique_ids, start_logits, end_logits
     """The content of the original's three prediction files.
 
     Args:
-      examples: the `SquadExample`s (bert_tf.tasks.squad_data) in order.
+      examples: the `SquadExample`s (bert_tf.tasks.squad.preprocessor) in order.
       features: their `InputFeatures` (any order; grouped by example_index as the original).
       unique_ids, start_logits, end_logits: the model's outputs: unique ids [N] and logits
         [N, max_seq_length] (numpy or lists), any order; every feature needs its row.

@@ -1,18 +1,6 @@
-"""Token classification (NER): the task on records of `bert_tf.tasks.tagging_data`.
-
-Model: `BertTokenClassifier` (dropout 0.1 + output_weights/output_bias per token). Loss: the
-cross-entropy of each word's first piece (label_mask 1), averaged over the labelled pieces of the
-global batch; other pieces, [CLS], [SEP] and padding are not scored.
-
-Eval maps the per-piece predictions back to one tag per word (`tagging_data.words_predictions`)
-and scores whole entities as conlleval does (`metrics.conll_entity_scores`, IOB1 or IOB2):
-eval_precision, eval_recall, eval_f1 (micro over entities), eval_f1_<TYPE> per entity type,
-eval_accuracy (per word), eval_loss (per labelled piece), global_step. It also writes
-eval_predictions.txt (`word gold predicted`, the format conlleval reads); predict writes
-test_predictions.txt the same way.
-
-Data: `prepare_task` reads the CoNLL files, writes their records and returns the task over them
-(run_ner calls it).
+"""Token classification (NER): run_ner's model (`BertTokenClassifier`), loss on each word's first
+piece, conlleval's entity scores and the CoNLL prediction files, as a Task. Keys and files:
+docs/fine_tuning.md (run_ner).
 """
 import dataclasses
 import os
@@ -20,18 +8,19 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.data.features import tagging_feature_spec
-from bert_tf.errors import arg, argument_error
 from bert_tf.model.models import BertTokenClassifier
-from bert_tf.tasks import metrics, tagging_data
-from bert_tf.tasks.base import PreparedTask, Records, Task, TaskConfig, preparing
-from bert_tf.training import runner
+from bert_tf.tasks import metrics, registry
+from bert_tf.tasks.ner.preprocessor import (NerPreprocessor, tagging_feature_spec,
+                                            words_predictions)
+from bert_tf.tasks.ner.reader import write_conll_predictions
+from bert_tf.tasks.base import Task, TaskConfig
+from bert_tf.tasks.preprocessor import prepare, split_options
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
 
 
 @dataclasses.dataclass
-class TaggingConfig(TaskConfig):
+class NerConfig(TaskConfig):
     """Attributes (besides TaskConfig's):
       labels: the tags, in output order ("O" first).
       scheme: "IOB2" or "IOB1" (how entities are read from the tags).
@@ -42,18 +31,19 @@ class TaggingConfig(TaskConfig):
     dropout_rate: float = 0.1
 
 
-class TaggingTask(Task):
+@registry.register("ner")
+class NerTask(Task):
     """run_ner's task over records written by `prepare_task`, or for a loaded model (its tags).
 
     Args:
-      config: a TaggingConfig.
+      config: a NerConfig.
       features: {"eval"|"predict": the TaggingFeatures written (padding included)}, which map
         the per-piece predictions back to words.
       sentences: {"eval"|"predict": the (words, tags) sentences they came from}.
     """
 
     name = "ner"
-    Config = TaggingConfig
+    Config = NerConfig
     train_metric_names = ("loss", "accuracy")
     sequence_features = SEQUENCE_FEATURES
 
@@ -107,7 +97,7 @@ class TaggingTask(Task):
         return {"prediction": self._full_length(self._predictions(outputs["logits"]))}
 
     def _word_tags(self, mode, predictions):
-        word_ids = tagging_data.words_predictions(self.features[mode], predictions)
+        word_ids = words_predictions(self.features[mode], predictions)
         return [[self.config.labels[i] for i in words] for words in word_ids]
 
     def eval_results(self, outputs, global_step, batch_size):
@@ -131,13 +121,13 @@ class TaggingTask(Task):
 
     def write_eval_outputs(self, outputs, output_dir):
         path = os.path.join(output_dir, "eval_predictions.txt")
-        tagging_data.write_conll_predictions(path, self.sentences["eval"],
+        write_conll_predictions(path, self.sentences["eval"],
                                              self._word_tags("eval", outputs["prediction"]))
         return [path]
 
     def write_predictions(self, outputs, output_dir):
         path = os.path.join(output_dir, "test_predictions.txt")
-        tagging_data.write_conll_predictions(path, self.sentences["predict"],
+        write_conll_predictions(path, self.sentences["predict"],
                                              self._word_tags("predict", outputs["prediction"]))
         return [path]
 
@@ -190,27 +180,12 @@ class TaggingTask(Task):
 
 
 # ---- Data: CoNLL files to records.
-RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
-                "predict": "predict.tf_record"}
-
-
-def read_sentences(data_dir, file_name, require_tags=True):
-    """The sentences of data_dir/file_name (`tagging_data.read_conll`); none is an error naming
-    data_dir."""
-    path = os.path.join(data_dir, file_name)
-    sentences = tagging_data.read_conll(path, require_tags)
-    if not sentences:
-        raise argument_error("data_dir", f"{path} holds no sentence")
-    return sentences
-
-
 def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir,
                  train_file=None, dev_file=None, test_file=None, label_list=None,
-                 doc_stride=None, eval_batch_size=None, predict_batch_size=None,
-                 train_batch_size=32, num_train_epochs=3.0, warmup_proportion=0.1,
-                 check_model=None, log=None, **task_options):
-    """Reads the CoNLL files, writes their records and returns the PreparedTask (a TaggingTask;
-    num_train counts the training windows).
+                 doc_stride=None, **options):
+    """Reads the CoNLL files, writes their records (`NerPreprocessor`, by
+    `bert_tf.tasks.preprocessor.prepare`) and returns the PreparedTask (a NerTask; num_train
+    counts the training windows).
 
     Args:
       bert_config: the encoder's BertConfig.
@@ -222,54 +197,19 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, data_dir
         run); the test file's tags are optional.
       label_list: the tags in output order (default: the training file's, "O" first; required
         without a train_file).
-      eval_batch_size, predict_batch_size: eval and predict windows are padded to a multiple
-        of them (if given).
-      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
-        checked) before any record is written.
-      check_model: called with a function building the task's model before any record is
-        written (the command lines check --init_checkpoint with it).
-      log: where the data's lines go (default: bert_tf.training.runner.log).
-      task_options: TaggingConfig's other fields (scheme, bucket_by_length, ...).
-    Every file is read and checked before any record is written; records are written
-    atomically, and on failure what was created in output_dir is removed.
+      options: `prepare`'s (batch sizes, training steps, check_model, log) and NerConfig's
+        other fields (scheme, bucket_by_length, ...).
     """
-    log = log or runner.log
-    output_dir = os.fspath(output_dir)
-    if not label_list and not train_file:
-        raise argument_error("label_list", f"is required without {arg('train_file')} (the tags "
-                                           f"in output order, as the model was trained)")
-    files = {"train": train_file, "eval": dev_file, "predict": test_file}
-    splits = {mode: read_sentences(data_dir, name, require_tags=mode != "predict")
-              for mode, name in files.items() if name}
-    label_list = list(label_list or tagging_data.label_list_from(splits["train"]))
-    config = TaggingConfig(bert_config=bert_config, max_seq_length=max_seq_length,
-                           labels=label_list, **task_options)
-    if check_model:
-        check_model(TaggingTask(config).build_model)
-    log(f"*** {len(label_list)} labels: {', '.join(label_list)}")
+    prepare_options, task_options = split_options(options)
+    preprocessor = NerPreprocessor(
+        tokenizer, max_seq_length, data_dir,
+        {"train": train_file, "eval": dev_file, "predict": test_file}, label_list, doc_stride)
 
-    features = {mode: tagging_data.convert_sentences_to_features(  # every split checked
-        sentences, label_list, max_seq_length, tokenizer, doc_stride)
-        for mode, sentences in splits.items()}
-    prepared = {}
-    if "train" in features:
-        prepared["num_train"] = len(features["train"])
-        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
-            len(features["train"]), train_batch_size, num_train_epochs, warmup_proportion,
-            "windows")
-    batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
-    with preparing(output_dir):
-        for mode, mode_features in features.items():
-            num_real = len(mode_features)
-            if batch_sizes.get(mode):
-                mode_features += [tagging_data.padding_feature(max_seq_length)
-                                  for _ in range(-num_real % batch_sizes[mode])]
-            path = os.path.join(output_dir, RECORD_FILES[mode])
-            tagging_data.write_tagging_records(mode_features, path)
-            log(f"  {mode}: {len(splits[mode])} sentences, {num_real} windows "
-                f"(+{len(mode_features) - num_real} padding) -> {path}")
-            config.records[mode] = Records((path,), None if mode == "train"
-                                           else len(mode_features))
-    task = TaggingTask(config, features={m: f for m, f in features.items() if m != "train"},
-                       sentences=splits)
-    return PreparedTask(task, **prepared)
+    def make_task(records):
+        config = NerConfig(bert_config=bert_config, max_seq_length=max_seq_length,
+                           labels=preprocessor.labels, records=records, **task_options)
+        return NerTask(config, features={mode: features for mode, features
+                                         in preprocessor.features.items() if mode != "train"},
+                       sentences=preprocessor.sentences)
+
+    return prepare(preprocessor, make_task, output_dir, **prepare_options)

@@ -2,8 +2,8 @@
 
 The same job runs on Beam's DirectRunner on one machine and on Dataflow, Flink or Spark
 unchanged (`--runner`), and writes the same files as the streaming mode
-(`bert_tf.data.pretraining_data.create_pretraining_data_streaming`) for the same inputs, flags,
-seed, `window_bytes` and number of output files, byte for byte, however the runner splits the
+(`bert_tf.tasks.pretraining.preprocessor.create_pretraining_data_streaming`) for the same
+inputs, flags, seed, `window_bytes` and number of output files, byte for byte, however the runner splits the
 work, retries it or orders it. How:
 
 1. Windows (driver): the input is cut into windows of whole documents where the streaming mode
@@ -33,7 +33,7 @@ import shlex
 import uuid
 
 from bert_tf import io_utils
-from bert_tf.data import pretraining_data
+from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 from bert_tf.errors import InputError, arg, argument_error
 
 _NAMESPACE = "bert_tf.create_pretraining_data"

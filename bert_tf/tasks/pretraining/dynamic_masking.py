@@ -1,4 +1,4 @@
-"""Masks drawn when records are read (records with masking="dynamic", bert_tf.data.features):
+"""Masks drawn when records are read (records with masking="dynamic", bert_tf.data.records):
 `mask_example`, by the rules of the original create_pretraining_data's
 `create_masked_lm_predictions`, as a pure function of (seed, the example's place in its stream).
 """

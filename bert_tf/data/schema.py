@@ -1,0 +1,59 @@
+"""What a record holds, defined once per layout: each feature's name, shape and dtype.
+
+A task's writer builds its tf.train.Examples from its `RecordSchema` and its reader the
+tf.io parsing spec (`bert_tf.data.records`), so the two cannot disagree. No TensorFlow here:
+create_pretraining_data reads its layout without it.
+"""
+import dataclasses
+import math
+
+INT64 = "int64"
+FLOAT32 = "float32"
+
+
+@dataclasses.dataclass(frozen=True)
+class Feature:
+    """One fixed-length feature: `shape` () for a scalar, (n,) or (n, m) (written flat)."""
+    name: str
+    shape: tuple = ()
+    dtype: str = INT64
+
+    @property
+    def size(self):
+        """How many values the record holds."""
+        return math.prod(self.shape)
+
+    def zeros(self):
+        zero = 0.0 if self.dtype == FLOAT32 else 0
+        return zero if not self.shape else [zero] * self.size
+
+
+class RecordSchema:
+    """The features of one record layout, in order."""
+
+    def __init__(self, features):
+        self.features = tuple(features)
+        self.names = tuple(feature.name for feature in self.features)
+        if len(set(self.names)) != len(self.names):
+            raise ValueError(f"features named twice: {self.names}")
+
+    def __iter__(self):
+        return iter(self.features)
+
+    def lengths(self):
+        """{name: number of values} (as `bert_tf.data.input_pipeline.first_record_lengths`
+        reads them back)."""
+        return {feature.name: feature.size for feature in self.features}
+
+    def padding_record(self, **values):
+        """A record that stands for no example: every feature zero (`is_real_example` 0),
+        but for `values`."""
+        unknown = set(values) - set(self.names)
+        if unknown:
+            raise ValueError(f"no feature {sorted(unknown)} in {self.names}")
+        return {feature.name: values.get(feature.name, feature.zeros()) for feature in self}
+
+
+def input_features(shape):
+    """input_ids, input_mask and segment_ids of `shape` (int64): every task's model inputs."""
+    return [Feature(name, tuple(shape)) for name in ("input_ids", "input_mask", "segment_ids")]

@@ -1,0 +1,167 @@
+"""The GLUE tasks' and XNLI's files, laid out as the original and the GLUE download script
+write them, and every classification task by name (`get_processor`)."""
+from bert_tf.data.tsv import refuse_options
+from bert_tf.errors import argument_error
+from bert_tf.tasks.classification.reader import FileLayout, FileLayoutProcessor, TsvProcessor
+from bert_tf.tokenization import convert_to_unicode
+
+
+def _glue_layouts(text_a, text_b=None, label=None, test_text_a=None, test_text_b=None,
+                  guid=None, test_guid=None, has_header=True, test_has_header=True):
+    """train.tsv / dev.tsv / test.tsv with the same columns, test ones without labels."""
+    labeled = dict(has_header=has_header, text_a=text_a, text_b=text_b, label=label, guid=guid)
+    return {
+        "train": FileLayout("train.tsv", "train", **labeled),
+        "dev": FileLayout("dev.tsv", "dev", **labeled),
+        "test": FileLayout("test.tsv", "test", test_has_header,
+                           text_a if test_text_a is None else test_text_a,
+                           text_b if test_text_b is None else test_text_b, guid=test_guid),
+    }
+
+
+class XnliProcessor(FileLayoutProcessor):
+    """XNLI (the original's): MultiNLI train machine-translated into `language`, XNLI dev.
+
+    Train is `multinli/multinli.train.<language>.tsv` (premise, hypo, label; its
+    "contradictory" means "contradiction"); dev is `xnli.dev.tsv`, all languages in one file,
+    of which the rows of `language` are kept (guids count all rows). The original has no test
+    set; `xnli.test.tsv` (same layout as dev) is read like dev, with the placeholder label.
+    """
+    name = "XNLI"
+    labels = ("contradiction", "entailment", "neutral")
+
+    def __init__(self, language="zh"):
+        self.language = language
+        self.layouts = {
+            "train": FileLayout(f"multinli/multinli.train.{language}.tsv", "train", True, 0, 1,
+                                2, label_aliases=(("contradictory", "contradiction"),)),
+            "dev": FileLayout("xnli.dev.tsv", "dev", True, 6, 7, 1),
+            "test": FileLayout("xnli.test.tsv", "test", True, 6, 7),
+        }
+
+    def _keep_row(self, split):
+        if split == "train":
+            return None, ""
+        return (lambda row: convert_to_unicode(row[0]) == self.language,
+                f" in language {self.language!r}")
+
+
+class MnliProcessor(FileLayoutProcessor):
+    """MultiNLI (GLUE). Dev and test are the matched sets, or with `matched=False` (task
+    "mnli-mm") the mismatched ones. The label is the last column (dev's gold label after
+    label1..label5); guids use the pairID column."""
+    name = "MNLI"
+    labels = ("contradiction", "entailment", "neutral")
+
+    def __init__(self, matched=True):
+        genre = "matched" if matched else "mismatched"
+        self.layouts = {
+            "train": FileLayout("train.tsv", "train", True, 8, 9, -1, guid=0),
+            "dev": FileLayout(f"dev_{genre}.tsv", f"dev_{genre}", True, 8, 9, -1, guid=0),
+            "test": FileLayout(f"test_{genre}.tsv", "test", True, 8, 9, guid=0),
+        }
+
+
+class MnliMismatchedProcessor(MnliProcessor):
+    """MultiNLI with the mismatched dev and test sets (dev_mismatched.tsv,
+    test_mismatched.tsv)."""
+
+    def __init__(self, matched=False):
+        super().__init__(matched=matched)
+
+
+class MrpcProcessor(FileLayoutProcessor):
+    """MRPC (GLUE): Quality, #1 ID, #2 ID, #1 String, #2 String; test has index for Quality."""
+    name = "MRPC"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=3, text_b=4, label=0)
+
+
+class ColaProcessor(FileLayoutProcessor):
+    """CoLA (GLUE): train/dev have no header (source, label, original mark, sentence); test
+    has one (index, sentence)."""
+    name = "CoLA"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=3, label=1, test_text_a=1, has_header=False)
+
+
+class Sst2Processor(FileLayoutProcessor):
+    """SST-2 (GLUE): train/dev "sentence, label"; test "index, sentence". Guids count rows."""
+    name = "SST-2"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=0, label=1, test_text_a=1)
+
+
+class QnliProcessor(FileLayoutProcessor):
+    """QNLI (GLUE): index, question, sentence, label; test without label."""
+    name = "QNLI"
+    labels = ("entailment", "not_entailment")
+    layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
+
+
+class QqpProcessor(FileLayoutProcessor):
+    """QQP (GLUE): id, qid1, qid2, question1, question2, is_duplicate; test: id, question1,
+    question2."""
+    name = "QQP"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=3, text_b=4, label=5, test_text_a=1, test_text_b=2, guid=0,
+                            test_guid=0)
+
+
+class RteProcessor(FileLayoutProcessor):
+    """RTE (GLUE): index, sentence1, sentence2, label; test without label."""
+    name = "RTE"
+    labels = ("entailment", "not_entailment")
+    layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
+
+
+class WnliProcessor(FileLayoutProcessor):
+    """WNLI (GLUE): index, sentence1, sentence2, label; test without label."""
+    name = "WNLI"
+    labels = ("0", "1")
+    layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
+
+
+class StsbProcessor(FileLayoutProcessor):
+    """STS-B (GLUE), a regression task: the label is the similarity score (0 to 5, float).
+
+    Columns: index, genre, filename, year, old_index, source1, source2, sentence1, sentence2,
+    score; test without score.
+    """
+    name = "STS-B"
+    labels = None
+    is_regression = True
+    layouts = _glue_layouts(text_a=7, text_b=8, label=9, guid=0, test_guid=0)
+
+
+PROCESSORS = {
+    "cola": ColaProcessor,
+    "mnli": MnliProcessor,
+    "mnli-mm": MnliMismatchedProcessor,
+    "mrpc": MrpcProcessor,
+    "xnli": XnliProcessor,
+    "sst-2": Sst2Processor,
+    "qnli": QnliProcessor,
+    "qqp": QqpProcessor,
+    "rte": RteProcessor,
+    "sts-b": StsbProcessor,
+    "wnli": WnliProcessor,
+    "tsv": TsvProcessor,
+}
+
+
+def get_processor(task_name, **tsv_options):
+    """The processor of task `task_name` (case-insensitive, the original's names).
+
+    `tsv_options` are TsvProcessor's arguments, for task "tsv". The named tasks have fixed
+    files and columns: options left at TsvProcessor's defaults (or None) are ignored, any
+    other value is an error naming it (rather than silently unused).
+    """
+    name = (task_name or "").strip().lower()
+    if name not in PROCESSORS:
+        raise argument_error("task_name", f"unknown task {task_name!r}; valid names: "
+                                          f"{', '.join(PROCESSORS)}")
+    if name == "tsv":
+        return TsvProcessor(**tsv_options)
+    refuse_options(name, TsvProcessor, tsv_options)
+    return PROCESSORS[name]()

@@ -1,0 +1,1 @@
+"""The encoder alone: its export, sentence embeddings and extract_features."""

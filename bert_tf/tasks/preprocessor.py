@@ -1,0 +1,144 @@
+"""A task's raw inputs to its records: the `Preprocessor` contract and the one `prepare` that
+drives every fine-tuning task's (the command lines, `bert_tf.api` and the notebook's runs).
+
+`prepare` reads and checks every split, checks the model, counts the training steps, pads eval
+and predict to whole batches (`pad_to_batch`), writes the records (atomically; nothing left in
+output_dir on failure) and returns the `PreparedTask` over them.
+"""
+import os
+
+from bert_tf.errors import InputError, argument_error
+from bert_tf.tasks.base import PreparedTask, Records, preparing
+from bert_tf.training import runner
+
+MODES = ("train", "eval", "predict")
+# run_classifier's names of each mode's records.
+RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
+                "predict": "predict.tf_record"}
+
+
+def pad_to_batch(items, batch_size, padding):
+    """(`items` followed by copies of `padding`, the task's item that stands for no example
+    (`is_real_example` 0), until their count is a multiple of `batch_size`; the number of real
+    items). Fixed-size batches then see every real item once, and results weigh padding out.
+    The input is not modified."""
+    if batch_size < 1:
+        raise InputError(f"the batch size must be positive, got {batch_size}")
+    padded = list(items)
+    num_real = len(padded)
+    padded.extend([padding] * (-num_real % batch_size))
+    return padded, num_real
+
+
+# mode: (a processor's name of the split, its reader).
+SPLITS = {"train": ("train", "get_train_examples"), "eval": ("dev", "get_dev_examples"),
+          "predict": ("test", "get_test_examples")}
+
+
+def read_splits(processor, data_dir, modes):
+    """{mode: examples} of each of `modes` ("train", "eval", "predict": the processor's train,
+    dev and test files in data_dir, `get_train_examples(data_dir)`, ...), every one read and
+    checked (an empty one is an error naming data_dir) before any record is written."""
+    file_names = processor.file_names  # of a processor of the user's files
+    splits = {}
+    for mode, (split, reader) in SPLITS.items():
+        if mode not in modes:
+            continue
+        splits[mode] = getattr(processor, reader)(data_dir)
+        if not splits[mode]:
+            raise argument_error("data_dir", f"the {mode} split holds no examples" + (
+                f" ({file_names[split]})" if split in file_names else ""))
+    return splits
+
+
+class Preprocessor:
+    """What `prepare` asks of a task's preprocessor (subclasses implement the methods).
+
+    Attributes:
+      counted_as: what the training steps count ("examples", "windows", "questions").
+      record_files: {mode: file name in output_dir} of the records.
+    """
+    counted_as = "examples"
+    record_files = RECORD_FILES
+
+    def read(self):
+        """{mode: items}: every split read and checked (and converted, where the training
+        steps count windows), before any record is written."""
+        raise NotImplementedError
+
+    def num_train(self, items):
+        """What the training steps are counted from, of the training split's items."""
+        return len(items)
+
+    def padding(self, mode):
+        """The item that pads `mode`'s items to whole batches (`pad_to_batch`)."""
+        raise NotImplementedError
+
+    def write(self, mode, items, path):
+        """Writes `mode`'s records (items and padding) to `path`; returns how many."""
+        raise NotImplementedError
+
+    def summary(self, mode, num_real, count):
+        """How the log describes a split written: `num_real` items, `count` records."""
+        return f"{num_real} {self.counted_as} (+{count - num_real} padding)"
+
+    def description(self, task):
+        """The log's first line about the data (None: none)."""
+        return None
+
+
+def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
+            predict_batch_size=None, train_batch_size=32, num_train_epochs=3.0,
+            warmup_proportion=0.1, check_model=None, log=None):
+    """Writes `preprocessor`'s records into output_dir; returns the PreparedTask.
+
+    Args:
+      preprocessor: a Preprocessor.
+      make_task: {mode: Records} -> the Task over them (called with {} first: the task's
+        config is checked, and `check_model` gets its model, before any record is written).
+      eval_batch_size, predict_batch_size: eval and predict are padded to a multiple of them
+        (if given).
+      train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
+        checked) before any record is written.
+      check_model: called with a function building the task's model (the command lines check
+        --init_checkpoint with it).
+      log: where the data's lines go (default: bert_tf.training.runner.log).
+    """
+    log = log or runner.log
+    output_dir = os.fspath(output_dir)
+    splits = preprocessor.read()
+    task = make_task({})
+    if check_model:
+        check_model(task.build_model)
+    description = preprocessor.description(task)
+    if description:
+        log(description)
+    prepared = {}
+    if "train" in splits:
+        prepared["num_train"] = preprocessor.num_train(splits["train"])
+        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
+            prepared["num_train"], train_batch_size, num_train_epochs, warmup_proportion,
+            preprocessor.counted_as)
+    batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}
+    records = {}
+    with preparing(output_dir):
+        for mode in MODES:
+            if mode not in splits:
+                continue
+            items, num_real = splits[mode], len(splits[mode])
+            if batch_sizes.get(mode):
+                items, num_real = pad_to_batch(items, batch_sizes[mode],
+                                               preprocessor.padding(mode))
+            path = os.path.join(output_dir, preprocessor.record_files[mode])
+            count = preprocessor.write(mode, items, path)
+            log(f"  {mode}: {preprocessor.summary(mode, num_real, count)} -> {path}")
+            records[mode] = Records((path,), None if mode == "train" else count)
+    return PreparedTask(make_task(records), **prepared)
+
+
+def split_options(options):
+    """(`prepare`'s keyword arguments among `options`, the others: the task's)."""
+    names = ("eval_batch_size", "predict_batch_size", "train_batch_size", "num_train_epochs",
+             "warmup_proportion", "check_model", "log")
+    return ({name: value for name, value in options.items() if name in names},
+            {name: value for name, value in options.items() if name not in names})
