@@ -17,7 +17,8 @@ context sent1, endings sent2 + " " + ending0..3, label (bert_tf.tasks.multiple_c
 --task_name=tsv reads your files, described by the column flags: a context column, the ending
 columns (N of them), an optional column that starts every ending, and the label (the right
 ending's 0-based index; test files need none). This file is the flags; the task and its records
-are bert_tf.tasks.multiple_choice (`prepare_task`), the data bert_tf.tasks.multiple_choice.reader.
+are bert_tf.tasks.multiple_choice.task (`prepare_task`), the data
+bert_tf.tasks.multiple_choice.reader.
 """
 from absl import flags
 

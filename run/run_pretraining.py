@@ -8,7 +8,7 @@
 Same flags, defaults, loss, optimizer, eval metrics and eval_results.txt as the original
 (google-research/bert run_pretraining.py), plus tf.distribute strategies, mixed precision, XLA,
 LAMB, gradient accumulation, resumable checkpoints and progress/TensorBoard output. This file is
-the flags; the task is `bert_tf.tasks.pretraining.PretrainingTask` and the driver
+the flags; the task is `bert_tf.tasks.pretraining.task.PretrainingTask` and the driver
 `bert_tf.training.runner.run`.
 
 Training resumes from the latest checkpoint in --output_dir when there is one (rerun the same

@@ -19,7 +19,7 @@ optimizer flags of run_pretraining.
 
 The number of training steps is int(training questions / train_batch_size * num_train_epochs)
 (questions, not windows, as the original). This file is the flags; the task, and how the files
-become its records, are `bert_tf.tasks.squad` (`SquadTask`, `prepare_task`), the driver
+become its records, are `bert_tf.tasks.squad.task` (`SquadTask`, `prepare_task`), the driver
 `bert_tf.training.runner.run`.
 """
 from absl import flags

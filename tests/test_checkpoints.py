@@ -15,7 +15,7 @@ from bert_tf.model.config import BertConfig
 from bert_tf.model.encoder import BertEncoder
 from bert_tf.errors import InputError
 from bert_tf.model.models import BertClassifier, BertPretrainer
-from bert_tf.tasks.pretraining import load_original_training_state
+from bert_tf.tasks.pretraining.task import load_original_training_state
 from conftest import minilm_directory
 from test_model import SMALL_CONFIG, build_reference, make_inputs, max_diff
 

@@ -1,4 +1,5 @@
-"""bert_tf.tasks.classifier_data against the original run_classifier and the real GLUE files.
+"""bert_tf.tasks.classification's files (`reader`, `glue`) and records (`preprocessor`) against
+the original run_classifier and the real GLUE files.
 
 Oracles:
 - the reference release's run_classifier (bert-tensorflow 1.0.4 in ../shared/reference): its

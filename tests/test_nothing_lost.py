@@ -321,7 +321,7 @@ def test_an_earlier_export_is_replaced_only_while_it_holds_nothing_else(files, t
 def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(files, tmp_path):
     """Issue 31.7, the other formats through the same check: a user's file in a TF Hub part's
     assets/ or variables/, beside its two parts, beside model.tflite or in a folder there is
-    named and nothing is deleted, from Python (formats.save, check_export_dir) and
+    named and nothing is deleted, from Python (formats.save, export_folders.check_export_dir) and
     from export_savedmodel; the export without it is replaceable."""
     from bert_tf.errors import InputError
     from bert_tf.model.checkpoints import write_tf1_checkpoint

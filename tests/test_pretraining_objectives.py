@@ -3,7 +3,8 @@
 - packed rows: each sequence's encoder outputs, pooled output at its [CLS], masked-LM and
   next-sentence terms equal those of the sequence run alone (unpacked, padded), fast path and
   full outputs; changing one sequence changes no other's outputs;
-- dynamic masks (bert_tf.data.dynamic_masking) against the original's create_masked_lm_predictions
+- dynamic masks (bert_tf.tasks.pretraining.dynamic_masking) against the original's
+  create_masked_lm_predictions
   (google-research/bert master's, whole-word masking) run many times: per-position masking
   frequencies and the number masked within binomial tolerance, the 80/10/10 split, never a
   token marked 0, whole words together, other masks in the next epoch, the same for the same

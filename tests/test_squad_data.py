@@ -1,4 +1,5 @@
-"""bert_tf.tasks.squad_data against the original run_squad on the real SQuAD dev files.
+"""bert_tf.tasks.squad.reader and .preprocessor against the original run_squad on the real SQuAD
+dev files.
 
 Oracle: the reference release's run_squad (bert-tensorflow 1.0.4 in ../shared/reference):
 `read_squad_examples`, `convert_examples_to_features` with its own FullTokenizer and

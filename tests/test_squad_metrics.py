@@ -1,4 +1,4 @@
-"""bert_tf.tasks.squad_metrics: the official SQuAD v1.1 and v2.0 evaluation scripts' numbers.
+"""bert_tf.tasks.squad.metrics: the official SQuAD v1.1 and v2.0 evaluation scripts' numbers.
 
 Oracles:
 - small cases worked out by hand from the official definitions (normalisation, exact match,

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.squad_postprocess against the original run_squad's write_predictions.
+"""bert_tf.tasks.squad.postprocess against the original run_squad's write_predictions.
 
 Oracle: the reference release's `write_predictions` (and `_get_best_indexes`,
 `get_final_text`), given the reference's own examples and features of slices of the SQuAD dev

@@ -1,4 +1,4 @@
-"""bert_tf.tasks.tagging_data on the CoNLL-2003 files in ../shared/data.
+"""bert_tf.tasks.ner (`reader`, `preprocessor`) on the CoNLL-2003 files in ../shared/data.
 
 Oracles: the README's sentence counts and an independent count of the word lines; gold tags
 mapped through the features and back (`words_predictions`) must reproduce every tag of every

@@ -1,4 +1,4 @@
-"""The tasks' data preparation (`prepare_task` of bert_tf.tasks.classification, tagging, squad):
+"""The tasks' data preparation (`prepare_task` of bert_tf.tasks.classification, ner, squad):
 what run_classifier, run_ner, run_squad and bert_tf.api call to turn raw inputs into records.
 
 Oracle: the reference release's run_classifier (bert-tensorflow 1.0.4 in ../shared/reference):

@@ -80,7 +80,7 @@ bias` (2 x hidden, write_init_dir's head renamed), which our loader maps to cls/
                 windows on both sides at 256/128). Prediction: transformers 5.17 has no
                 "question-answering" pipeline any more, so run_qa's postprocess_qa_predictions
                 (n-best 20, max answer 30 pieces, text by offsets) on Trainer.predict's logits;
-                the answers are scored here by bert_tf.tasks.squad_metrics.evaluate_v1 (the official
+                the answers are scored here by bert_tf.tasks.squad.metrics.evaluate_v1 (the official
                 formulas).
   Questions longer than 64 pieces: ours cuts them to 64, the recipe keeps them whole; the
   child counts them.
@@ -193,19 +193,19 @@ def count_train_rows(task, data_dir):
     """Training examples as the command line counts them: TSV rows, or for NER run_ner's
     windows (a sentence longer than 126 pieces is several), with what the count is of."""
     if task == SQUAD:  # run_squad's count: questions it reads (not windows)
-        from bert_tf.tasks import squad_data
-        return len(squad_data.read_squad_examples(os.path.join(data_dir, "train.json"), True,
-                                                  False)), "training questions"
+        from bert_tf.tasks.squad.reader import read_squad_examples
+        return len(read_squad_examples(os.path.join(data_dir, "train.json"), True,
+                                       False)), "training questions"
     if task != NER:
         with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
             return sum(1 for _ in f) - 1, "training rows"
-    from bert_tf.tasks import tagging_data
+    from bert_tf.tasks.ner import preprocessor, reader
     from bert_tf.text.fast_tokenization import FastTokenizer
 
-    sentences = tagging_data.read_conll(os.path.join(data_dir, "train.txt"))
+    sentences = reader.read_conll(os.path.join(data_dir, "train.txt"))
     tokenizer = FastTokenizer(os.path.join(minilm_dir(), "vocab.txt"), do_lower_case=True)
-    windows = tagging_data.convert_sentences_to_features(
-        sentences, tagging_data.label_list_from(sentences), MAX_SEQ_LENGTH, tokenizer)
+    windows = preprocessor.convert_sentences_to_features(
+        sentences, reader.label_list_from(sentences), MAX_SEQ_LENGTH, tokenizer)
     return len(windows), f"training windows of {len(sentences)} sentences"
 
 
@@ -288,11 +288,11 @@ def run_transformers(task, data_dir, init_dir, output_dir, args, seed, steps, wa
         return {"error": f"exit {result.returncode}; {log_path}:\n{tail}", "wall_s": wall}
     out = json.loads(result.stdout.strip().splitlines()[-1])
     if task == SQUAD:  # scored here, by the official formulas
-        from bert_tf.tasks import squad_data, squad_metrics
+        from bert_tf.tasks.squad import metrics, reader
         with open(os.path.join(output_dir, "predictions.json")) as f:
             predictions = json.load(f)
-        scores = squad_metrics.evaluate_v1(
-            squad_data.load_squad_json(os.path.join(data_dir, "eval.json"))["data"], predictions)
+        scores = metrics.evaluate_v1(
+            reader.load_squad_json(os.path.join(data_dir, "eval.json"))["data"], predictions)
         out.update(accuracy=scores["exact_match"] / 100, f1=scores["f1"] / 100, eval_loss=None)
     out.update(wall_s=wall, log=log_path,
                command=f"{HF_PYTHON} -m {__spec__.name} --hf_child '{json.dumps(spec)}'")
@@ -303,7 +303,7 @@ def run_transformers(task, data_dir, init_dir, output_dir, args, seed, steps, wa
 
 def read_glue(task, path):
     """(text_a, text_b, label) rows of MRPC / SST-2 as GLUE lays them out (the same columns as
-    bert_tf.tasks.classifier_data's processors: quotes are plain characters)."""
+    bert_tf.tasks.classification's processors: quotes are plain characters)."""
     import csv
     rows = []
     with open(path, encoding="utf-8-sig") as f:
@@ -318,7 +318,7 @@ def read_glue(task, path):
 
 
 def read_conll_sentences(path):
-    """(words, tags) per sentence, as bert_tf.tasks.tagging_data.read_conll reads them (first column
+    """(words, tags) per sentence, as bert_tf.tasks.ner.reader.read_conll reads them (first column
     the word, last the tag; blank lines and -DOCSTART- separate sentences)."""
     return [([line.split()[0] for line in block], [line.split()[-1] for line in block])
             for block in conll_blocks(path)]

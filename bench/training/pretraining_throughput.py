@@ -112,7 +112,7 @@ def build_ours(model, seq, precision, jit):
     from bert_tf.training import distribution, optimization, loops
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertPretrainer
-    from bert_tf.tasks.pretraining import PretrainingTask
+    from bert_tf.tasks.pretraining.task import PretrainingTask
 
     loops.set_mixed_precision("bfloat16" if precision == "bf16" else "off")
     strategy = distribution.create_strategy("one_device")
@@ -251,7 +251,7 @@ def measure_input_pipeline(seq, batch=32, records=4096):
     import tensorflow as tf
 
     from bert_tf.data import input_pipeline
-    from bert_tf.data.features import pretraining_feature_spec
+    from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 
     predictions = MAX_PREDICTIONS[seq]
     b = random_batch(np, seq, 1, predictions, 30522)

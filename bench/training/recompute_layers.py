@@ -44,7 +44,7 @@ def build(spec):
     from bert_tf.model import layers
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertPretrainer
-    from bert_tf.tasks.pretraining import PretrainingTask
+    from bert_tf.tasks.pretraining.task import PretrainingTask
     from bert_tf.training import distribution, loops, optimization
 
     keras.utils.set_random_seed(0)

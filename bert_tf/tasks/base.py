@@ -2,16 +2,15 @@
 after TF Model Garden's `official/core/base_task.py`. A task is built from a typed config
 (`TaskConfig`), builds its inputs and model, defines its losses (each shard's share of the
 global batch) and metrics, turns the per-example outputs of eval and predict into results and
-files, and says what its SavedModel serves; it owns no loop. docs/tasks.md.
+files, and says what its SavedModel serves; it owns no loop. Writing a task's records and
+building it over them (`prepare`, `PreparedTask`) is bert_tf.tasks.preprocessor's. docs/tasks.md.
 """
 import abc
-import contextlib
 import dataclasses
 import typing
 
 import tensorflow as tf
 
-from bert_tf import io_utils
 from bert_tf.data import input_pipeline
 from bert_tf.model.checkpoints import load_checkpoint
 
@@ -219,21 +218,3 @@ class Task(abc.ABC):
 
         return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
 
-
-class PreparedTask(typing.NamedTuple):
-    """What a task module's `prepare_task` returns: the task over the records it wrote,
-    `num_train` (what the training steps are counted from: examples, windows or questions; 0
-    without training) and the (num_train_steps, num_warmup_steps) they make."""
-    task: Task
-    num_train: int = 0
-    num_train_steps: int = 0
-    num_warmup_steps: int = 0
-
-
-@contextlib.contextmanager
-def preparing(output_dir):
-    """The block a `prepare_task` writes its records in: output_dir made, and what the block
-    created removed if it fails (no partial outputs; bert_tf.io_utils.removed_on_failure)."""
-    with io_utils.removed_on_failure(output_dir):
-        tf.io.gfile.makedirs(output_dir)
-        yield

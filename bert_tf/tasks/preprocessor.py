@@ -5,16 +5,40 @@ drives every fine-tuning task's (the command lines, `bert_tf.api` and the notebo
 and predict to whole batches (`pad_to_batch`), writes the records (atomically; nothing left in
 output_dir on failure) and returns the `PreparedTask` over them.
 """
+import contextlib
 import os
+import typing
 
+import tensorflow as tf
+
+from bert_tf import io_utils
 from bert_tf.errors import InputError, argument_error
-from bert_tf.tasks.base import PreparedTask, Records, preparing
+from bert_tf.tasks.base import Records, Task
 from bert_tf.training import runner
 
 MODES = ("train", "eval", "predict")
 # run_classifier's names of each mode's records.
 RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
                 "predict": "predict.tf_record"}
+
+
+class PreparedTask(typing.NamedTuple):
+    """What `prepare` (and so each task's `prepare_task`) returns: the task over the records it
+    wrote, `num_train` (what the training steps are counted from: examples, windows or
+    questions; 0 without training) and the (num_train_steps, num_warmup_steps) they make."""
+    task: Task
+    num_train: int = 0
+    num_train_steps: int = 0
+    num_warmup_steps: int = 0
+
+
+@contextlib.contextmanager
+def preparing(output_dir):
+    """The block `prepare` writes its records in: output_dir made, and what the block created
+    removed if it fails (no partial outputs; bert_tf.io_utils.removed_on_failure)."""
+    with io_utils.removed_on_failure(output_dir):
+        tf.io.gfile.makedirs(output_dir)
+        yield
 
 
 def pad_to_batch(items, batch_size, padding):

@@ -248,7 +248,7 @@ class Adam(DecoupledWeightDecayOptimizer):
     10,000 steps (the original's) hides it, a short one does not.
     Its slots have AdamWeightDecay's names (`adam_m` / `adam_v`: the same moments). Not a
     subclass of AdamWeightDecay: a run of the original continues with that one only
-    (bert_tf.tasks.pretraining.load_original_training_state).
+    (bert_tf.tasks.pretraining.task.load_original_training_state).
     """
 
     slot_names = ("adam_m", "adam_v")

@@ -19,8 +19,9 @@ from bert_tf.io_utils import atomic_open, atomic_output, is_url
 from bert_tf.model.checkpoints import load_checkpoint, require_complete
 from bert_tf.model.pooling import check_pooling
 from bert_tf.progress import Progress
-from bert_tf.tasks.base import PreparedTask, Records
+from bert_tf.tasks.base import Records
 from bert_tf.tasks.encoder.task import EncoderConfig, EncoderTask
+from bert_tf.tasks.preprocessor import PreparedTask
 from bert_tf.text import packing
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
