@@ -22,8 +22,8 @@ what every task needs, the same way for all of them:
   results written to output_dir/eval_results.txt and to TensorBoard (output_dir/eval);
 - predict: the task writes its prediction files, from every record's outputs at once, or
   (`Task.streams_predictions`) from each step's outputs as they come;
-- then the caller's `export(task, model, log)`, if given, with the trained (or restored) model
-  (the command lines' and bert_tf.api's export_dir: bert_tf.serving.export.trained_model_exporter).
+- export: the caller's `export(task, model, log)`, if given, with the trained (or restored)
+  model (the driver knows no export format).
 """
 import contextlib
 import gc
