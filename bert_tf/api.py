@@ -33,6 +33,7 @@ from bert_tf.model import directory
 from bert_tf.model.checkpoints import load_checkpoint, require_complete
 from bert_tf.model.config import BertConfig
 from bert_tf.model.pooling import check_pooling, embedding_options
+from bert_tf.serving.export import trained_model_exporter
 from bert_tf.tasks import registry
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.reader import InputExample
@@ -245,14 +246,15 @@ def _examples(rows, split):
 def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_length=128,
                          num_train_epochs=3.0, train_batch_size=32, eval_batch_size=8,
                          learning_rate=5e-5, warmup_proportion=0.1, bucket_by_length=True,
-                         seed=None, multi_label=False, threshold=None, **settings):
+                         seed=None, multi_label=False, threshold=None, export_dir=None,
+                         **settings):
     """run_classifier from Python: fine-tunes `files`' model on `train` ((text, label) or
     (text_a, text_b, label) tuples; `labels` in output order), evaluates on `dev` if given
     (eval_results.txt in output_dir), and returns the trained Classifier. `multi_label`: each
-    row's label is a list of labels (run_classifier --multi_label, --threshold). Other
-    RunSettings (bert_tf.training.settings) by keyword, e.g. mixed_precision="bfloat16", or
-    export_dir (the classifier's SavedModel, with run_classifier's signatures and label
-    names)."""
+    row's label is a list of labels (run_classifier --multi_label, --threshold). `export_dir`:
+    also the classifier's SavedModel there, with run_classifier's signatures and label names
+    (run_classifier --export_dir). Other RunSettings (bert_tf.training.settings) by keyword,
+    e.g. mixed_precision="bfloat16"."""
     if not isinstance(files, ModelFiles):
         files = model_files(files)
     if not 3 <= max_seq_length <= files.config.max_position_embeddings:
@@ -265,7 +267,8 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     examples = {"train": _examples(train, "train")}
     if dev:
         examples["eval"] = _examples(dev, "dev")
-    # With export_dir, the SavedModel gets the string signatures of the model's vocabulary.
+    # The run's vocabulary and casing: output_dir's (a model directory) and, with export_dir,
+    # the SavedModel's string signatures'.
     settings.setdefault("vocab_file", files.vocab_file)
     settings.setdefault("do_lower_case", files.do_lower_case)
     run_settings = RunSettings(
@@ -273,6 +276,9 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
         init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, learning_rate=learning_rate, seed=seed, **settings)
     run_settings.validate(steps_known=False)
+    export = trained_model_exporter(export_dir, run_settings.vocab_file,
+                                    run_settings.do_lower_case, run_settings.output_dir,
+                                    run_settings.init_checkpoint)
     # The strategy before the data's TensorFlow ops: Mirrored on logical CPUs and
     # MultiWorkerMirrored must exist before any op runs (the runner gets the same one).
     runner.build_strategy(run_settings, log=lambda message: None)
@@ -285,7 +291,7 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
         threshold=threshold)
     runner.run(prepared.task, dataclasses.replace(
         run_settings, num_train_steps=prepared.num_train_steps,
-        num_warmup_steps=prepared.num_warmup_steps))
+        num_warmup_steps=prepared.num_warmup_steps), export=export)
     trained = dataclasses.replace(files, checkpoint=os.fspath(output_dir))
     return Classifier(load_model(trained, "classifier", len(labels)), tokenizer, list(labels),
                       max_seq_length, multi_label, threshold)

@@ -235,9 +235,13 @@ def start_strategy():
     MultiWorkerMirrored and Mirrored on logical CPUs must exist before any op runs. The runner
     reuses it (bert_tf.training.distribution.create_strategy)."""
     from bert_tf.cli import quiet_float16_fallback_notice
+    from bert_tf.serving import export
     from bert_tf.training import runner
     settings = run_settings()
     settings.validate(steps_known=False)
+    if FLAGS.export_dir:
+        export.check_run_export_dir(FLAGS.export_dir, settings.output_dir,
+                                    settings.init_checkpoint)
     runner.build_strategy(settings, log=lambda message: None)
     if settings.mixed_precision == "float16":
         quiet_float16_fallback_notice()
@@ -266,11 +270,15 @@ def preparation_options(eval_batch_size=True):
 
 
 def run_prepared(prepared, vocab_file, do_lower_case):
-    """Runs a task's PreparedTask with the settings of the flags (and its training steps)."""
+    """Runs a task's PreparedTask with the settings of the flags (and its training steps);
+    with --export_dir, then saves its SavedModel there (with the run's vocabulary)."""
+    from bert_tf.serving.export import trained_model_exporter
     from bert_tf.training import runner
-    return runner.run(prepared.task, run_settings(
-        prepared.num_train_steps, prepared.num_warmup_steps, vocab_file=vocab_file,
-        do_lower_case=do_lower_case))
+    settings = run_settings(prepared.num_train_steps, prepared.num_warmup_steps,
+                            vocab_file=vocab_file, do_lower_case=do_lower_case)
+    export = trained_model_exporter(FLAGS.export_dir, vocab_file, do_lower_case,
+                                    settings.output_dir, settings.init_checkpoint)
+    return runner.run(prepared.task, settings, export=export)
 
 
 # RunSettings fields that a command line sets itself (from its data, or from its own flags)

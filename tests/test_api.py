@@ -94,6 +94,32 @@ def test_bad_calls_are_clear(google_layout, tmp_path):
         api.fine_tune_classifier(files, [("a", "x")], ["x"], tmp_path / "out", max_seq_length=512)
 
 
+def test_fine_tune_classifier_refuses_an_export_dir_before_any_work(google_layout, tmp_path):
+    """export_dir as run_classifier --export_dir checks it: never the output_dir nor the
+    init_checkpoint's folder, nor a folder of the user's; refused before anything is written."""
+    from bert_tf import api
+    from bert_tf.errors import InputError
+
+    folder, _ = google_layout
+    files = api.model_files(folder)
+    before = sorted(p.name for p in folder.iterdir())
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    rows = [("a gripping, funny film", "pos"), ("dull and far too long", "neg")]
+    for export_dir, message in (
+            (tmp_path / "out", r"^export_dir: .*/out would replace output_dir's .*/out"),
+            (folder, r"^export_dir: .* would replace init_checkpoint's "),
+            (mine, r"^export_dir: .*/mine is not empty and not a SavedModel exported by "
+                   r"bert_tf")):
+        with pytest.raises(InputError, match=message):
+            api.fine_tune_classifier(files, rows, ["neg", "pos"], tmp_path / "out",
+                                     max_seq_length=16, export_dir=export_dir)
+        assert not (tmp_path / "out").exists()
+    assert sorted(p.name for p in folder.iterdir()) == before
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
 def test_fine_tune_classifier_exports_the_label_names(google_layout, tmp_path):
     """export_dir through fine_tune_classifier: the SavedModel has run_classifier's string
     signatures, with the labels' names, and serves the Classifier's probabilities."""

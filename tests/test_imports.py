@@ -41,10 +41,6 @@ LAZY_IMPORTS = {
         {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
         "TensorFlow's start-up (seconds)"),
-    "bert_tf.training.settings": (
-        {"bert_tf.serving.export_folders"},
-        "TensorFlow-free: run_pretraining checks its request (check_request) before importing "
-        "TensorFlow; RunSettings.validate needs the export folder rules for export_dir only"),
 }
 
 # module -> why it must import no TensorFlow.
@@ -82,12 +78,7 @@ LAYERS = (
 )
 
 # (module, the higher-layer module it imports) -> why.
-UPWARD_IMPORTS = {
-    ("bert_tf.training.runner", "bert_tf.serving.export"):
-        "RunSettings.export_dir: the driver saves the task's SavedModel after its run",
-    ("bert_tf.training.settings", "bert_tf.serving.export_folders"):
-        "RunSettings.validate checks export_dir before any work",
-}
+UPWARD_IMPORTS = {}
 
 
 def _module_name(path):

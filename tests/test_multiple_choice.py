@@ -357,6 +357,7 @@ def train_on_demo(root, num_train=3200, epochs=2.0, seed=1, learning_rate=5e-4):
     and export. Returns (results, the PreparedTask, the settings)."""
     from data_tools import demo_corpus
     from bert_tf.model.config import BertConfig
+    from bert_tf.serving.export import trained_model_exporter
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
@@ -382,9 +383,10 @@ def train_on_demo(root, num_train=3200, epochs=2.0, seed=1, learning_rate=5e-4):
         train_batch_size=32, eval_batch_size=40, predict_batch_size=8,
         learning_rate=learning_rate,
         num_train_steps=prepared.num_train_steps, num_warmup_steps=prepared.num_warmup_steps,
-        seed=seed, log_steps=1000, export_dir=str(root / "export"),
-        vocab_file=str(root / "vocab.txt"))
-    results = runner.run(prepared.task, settings, log=lambda line: None)
+        seed=seed, log_steps=1000, vocab_file=str(root / "vocab.txt"))
+    export = trained_model_exporter(str(root / "export"), settings.vocab_file,
+                                    settings.do_lower_case, settings.output_dir)
+    results = runner.run(prepared.task, settings, log=lambda line: None, export=export)
     return results, prepared, settings
 
 

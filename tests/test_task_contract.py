@@ -101,6 +101,7 @@ def fake_task_class():
 def test_the_runner_drives_a_fake_task_through_train_eval_predict_export(tmp_path):
     import tensorflow as tf
 
+    from bert_tf.serving.export import trained_model_exporter
     from bert_tf.training import runner
     from bert_tf.training.settings import RunSettings
 
@@ -110,7 +111,7 @@ def test_the_runner_drives_a_fake_task_through_train_eval_predict_export(tmp_pat
         output_dir=str(out), do_train=True, do_eval=True, do_predict=True,
         train_batch_size=16, eval_batch_size=8, predict_batch_size=8, learning_rate=1e-2,
         num_train_steps=40, num_warmup_steps=0, iterations_per_loop=10,
-        save_checkpoints_steps=20, log_steps=10, seed=1, export_dir=str(exported))
+        save_checkpoints_steps=20, log_steps=10, seed=1)
     import keras
     from absl import logging
 
@@ -121,7 +122,9 @@ def test_the_runner_drives_a_fake_task_through_train_eval_predict_export(tmp_pat
     before = (layers.cpu_kernels_mode(), logging.get_verbosity())
     try:
         results = runner.run(task, dataclasses.replace(settings, cpu_kernels="off"),
-                             log=lambda message: None)
+                             log=lambda message: None,
+                             export=trained_model_exporter(str(exported), None, True,
+                                                           settings.output_dir))
         assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
         assert (layers.cpu_kernels_mode(), logging.get_verbosity()) == before
     finally:
@@ -171,7 +174,8 @@ RUN_COMMAND_LINES = ["run.run_pretraining", "run.run_classifier", "run.run_ner",
                      "run.run_multiple_choice"]
 # Shared flags that no RunSettings field reads: the command lines use them themselves.
 USED_BY_THE_COMMAND_LINES = {"bert_config_file", "vocab_file", "do_lower_case",
-                             "num_train_epochs", "warmup_proportion", "bucket_by_length"}
+                             "num_train_epochs", "warmup_proportion", "bucket_by_length",
+                             "export_dir"}
 
 
 @pytest.mark.parametrize("module", RUN_COMMAND_LINES)

@@ -32,7 +32,7 @@ import os
 import tensorflow as tf
 
 from bert_tf.errors import argument_error
-from bert_tf.io_utils import atomic_output
+from bert_tf.io_utils import atomic_output, checkpoint_folder
 from bert_tf.model import quantization
 from bert_tf.serving.export_folders import check_export_dir, write_marker
 from bert_tf.text.graph_tokenization import GraphTokenizer
@@ -107,3 +107,30 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
         write_marker(tmp, description)
     log(f"exported {export_dir} (signatures: {', '.join(signatures)})")
     return export_dir
+
+
+def check_run_export_dir(export_dir, output_dir=None, init_checkpoint=None):
+    """Before a training run's work: `export_dir` may take the run's SavedModel
+    (`check_export_dir`), and is neither the run's output_dir nor its init_checkpoint's folder
+    (the export would replace them)."""
+    keep = {"output_dir": os.fspath(output_dir)} if output_dir else {}
+    if init_checkpoint:
+        keep["init_checkpoint"] = checkpoint_folder(init_checkpoint)
+    check_export_dir(os.fspath(export_dir), keep=keep)
+
+
+def trained_model_exporter(export_dir, vocab_file, do_lower_case, output_dir=None,
+                           init_checkpoint=None):
+    """The `export` of `bert_tf.training.runner.run` for a run that saves its model to
+    `export_dir` (None when it is not given): checks the folder now
+    (`check_run_export_dir`), and `export(task, model, log)` then `save`s the trained model
+    with the run's vocabulary (the raw-string signatures; none without `vocab_file`)."""
+    if not export_dir:
+        return None
+    check_run_export_dir(export_dir, output_dir, init_checkpoint)
+    export_dir = os.fspath(export_dir)
+
+    def export(task, model, log):
+        save(task, model, export_dir, vocab_file, do_lower_case, log=log)
+
+    return export

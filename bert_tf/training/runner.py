@@ -22,7 +22,8 @@ what every task needs, the same way for all of them:
   results written to output_dir/eval_results.txt and to TensorBoard (output_dir/eval);
 - predict: the task writes its prediction files, from every record's outputs at once, or
   (`Task.streams_predictions`) from each step's outputs as they come;
-- export: a SavedModel with the task's serving signatures.
+- export: the caller's `export(task, model, log)`, if given, with the trained (or restored)
+  model (the driver knows no export format).
 """
 import contextlib
 import gc
@@ -39,7 +40,6 @@ from bert_tf.model import directory, layers
 from bert_tf.model.checkpoints import (load_checkpoint, naming_damaged_checkpoint,
                                        require_complete, write_tf1_checkpoint)
 from bert_tf.model.variable_names import original_variable_map
-from bert_tf.serving import export as export_lib
 from bert_tf.training import distribution, loops, optimization
 from bert_tf.training.distribution import is_chief
 from bert_tf.training.results import format_results, write_results
@@ -242,16 +242,10 @@ def predict(task, strategy, model, settings, log=log):
     return paths
 
 
-def export(task, model, settings, log=log):
-    """Saves the task's SavedModel into settings.export_dir (bert_tf.serving.export): the token-id
-    signature, and with settings.vocab_file the raw-string signatures too."""
-    return export_lib.save(task, model, settings.export_dir, settings.vocab_file,
-                           settings.do_lower_case, log=log)
-
-
-def run(task, settings, log=log):
-    """Runs the task's train / eval / predict / export as the settings say; returns the eval
-    results (or None)."""
+def run(task, settings, log=log, export=None):
+    """Runs the task's train / eval / predict as the settings say, then `export(task, model,
+    log)` if given (the driver knows no export format: the caller saves the model); returns
+    the eval results (or None)."""
     settings.validate()
     # The strategy first: Mirrored on logical CPUs must split the CPU before TF runs any op.
     strategy_name, strategy = build_strategy(settings, log)
@@ -301,8 +295,8 @@ def run(task, settings, log=log):
                 results = evaluate(task, strategy, model, settings, step, log)
             if settings.do_predict:
                 predict(task, strategy, model, settings, log)
-        if settings.export_dir:
-            export(task, model, settings, log)
+        if export is not None:
+            export(task, model, log)
         return results
     finally:
         keras.mixed_precision.set_global_policy(policy)

@@ -5,15 +5,14 @@ The command lines fill it from their flags (run/common_flags.py maps each field 
 explicitly); Python callers construct it. `validate` checks what no task can run with before
 any work.
 
-No TensorFlow import at the top: run_pretraining checks its request (`check_request`) before
-it imports TensorFlow; `validate` imports bert_tf.serving.export_folders (TensorFlow) for
-export_dir.
+No TensorFlow import: run_pretraining checks its request (`check_request`) before it imports
+TensorFlow.
 """
 import dataclasses
 import os
 
 from bert_tf.errors import arg, argument_error
-from bert_tf.io_utils import check_writable_dir, checkpoint_folder
+from bert_tf.io_utils import check_writable_dir
 
 
 # Dynamic loss scaling (float16): Keras' and TensorFlow's defaults. The scale halves at every
@@ -70,10 +69,8 @@ class RunSettings:
     jit_compile: bool = False
     cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
     seed: int = None
-    export_dir: str = None
     # The run's vocabulary and casing: a training run copies and records them in output_dir
-    # (a model directory, bert_tf.model.directory); with export_dir, the raw-string
-    # signatures'.
+    # (a model directory, bert_tf.model.directory).
     vocab_file: str = None
     do_lower_case: bool = True
 
@@ -119,12 +116,6 @@ class RunSettings:
                 raise argument_error("init_checkpoint", f"required without {arg('output_dir')}")
         else:
             check_writable_dir(self.output_dir)
-        if self.export_dir:
-            from bert_tf.serving.export_folders import check_export_dir
-            keep = {"output_dir": self.output_dir} if self.output_dir else {}
-            if self.init_checkpoint:
-                keep["init_checkpoint"] = checkpoint_folder(self.init_checkpoint)
-            check_export_dir(self.export_dir, keep=keep)
 
 
 def check_request(do_train, do_eval, do_predict, output_dir):
