@@ -13,10 +13,9 @@ import tensorflow as tf
 
 from bert_tf import io_utils
 from bert_tf.errors import InputError, argument_error
-from bert_tf.tasks.base import Records, Task
+from bert_tf.tasks.base import MODES, Records, Task
 from bert_tf.training import runner
 
-MODES = ("train", "eval", "predict")
 # run_classifier's names of each mode's records.
 RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
                 "predict": "predict.tf_record"}
