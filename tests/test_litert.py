@@ -197,7 +197,8 @@ def test_the_converter_cannot_take_the_string_signatures(exported, uncased_vocab
     module = tf.Module()
     module.tokenizer = GraphTokenizer(str(uncased_vocab))
     module.model_variables = [v.value for v in exported["model"].variables]
-    signature = task.text_signatures(exported["model"], module.tokenizer)["serve_text"]
+    signature = task.text_signatures(
+        exported["model"], task.text_preprocessor(module.tokenizer))["serve_text"]
     tf.saved_model.save(module, str(tmp_path / "text"), signatures={"serve_text": signature})
 
     converter = tf.lite.TFLiteConverter.from_saved_model(str(tmp_path / "text"),

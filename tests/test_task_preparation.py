@@ -125,3 +125,117 @@ def test_every_processor_takes_the_data_dir_for_its_labels(tmp_path):
         tmp_path) == ["neg", "pos"]
     assert classifier_data.get_processor("mrpc").get_labels(tmp_path) == ["0", "1"]
     assert classifier_data.get_processor("sts-b").get_labels(tmp_path) is None
+
+
+@pytest.fixture(scope="module")
+def tokenizers(uncased_vocab):
+    """(the records' Python tokenizer, the exported model's GraphTokenizer) of one vocabulary."""
+    from bert_tf.text.graph_tokenization import GraphTokenizer
+    from bert_tf.tokenization import FullTokenizer
+    return (FullTokenizer(str(uncased_vocab), do_lower_case=True),
+            GraphTokenizer(str(uncased_vocab), do_lower_case=True))
+
+
+def _served(inputs, length):
+    """Graph-packed inputs (cut to the batch's longest) as lists padded to `length`."""
+    return {name: [list(row) + [0] * (length - len(row)) for row in value.numpy().tolist()]
+            for name, value in inputs.items()}
+
+
+def test_a_task_preprocessor_packs_served_texts_as_its_records(mrpc, shared_data, tokenizers,
+                                                               tmp_path):
+    """Issue 33: one preprocessor class per task packs both its records (Python tokenizer,
+    `write`) and the exported model's raw strings (GraphTokenizer, in the graph): on real
+    texts (MRPC pairs, CoNLL-2003 sentences, SQuAD 1.1 questions with their contexts, MRPC
+    sentences as a question's endings) the graph half gives each record's inputs, and NER's
+    first pieces are the positions its records tag."""
+    import json
+
+    import tensorflow as tf
+
+    from bert_tf.tasks.classification.preprocessor import ClassificationPreprocessor
+    from bert_tf.tasks.multiple_choice.preprocessor import MultipleChoicePreprocessor
+    from bert_tf.tasks.multiple_choice.reader import ChoiceExample
+    from bert_tf.tasks.ner.preprocessor import NerPreprocessor
+    from bert_tf.tasks.squad.preprocessor import SquadPreprocessor
+    python_tokenizer, graph_tokenizer = tokenizers
+    names = ("input_ids", "input_mask", "segment_ids")
+
+    def record_inputs(path):
+        return [{name: values for name, (_, values) in record.items() if name in names}
+                for record in decoded_records(path)]
+
+    # Classification: MRPC dev pairs.
+    examples = classification.read_splits(classifier_data.get_processor("MRPC"), mrpc,
+                                          ["eval"])["eval"]
+    records = ClassificationPreprocessor(
+        python_tokenizer, SEQ, {"eval": examples}, ["0", "1"])
+    records.write("eval", examples, str(tmp_path / "classifier.tf_record"))
+    served = _served(ClassificationPreprocessor(graph_tokenizer, SEQ).text_inputs(
+        tf.constant([e.text_a for e in examples]), tf.constant([e.text_b for e in examples])),
+        SEQ)
+    written = record_inputs(tmp_path / "classifier.tf_record")
+    assert len(written) == len(examples) == 13
+    assert [{n: served[n][i] for n in names} for i in range(13)] == written
+
+    # NER: CoNLL-2003 dev sentences, one window each at 64 pieces.
+    conll = tmp_path / "conll"
+    conll.mkdir()
+    with open(shared_data / "conll2003" / "valid.txt", encoding="utf-8") as f:
+        text = f.read()
+    (conll / "valid.txt").write_text("\n\n".join(text.split("\n\n")[:30]) + "\n",
+                                     encoding="utf-8")
+    tagger = NerPreprocessor(python_tokenizer, 64, str(conll), {"eval": "valid.txt"},
+                                 ["O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC",
+                                  "B-MISC", "I-MISC"])
+    features = tagger.read()["eval"]
+    sentences = tagger.sentences["eval"]
+    assert len(features) == len(sentences) >= 20  # one window each
+    inputs, words, first_piece, in_window = NerPreprocessor(graph_tokenizer, 64).word_inputs(
+        tf.constant([" ".join(sentence_words) for sentence_words, _ in sentences]))
+    served = _served(inputs, 64)
+    assert all(in_window.numpy())
+    assert [w.decode() for w in words.flat_values.numpy()] == [
+        word for sentence_words, _ in sentences for word in sentence_words]
+    rows = words.value_rowids().numpy()
+    for i, feature in enumerate(features):
+        assert {n: served[n][i] for n in names} == {n: list(getattr(feature, n)) for n in names}
+        assert list(first_piece.numpy()[rows == i]) == [
+            position for position, mask in enumerate(feature.label_mask) if mask]
+
+    # SQuAD: the first window of SQuAD 1.1 dev questions.
+    with open(shared_data / "SQuAD" / "dev-v1.1.json", encoding="utf-8") as f:
+        dev = json.load(f)
+    article = dict(dev["data"][0], paragraphs=dev["data"][0]["paragraphs"][:3])
+    squad_file = tmp_path / "squad.json"
+    squad_file.write_text(json.dumps({"version": "1.1", "data": [article]}), encoding="utf-8")
+    windows = SquadPreprocessor(python_tokenizer, 96, predict_file=str(squad_file),
+                                      doc_stride=32, max_query_length=16, log=lambda _: None)
+    windows.read()
+    _, questions, features = windows.predict_data
+    first = {}
+    for feature in features:
+        first.setdefault(feature.example_index, feature)
+    inputs, query_length = SquadPreprocessor(
+        graph_tokenizer, 96, max_query_length=16).question_context_inputs(
+        tf.constant([q.question_text for q in questions]),
+        tf.constant([" ".join(q.doc_tokens) for q in questions]))
+    served = _served(inputs, 96)
+    assert len(questions) >= 30
+    for i in range(len(questions)):
+        assert {n: served[n][i] for n in names} == {n: list(getattr(first[i], n)) for n in names}
+        assert query_length.numpy()[i] + 2 == list(first[i].segment_ids).index(1)
+
+    # Multiple choice: MRPC dev sentences as a question's context and endings.
+    questions = [ChoiceExample(guid=str(i), context=e.text_a,
+                               endings=[e.text_b, examples[i - 1].text_b], label=0)
+                 for i, e in enumerate(examples)]
+    MultipleChoicePreprocessor(
+        python_tokenizer, SEQ, {"eval": questions}, 2).write(
+        "eval", questions, str(tmp_path / "choices.tf_record"))
+    inputs = MultipleChoicePreprocessor(graph_tokenizer, SEQ).choice_inputs(
+        tf.constant([q.context for q in questions]), tf.constant([q.endings for q in questions]))
+    served = {name: [[list(row) + [0] * (SEQ - len(row)) for row in choices]
+                     for choices in value.numpy().tolist()] for name, value in inputs.items()}
+    written = record_inputs(tmp_path / "choices.tf_record")
+    assert [{n: sum(served[n][i], []) for n in names} for i in range(13)] == written

@@ -15,7 +15,8 @@ A SavedModel written here has:
   export replaces the folder only when it holds nothing else
   (bert_tf.serving.export_folders).
 
-What each signature returns is the task's (`Task.serving_outputs`, `Task.text_signatures`):
+What each signature returns is the task's (`Task.serving_outputs`, `Task.text_signatures`, on
+the inputs of its preprocessor, `Task.text_preprocessor`):
 classifier: probabilities, logits and the label name of each row when the labels are known;
 encoder: sequence and pooled outputs, and with a pooling (`EncoderConfig.pooling`) `embed_text`:
 `text` -> `embedding` [batch, hidden], one sentence embedding per string; ner: `serve_text` returns `words`, `tags` (the tag of
@@ -90,8 +91,9 @@ def save(task, model, export_dir, vocab_file=None, do_lower_case=True, log=print
     # The variables only: a Keras model attached here would add Keras' own default signature.
     module.model_variables = [v.value for v in model.variables]
     if vocab_file:
+        # The task's preprocessor packs served texts as its records (bert_tf.tasks.preprocessor).
         module.tokenizer = tokenizer or GraphTokenizer(vocab_file, do_lower_case=do_lower_case)
-        signatures.update(task.text_signatures(model, module.tokenizer))
+        signatures.update(task.text_signatures(model, task.text_preprocessor(module.tokenizer)))
     check_export_dir(export_dir)
     max_seq_length = task.config.max_seq_length if vocab_file else None
     description = {"task": task.name, "signatures": sorted(signatures),

@@ -2,8 +2,9 @@
 after TF Model Garden's `official/core/base_task.py`. A task is built from a typed config
 (`TaskConfig`), builds its inputs and model, defines its losses (each shard's share of the
 global batch) and metrics, turns the per-example outputs of eval and predict into results and
-files, and says what its SavedModel serves; it owns no loop. Writing a task's records and
-building it over them (`prepare`, `PreparedTask`) is bert_tf.tasks.preprocessor's. docs/tasks.md.
+files, and says what its SavedModel serves; it owns no loop. Its `Preprocessor` packs raw inputs
+for both its records (`prepare`, `PreparedTask`) and its SavedModel's string signatures
+(bert_tf.tasks.preprocessor). docs/tasks.md.
 """
 import abc
 import dataclasses
@@ -62,6 +63,8 @@ class Task(abc.ABC):
     Class attributes:
       name: the task's name (registry, logs, summaries, the export's marker).
       Config: its config class.
+      Preprocessor: its preprocessor class (a bert_tf.tasks.preprocessor.Preprocessor): its
+        records and its SavedModel's raw strings (`text_preprocessor`).
       train_metric_names: the keys of `train_metrics` (the first must be "loss").
       sequence_features: the [T] features of its records, cut to the longest example of a
         batch when `config.bucket_by_length` (None: the task cannot bucket).
@@ -74,6 +77,7 @@ class Task(abc.ABC):
 
     name = "task"
     Config = TaskConfig
+    Preprocessor = None
     train_metric_names = ("loss",)
     sequence_features = None
     streams_predictions = False
@@ -190,17 +194,22 @@ class Task(abc.ABC):
         The default: the outputs as they are."""
         return outputs
 
-    def text_signatures(self, model, tokenizer):
-        """{name: tf.function} on raw strings ([B] tf.string), tokenized and packed in the graph
-        by `tokenizer` (bert_tf.text.graph_tokenization.GraphTokenizer) to
-        `config.max_seq_length`. The default: `serve_text` (text) and `serve_text_pair`
-        (text_a, text_b), packed as the original's convert_single_example, returning
-        `serving_outputs(..., from_text=True)`. A task whose answer is not per text (tags per
-        word, a span) overrides them. Batches are cut to their longest text
-        (`pad_to_longest`): the model masks padding, so the outputs are the padded ones, for
-        less work."""
+    def text_preprocessor(self, tokenizer):
+        """The task's `Preprocessor` over `tokenizer` (a GraphTokenizer) with the task's
+        options, for `text_signatures`."""
+        if self.Preprocessor is None:
+            raise NotImplementedError(f"{self.name} serves no raw strings: it names no "
+                                      f"Preprocessor")
+        return self.Preprocessor(tokenizer, self.config.max_seq_length)
+
+    def text_signatures(self, model, preprocessor):
+        """{name: tf.function} on raw strings ([B] tf.string), packed in the graph by
+        `preprocessor` (`text_preprocessor`'s). The default: `serve_text` (text) and
+        `serve_text_pair` (text_a, text_b), packed as the records (`Preprocessor.text_inputs`),
+        returning `serving_outputs(..., from_text=True)`. A task whose answer is not per text
+        (tags per word, a span) overrides them. Batches are cut to their longest text: the
+        model masks padding, so the outputs are the padded ones, for less work."""
         text = tf.TensorSpec([None], tf.string)
-        max_seq_length = self.config.max_seq_length
 
         def serve(inputs):
             return self.serving_outputs(self.outputs(model, inputs, training=False),
@@ -208,13 +217,10 @@ class Task(abc.ABC):
 
         @tf.function(input_signature=[text])
         def serve_text(text):
-            return serve(tokenizer.bert_inputs(text, max_seq_length=max_seq_length,
-                                               pad_to_longest=True))
+            return serve(preprocessor.text_inputs(text))
 
         @tf.function(input_signature=[text, text])
         def serve_text_pair(text_a, text_b):
-            return serve(tokenizer.bert_inputs(text_a, text_b, max_seq_length=max_seq_length,
-                                               pad_to_longest=True))
+            return serve(preprocessor.text_inputs(text_a, text_b))
 
         return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
-

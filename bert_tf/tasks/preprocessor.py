@@ -1,5 +1,6 @@
-"""A task's raw inputs to its records: the `Preprocessor` contract and the one `prepare` that
-drives every fine-tuning task's (the command lines, `bert_tf.api` and the notebook's runs).
+"""A task's raw inputs to the model's packed inputs: the `Preprocessor` contract, and the one
+`prepare` that drives every fine-tuning task's records (the command lines, `bert_tf.api` and the
+notebook's runs).
 
 `prepare` reads and checks every split, checks the model, counts the training steps, pads eval
 and predict to whole batches (`pad_to_batch`), writes the records (atomically; nothing left in
@@ -75,8 +76,21 @@ def read_splits(processor, data_dir, modes):
 
 
 class Preprocessor:
-    """What `prepare` asks of a task's preprocessor (subclasses implement the methods).
+    """A task's preprocessor: its raw inputs packed as the model takes them
+    (`bert_tf.text.packing`), in the two places a model meets text:
+    - records: `prepare` drives `read`, `padding` and `write` (subclasses implement them) with
+      a Python tokenizer (FullTokenizer or FastTokenizer), so that the records equal the
+      original's byte for byte;
+    - the exported model: `text_inputs` (and a task's own graph calls) with a GraphTokenizer
+      (bert_tf.text.graph_tokenization), in the SavedModel's graph
+      (`bert_tf.tasks.base.Task.text_preprocessor`, `Task.text_signatures`).
+    One class holds both, so that the two pack alike; an instance is built with one tokenizer,
+    for one place or the other.
 
+    Args:
+      tokenizer: FullTokenizer or FastTokenizer (records), or GraphTokenizer (serving).
+      max_seq_length: the packed length (serving: the longest; batches are cut to their
+        longest text).
     Attributes:
       counted_as: what the training steps count ("examples", "windows", "questions").
       record_files: {mode: file name in output_dir} of the records.
@@ -84,10 +98,14 @@ class Preprocessor:
     counted_as = "examples"
     record_files = RECORD_FILES
 
+    def __init__(self, tokenizer, max_seq_length):
+        self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+
+    # ---- Records (`prepare`).
     def read(self):
         """{mode: items}: every split read and checked (and converted, where the training
         steps count windows), before any record is written."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} writes no records through prepare")
 
     def num_train(self, items):
         """What the training steps are counted from, of the training split's items."""
@@ -108,6 +126,14 @@ class Preprocessor:
     def description(self, task):
         """The log's first line about the data (None: none)."""
         return None
+
+    # ---- The exported model's raw strings (in the graph, with a GraphTokenizer).
+    def text_inputs(self, text_a, text_b=None):
+        """The packed inputs of [B] strings (and [B] second texts) as the records pack an
+        example's texts (the original's convert_single_example: a pair truncated longest
+        first), cut to the batch's longest: int32 [B, T] input_ids, input_mask, segment_ids."""
+        return self.tokenizer.bert_inputs(text_a, text_b, max_seq_length=self.max_seq_length,
+                                          pad_to_longest=True)
 
 
 def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,

@@ -288,20 +288,20 @@ def pad_examples(examples, batch_size):
 class ClassificationPreprocessor(Preprocessor):
     """run_classifier's records of {mode: InputExamples}: one per example as the original's,
     or with `doc_stride` one per window of a long text (the training steps then count
-    windows).
+    windows); served texts are packed as one example's (`Preprocessor.text_inputs`).
 
     Args:
-      examples: {"train"|"eval"|"predict": InputExamples}.
+      tokenizer, max_seq_length: as Preprocessor's.
+      examples: {"train"|"eval"|"predict": InputExamples} (records only).
       label_list: the labels in output order; None for regression. A multi-label task's
         examples carry lists of labels.
-      tokenizer: FullTokenizer or FastTokenizer (the same records).
       task_name: the processor's name, for the log.
     """
 
-    def __init__(self, examples, label_list, tokenizer, max_seq_length, task_name="",
+    def __init__(self, tokenizer, max_seq_length, examples=None, label_list=None, task_name="",
                  multi_label=False, doc_stride=None):
-        self.examples, self.label_list = examples, label_list
-        self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+        super().__init__(tokenizer, max_seq_length)
+        self.examples, self.label_list = examples or {}, label_list
         self.task_name, self.doc_stride = task_name, doc_stride
         self.conversion = dict(regression=label_list is None, multi_label=multi_label)
         self.counted_as = "examples" if doc_stride is None else "windows"

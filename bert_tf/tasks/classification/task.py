@@ -151,6 +151,7 @@ class ClassificationTask(Task):
 
     name = "classifier"
     Config = ClassificationConfig
+    Preprocessor = ClassificationPreprocessor
     train_metric_names = ("loss", "accuracy")
     sequence_features = ("input_ids", "input_mask", "segment_ids")
 
@@ -407,7 +408,7 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
     config = ClassificationConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                                   labels=label_list, **task_options)
     preprocessor = ClassificationPreprocessor(
-        examples, label_list, tokenizer, max_seq_length, name, config.multi_label,
+        tokenizer, max_seq_length, examples, label_list, name, config.multi_label,
         config.doc_stride)
     return prepare(preprocessor,
                    lambda records: ClassificationTask(dataclasses.replace(config,

@@ -7,6 +7,7 @@ from bert_tf.model.encoder import BertEncoder
 from bert_tf.model.pooling import check_pooling, pool
 from bert_tf.tasks import registry
 from bert_tf.tasks.base import Task, TaskConfig
+from bert_tf.tasks import preprocessor
 
 
 @dataclasses.dataclass
@@ -32,6 +33,7 @@ class EncoderTask(Task):
 
     name = "encoder"
     Config = EncoderConfig
+    Preprocessor = preprocessor.Preprocessor  # texts packed as the original's examples
 
     def build_model(self):
         return BertEncoder(self.config.bert_config)
@@ -60,20 +62,17 @@ class EncoderTask(Task):
             hidden_states = outputs["sequence_output"]
         return pool(hidden_states, input_mask, self.config.pooling, self.config.normalize)
 
-    def text_signatures(self, model, tokenizer):
+    def text_signatures(self, model, preprocessor):
         """`serve_text` and `serve_text_pair` (the default), and with `config.pooling`
         `embed_text`: `text` [B] string -> {"embedding": [B, H] float32}, each text packed as
-        `[CLS] text [SEP]` (at most `config.max_seq_length`, the batch cut to its longest) in
-        the graph."""
-        signatures = super().text_signatures(model, tokenizer)
+        `[CLS] text [SEP]` (`Preprocessor.text_inputs`)."""
+        signatures = super().text_signatures(model, preprocessor)
         if self.config.pooling is None:
             return signatures
-        max_seq_length = self.config.max_seq_length
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def embed_text(text):
-            inputs = tokenizer.bert_inputs(text, max_seq_length=max_seq_length,
-                                           pad_to_longest=True)
+            inputs = preprocessor.text_inputs(text)
             outputs = self.outputs(model, inputs, training=False)
             return {"embedding": self.embeddings(outputs, inputs["input_mask"])}
 

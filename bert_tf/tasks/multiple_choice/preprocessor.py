@@ -2,6 +2,8 @@
 as the original's pairs (longest part truncated first) and flattened, with `label_ids` and
 `is_real_example` as run_classifier's.
 """
+import tensorflow as tf
+
 from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
@@ -74,12 +76,13 @@ def multiple_choice_feature_spec(num_choices, max_seq_length):
 
 class MultipleChoicePreprocessor(Preprocessor):
     """The records of {mode: ChoiceExamples}, one per question (the training steps count
-    questions); every question is checked (`check_examples`) before any is written."""
+    questions); every question is checked (`check_examples`) before any is written. Served
+    questions are packed as the records' (`choice_inputs`)."""
     counted_as = "questions"
 
-    def __init__(self, examples, num_choices, tokenizer, max_seq_length):
-        self.examples, self.num_choices = examples, num_choices
-        self.tokenizer, self.max_seq_length = tokenizer, max_seq_length
+    def __init__(self, tokenizer, max_seq_length, examples=None, num_choices=None):
+        super().__init__(tokenizer, max_seq_length)
+        self.examples, self.num_choices = examples or {}, num_choices
 
     def read(self):
         for split in self.examples.values():
@@ -95,3 +98,16 @@ class MultipleChoicePreprocessor(Preprocessor):
 
     def description(self, task):
         return f"*** multiple choice: {self.num_choices} endings per question"
+
+    def choice_inputs(self, context, endings):
+        """The packed inputs of [B] contexts and their [B, N] endings in the graph, each
+        (context, ending) as the records' (`[CLS] context [SEP] ending [SEP]`, the longest
+        part truncated first), cut to the batch's longest pair: int32 [B, N, T]."""
+        tokenizer = self.tokenizer
+        num_choices = tf.shape(endings)[1]
+        question = tf.repeat(tf.range(tf.shape(context)[0]), num_choices)
+        packed = tokenizer.pack(tf.gather(tokenizer.tokenize(context), question),
+                                tokenizer.tokenize(tf.reshape(endings, [-1])),
+                                self.max_seq_length, pad_to_longest=True)
+        return {name: tf.reshape(value, [-1, num_choices, tf.shape(value)[1]])
+                for name, value in packed.items()}

@@ -53,6 +53,7 @@ class MultipleChoiceTask(ClassificationTask):
 
     name = "multiple_choice"
     Config = MultipleChoiceConfig
+    Preprocessor = MultipleChoicePreprocessor
     # Batches stay padded to max_seq_length: length bucketing cuts [B, T] features.
     sequence_features = None
     token_id_rank = 3
@@ -87,26 +88,14 @@ class MultipleChoiceTask(ClassificationTask):
         return {"probabilities": tf.nn.softmax(logits, axis=-1), "logits": logits,
                 "choice": tf.argmax(logits, axis=-1, output_type=tf.int32)}
 
-    def text_signatures(self, model, tokenizer):
-        """`serve_choices`: `context` [batch] and `endings` [batch, N] strings; each (context,
-        ending) packed as `[CLS] context [SEP] ending [SEP]`, truncated to
-        `config.max_seq_length` as the records (`bert_tf.text.packing.pack_choices`)."""
-        max_seq_length = self.config.max_seq_length
+    def text_signatures(self, model, preprocessor):
+        """`serve_choices`: `context` [batch] and `endings` [batch, N] strings, packed as the
+        records (`MultipleChoicePreprocessor.choice_inputs`)."""
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
                                       tf.TensorSpec([None, None], tf.string)])
         def serve_choices(context, endings):
-            context, endings = check_choice_inputs(context, endings)
-            num_choices = tf.shape(endings)[1]
-            context_ids = tokenizer.tokenize(context)
-            question = tf.repeat(tf.range(tf.shape(context)[0]), num_choices)
-            # Cut to the batch's longest pair, as every string signature (the model masks
-            # padding, so the outputs are the padded ones).
-            packed = tokenizer.pack(tf.gather(context_ids, question),
-                                    tokenizer.tokenize(tf.reshape(endings, [-1])),
-                                    max_seq_length, pad_to_longest=True)
-            inputs = {name: tf.reshape(value, [-1, num_choices, tf.shape(value)[1]])
-                      for name, value in packed.items()}
+            inputs = preprocessor.choice_inputs(*check_choice_inputs(context, endings))
             return self.serving_outputs(self.outputs(model, inputs, training=False),
                                         from_text=True)
 
@@ -150,8 +139,7 @@ def prepare_task(bert_config, examples, num_choices, tokenizer, max_seq_length, 
     """
     prepare_options, task_options = split_options(options)
     prepare_options.setdefault("train_batch_size", 16)
-    preprocessor = MultipleChoicePreprocessor(
-        examples, num_choices, tokenizer, max_seq_length)
+    preprocessor = MultipleChoicePreprocessor(tokenizer, max_seq_length, examples, num_choices)
     return prepare(preprocessor, lambda records: MultipleChoiceTask(MultipleChoiceConfig(
         bert_config=bert_config, max_seq_length=max_seq_length, num_choices=num_choices,
         records=records, **task_options)), output_dir, **prepare_options)

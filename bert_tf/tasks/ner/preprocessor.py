@@ -5,6 +5,8 @@ boundaries with each word scored once (`bert_tf.text.windows`), and predictions 
 """
 import dataclasses
 
+import tensorflow as tf
+
 from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError, arg, argument_error
@@ -222,10 +224,13 @@ def words_predictions(features, predicted_label_ids_per_feature):
 
 class NerPreprocessor(Preprocessor):
     """run_ner's records of CoNLL files: each sentence's windows (`convert_sentences_to_features`;
-    the training steps count windows).
+    the training steps count windows). Served texts are tokenized word by word as the records
+    (`word_inputs`).
 
     Args:
-      files: {"train"|"eval"|"predict": file name in data_dir, or None: not run}.
+      tokenizer, max_seq_length: as Preprocessor's.
+      data_dir, files: {"train"|"eval"|"predict": file name in data_dir, or None: not run}
+        (records only).
       label_list: the tags in output order (default: the training file's, "O" first; required
         without a training file).
     After `read`: `labels`, and {mode: ...} `sentences` and `features` (the written ones,
@@ -233,14 +238,15 @@ class NerPreprocessor(Preprocessor):
     """
     counted_as = "windows"
 
-    def __init__(self, tokenizer, max_seq_length, data_dir, files, label_list=None,
+    def __init__(self, tokenizer, max_seq_length, data_dir=None, files=None, label_list=None,
                  doc_stride=None):
-        if not label_list and not files.get("train"):
+        super().__init__(tokenizer, max_seq_length)
+        files = files or {}
+        if files and not label_list and not files.get("train"):
             raise argument_error("label_list", f"is required without {arg('train_file')} (the "
                                                f"tags in output order, as the model was "
                                                f"trained)")
-        self.tokenizer, self.max_seq_length, self.doc_stride = tokenizer, max_seq_length, doc_stride
-        self.data_dir, self.label_list = data_dir, label_list
+        self.doc_stride, self.data_dir, self.label_list = doc_stride, data_dir, label_list
         self.files = {mode: name for mode, name in files.items() if name}
         self.labels, self.sentences, self.features = None, {}, {}
 
@@ -267,3 +273,27 @@ class NerPreprocessor(Preprocessor):
 
     def description(self, task):
         return f"*** {len(self.labels)} labels: {', '.join(self.labels)}"
+
+    def word_inputs(self, text):
+        """[B] texts in the graph, tokenized as the records' sentences (each whitespace word
+        alone, a word without pieces one [UNK]) and packed as one window, cut to the batch's
+        longest. Returns (the packed inputs: int32 [B, T]; `words`: [B, (words)] strings;
+        `first_piece`: [W] int64, each word's first piece's position in its packed row, or
+        the row's last position for a word beyond the window; `in_window`: [W] bool, whether
+        its first piece is in the window, max_seq_length - 2 pieces)."""
+        tokenizer = self.tokenizer
+        words, pieces = tokenizer.word_pieces(text)
+        per_word = pieces.values  # [W, (pieces)]
+        lengths = per_word.row_lengths()
+        unk = tf.fill([per_word.nrows(), 1], tokenizer.unk_id)
+        per_word = tf.ragged.boolean_mask(  # a word without pieces is one [UNK]
+            tf.concat([per_word, unk], axis=1),
+            tf.ragged.range(lengths + 1) < tf.expand_dims(tf.maximum(lengths, 1), 1))
+        ids = pieces.with_values(per_word).merge_dims(1, 2)  # [B, (pieces)]
+        start = (tf.cumsum(per_word.row_lengths(), exclusive=True)
+                 - tf.gather(ids.row_splits, words.value_rowids()))  # in its text
+        inputs = tokenizer.pack(ids, max_seq_length=self.max_seq_length, pad_to_longest=True)
+        # After [CLS]; a word beyond the window reads any position: the last one.
+        first_piece = tf.minimum(start + 1, tf.cast(tf.shape(inputs["input_ids"])[1] - 1,
+                                                    start.dtype))
+        return inputs, words, first_piece, start < self.max_seq_length - 2

@@ -44,6 +44,7 @@ class NerTask(Task):
 
     name = "ner"
     Config = NerConfig
+    Preprocessor = NerPreprocessor
     train_metric_names = ("loss", "accuracy")
     sequence_features = SEQUENCE_FEATURES
 
@@ -140,38 +141,24 @@ class NerTask(Task):
         logits = tf.cast(outputs["logits"], tf.float32)
         return {"tag_ids": self._predictions(logits), "logits": logits}
 
-    def text_signatures(self, model, tokenizer):
+    def text_signatures(self, model, preprocessor):
         """`serve_text` returns one tag per whitespace word, the prediction at the word's first
-        piece (run_ner's recipe: each word tokenized alone, a word without pieces is [UNK]):
-        `words`, `tags` and `num_words`. Words whose first piece falls beyond
-        max_seq_length - 2 pieces are dropped (one window). `serve_text_pair` as the base's."""
-        signatures = super().text_signatures(model, tokenizer)
-        label_list, max_seq_length = self.config.labels, self.config.max_seq_length
+        piece (run_ner's recipe, `NerPreprocessor.word_inputs`): `words`, `tags` and
+        `num_words`. Words whose first piece falls beyond max_seq_length - 2 pieces are dropped
+        (one window). `serve_text_pair` as the base's."""
+        signatures = super().text_signatures(model, preprocessor)
+        label_list = self.config.labels
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def serve_text(text):
-            words, pieces = tokenizer.word_pieces(text)
-            per_word = pieces.values  # [W, (pieces)]
-            lengths = per_word.row_lengths()
-            unk = tf.fill([per_word.nrows(), 1], tokenizer.unk_id)
-            per_word = tf.ragged.boolean_mask(  # a word without pieces is one [UNK]
-                tf.concat([per_word, unk], axis=1),
-                tf.ragged.range(lengths + 1) < tf.expand_dims(tf.maximum(lengths, 1), 1))
-            ids = pieces.with_values(per_word).merge_dims(1, 2)  # [B, (pieces)]
-            row = words.value_rowids()
-            start = (tf.cumsum(per_word.row_lengths(), exclusive=True)
-                     - tf.gather(ids.row_splits, row))  # each word's first piece in its text
-            keep = start < max_seq_length - 2
-            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length, pad_to_longest=True)
+            inputs, words, first_piece, in_window = preprocessor.word_inputs(text)
             outputs = self.outputs(model, inputs, training=False)
             tag_ids = tf.argmax(outputs["logits"], axis=-1, output_type=tf.int32)  # [B, T]
-            # A word beyond the window (not kept) reads any position: the last one.
-            position = tf.minimum(start + 1, tf.cast(tf.shape(tag_ids)[1] - 1, start.dtype))
-            word_tags = tf.gather(tf.constant(label_list),
-                                  tf.gather_nd(tag_ids, tf.stack([row, position], axis=1)))
-            kept_words = tf.ragged.boolean_mask(words, words.with_flat_values(keep))
-            tags = tf.ragged.boolean_mask(words.with_flat_values(word_tags),
-                                          words.with_flat_values(keep))
+            word_tags = tf.gather(tf.constant(label_list), tf.gather_nd(
+                tag_ids, tf.stack([words.value_rowids(), first_piece], axis=1)))
+            kept = words.with_flat_values(in_window)
+            kept_words = tf.ragged.boolean_mask(words, kept)
+            tags = tf.ragged.boolean_mask(words.with_flat_values(word_tags), kept)
             return {"words": kept_words.to_tensor(""), "tags": tags.to_tensor(""),
                     "num_words": tf.cast(kept_words.row_lengths(), tf.int32)}
 

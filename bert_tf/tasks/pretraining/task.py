@@ -22,6 +22,7 @@ from bert_tf.model.variable_names import Part, original_variable_map
 from bert_tf.tasks import registry
 from bert_tf.tasks.base import Records, Task, TaskConfig
 from bert_tf.tasks.pretraining import dynamic_masking
+from bert_tf.tasks.pretraining.masked_text import MaskedTextPreprocessor
 from bert_tf.tasks.pretraining.layout import ORIGINAL_LAYOUT, pretraining_layout_of, record_schema
 from bert_tf.training.optimization import AdamWeightDecay
 
@@ -219,6 +220,7 @@ class PretrainingTask(Task):
 
     name = "pretraining"
     Config = PretrainingConfig
+    Preprocessor = MaskedTextPreprocessor
     train_metric_names = ("loss", "masked_lm_loss", "next_sentence_loss", "masked_lm_accuracy",
                           "next_sentence_accuracy")
 
@@ -434,30 +436,21 @@ class PretrainingTask(Task):
                 "probabilities": tf.where(real, top.values, 0.0),
                 "positions": outputs["masked_lm_positions"], "mask": mask}
 
-    def text_signatures(self, model, tokenizer):
-        """`serve_text` only: the literal "[MASK]" (upper case, as is) in a text is the [MASK]
-        token; the parts around it are tokenized as usual (the original's BasicTokenizer would
-        split "[MASK]" into "[", "mask", "]"). Adds `tokens`, the top-k token strings ("" in
-        padding)."""
-        mask_id, max_seq_length = self.config.mask_id, self.config.max_seq_length
+    def text_preprocessor(self, tokenizer):
+        return self.Preprocessor(tokenizer, self.config.max_seq_length, self.config.mask_id)
+
+    def text_signatures(self, model, preprocessor):
+        """`serve_text` only, on texts where the literal "[MASK]" is the mask token
+        (`MaskedTextPreprocessor.masked_text_inputs`). Adds `tokens`, the top-k token strings
+        ("" in padding)."""
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
         def serve_text(text):
-            parts = tf.strings.split(text, sep="[MASK]")  # n parts around n - 1 masks
-            pieces = parts.with_flat_values(tokenizer.tokenize(parts.flat_values))
-            per_part = pieces.values  # [parts, (pieces)]
-            lengths = per_part.row_lengths()
-            last = tf.equal(tf.range(tf.size(lengths), dtype=tf.int64) + 1,
-                            tf.gather(parts.row_limits(), parts.value_rowids()))
-            with_mask = tf.concat([per_part, tf.fill([per_part.nrows(), 1], mask_id)], axis=1)
-            keep = lengths + tf.cast(~last, tf.int64)  # the last part gets no [MASK] after it
-            per_part = tf.ragged.boolean_mask(
-                with_mask, tf.ragged.range(lengths + 1) < tf.expand_dims(keep, 1))
-            ids = pieces.with_values(per_part).merge_dims(1, 2)
-            inputs = tokenizer.pack(ids, max_seq_length=max_seq_length, pad_to_longest=True)
+            inputs = preprocessor.masked_text_inputs(text)
             served = self.serving_outputs(self.outputs(model, inputs, training=False))
             real = tf.cast(served["mask"], tf.bool)[:, :, None]
-            served["tokens"] = tf.where(real, tokenizer.id_to_token(served["token_ids"]), "")
+            served["tokens"] = tf.where(
+                real, preprocessor.tokenizer.id_to_token(served["token_ids"]), "")
             return served
 
         return {"serve_text": serve_text}

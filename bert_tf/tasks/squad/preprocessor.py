@@ -351,7 +351,8 @@ class SquadPreprocessor(Preprocessor):
     """run_squad's records: the training questions' windows (shuffled as the original; the
     training steps count questions) in train.tf_record, the predict file's windows in
     eval.tf_record. After `read`, `predict_data` is (the predict file's "data" list, its
-    SquadExamples, their windows) for post-processing."""
+    SquadExamples, their windows) for post-processing. A served question and context are
+    packed as a first window (`question_context_inputs`)."""
     counted_as = "questions"
     record_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
 
@@ -359,6 +360,8 @@ class SquadPreprocessor(Preprocessor):
                  doc_stride=128, max_query_length=64, version_2_with_negative=False,
                  verbose_logging=False, log=print):
         check_window_flags(max_seq_length, doc_stride, max_query_length)
+        super().__init__(tokenizer, max_seq_length)
+        self.max_query_length = max_query_length
         self.windows = dict(tokenizer=tokenizer, max_seq_length=max_seq_length,
                             doc_stride=doc_stride, max_query_length=max_query_length)
         self.files = {"train": train_file, "predict": predict_file}
@@ -393,6 +396,17 @@ class SquadPreprocessor(Preprocessor):
             return f"{num_real} questions, {count} windows"
         return (f"{len(self.predict_data[1])} questions, {num_real} windows "
                 f"(+{count - num_real} padding)")
+
+    def question_context_inputs(self, question, context):
+        """[B] questions and contexts in the graph, packed as run_squad's first window of each
+        (`[CLS] question [SEP] context [SEP]`, the question cut to max_query_length pieces, the
+        context to what is left), cut to the batch's longest. Returns (the packed inputs:
+        int32 [B, T]; each question's pieces: int64 [B])."""
+        tokenizer = self.tokenizer
+        query = tokenizer.tokenize(question)[:, :self.max_query_length]
+        inputs = tokenizer.pack(query, tokenizer.tokenize(context), self.max_seq_length,
+                                truncate="second", pad_to_longest=True)
+        return inputs, query.row_lengths()
 
 
 __all__ = [

@@ -62,6 +62,7 @@ class SquadTask(Task):
 
     name = "squad"
     Config = SquadConfig
+    Preprocessor = SquadPreprocessor
 
     def __init__(self, config, predict_data=None, log=print):
         super().__init__(config)
@@ -141,33 +142,33 @@ class SquadTask(Task):
         return {"start_logits": tf.cast(outputs["start_logits"], tf.float32),
                 "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
 
-    def text_signatures(self, model, tokenizer):
+    def text_preprocessor(self, tokenizer):
+        return self.Preprocessor(tokenizer, self.config.max_seq_length,
+                                 max_query_length=self.config.max_query_length)
+
+    def text_signatures(self, model, preprocessor):
         """`serve_text_pair` (text_a: question, text_b: context): one window packed as
-        run_squad's first (`[CLS] question [SEP] context [SEP]`, the question cut to
-        `max_query_length` pieces, the context to what is left), and its best span as the
-        original's post-processing of one window: among the `n_best_size` best starts and
+        run_squad's first (`SquadPreprocessor.question_context_inputs`), and its best span as
+        the original's post-processing of one window: among the `n_best_size` best starts and
         ends, both in the context, end >= start, at most `max_answer_length` pieces, the
         highest start + end logit. The best starts and ends are taken among the context's
         positions (the original takes them among all, padding included, and then drops those
         outside the context): the answer does not depend on the padding, so a batch cut to its
-        longest text answers as one padded to max_seq_length; its text de-tokenized as the original's `tok_text` (pieces
-        joined with spaces, " ##" and "##" removed): no mapping back to the context's own
-        words. No valid span: "empty" with logits 0, as the original. `serve_text` as the
-        base's (the logits of a single text)."""
-        signatures = super().text_signatures(model, tokenizer)
-        config = self.config
-        max_seq_length, max_query_length = config.max_seq_length, config.max_query_length
-        n_best_size, max_answer_length = config.n_best_size, config.max_answer_length
+        longest text answers as one padded to max_seq_length; its text de-tokenized as the
+        original's `tok_text` (pieces joined with spaces, " ##" and "##" removed): no mapping
+        back to the context's own words. No valid span: "empty" with logits 0, as the
+        original. `serve_text` as the base's (the logits of a single text)."""
+        signatures = super().text_signatures(model, preprocessor)
+        tokenizer = preprocessor.tokenizer
+        n_best_size, max_answer_length = self.config.n_best_size, self.config.max_answer_length
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
         def serve_text_pair(text_a, text_b):
-            query = tokenizer.tokenize(text_a)[:, :max_query_length]
-            inputs = tokenizer.pack(query, tokenizer.tokenize(text_b), max_seq_length,
-                                    truncate="second", pad_to_longest=True)
+            inputs, query_length = preprocessor.question_context_inputs(text_a, text_b)
             outputs = self.serving_outputs(self.outputs(model, inputs, training=False))
             start_logits, end_logits = outputs["start_logits"], outputs["end_logits"]
             # The context: segment 1 without its closing [SEP].
-            doc_start = tf.cast(query.row_lengths() + 2, tf.int32)[:, None]
+            doc_start = tf.cast(query_length + 2, tf.int32)[:, None]
             doc_end = tf.reduce_sum(inputs["input_mask"], axis=1)[:, None] - 1
             position = tf.range(tf.shape(start_logits)[1])[None, :]
             in_context = (position >= doc_start) & (position < doc_end)
