@@ -68,6 +68,10 @@ def check_flags():
     if FLAGS.do_eval:
         raise flag_error("do_eval", "run_squad has no eval mode (as the original): "
                                     "--do_predict scores --predict_file when it has answers")
+    for name in ("keep_best_checkpoint", "early_stopping_patience", "best_metric"):
+        if FLAGS[name].value:
+            raise flag_error(name, "not for run_squad: it does not evaluate during training "
+                                   "(--do_predict scores --predict_file after training)")
     if FLAGS.bucket_by_length:
         raise flag_error("bucket_by_length", "not for run_squad: the original's loss and n-best "
                                              "include the padding positions")
