@@ -83,13 +83,13 @@ def check_flags():
 
 def main(argv):
     del argv
-    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    common_flags.check_required("output_dir")
+    check_flags()
+    # The library (and TensorFlow) after the flags are checked: --help and flag errors come
     # without TensorFlow's start-up.
     from bert_tf.tasks.squad import task as squad
     from bert_tf.text.fast_tokenization import FastTokenizer
 
-    common_flags.check_required("output_dir")
-    check_flags()
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("squad")
     # A model directory of a SQuAD run: its options are the defaults.

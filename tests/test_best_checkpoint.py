@@ -16,12 +16,12 @@ import json
 import math
 import os
 import re
-import sys
 
 import pytest
 
 from bert_tf.errors import InputError
-from bert_tf.training.best_checkpoint import (BestCheckpoint, RECORD_FILE, Selection,
+from bert_tf.model.checkpoints import BEST_RECORD_FILE as RECORD_FILE
+from bert_tf.training.best_checkpoint import (BestCheckpoint, Selection,
                                               greater_is_better)
 from bert_tf.training.settings import RunSettings
 from conftest import assert_one_line_error, run_command_line
@@ -197,11 +197,13 @@ def classifier_flags(workspace, output_dir, **extra):
 
 
 def eval_history(log):
-    """{global_step: eval_f1} of every "***** Eval results *****" block of the log."""
+    """{global_step: METRIC} of the evaluations during training in the log (the "***** Eval
+    results *****" blocks before the final one, which holds best_step)."""
     history = {}
     for block in log.split("***** Eval results *****")[1:]:
         values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
-        history[int(values["global_step"])] = float(values["eval_f1"])
+        if "best_step" not in values:
+            history[int(values["global_step"])] = float(values[METRIC])
     return history
 
 
@@ -210,17 +212,22 @@ def read_results(path):
         return dict(line.rstrip("\n").split(" = ") for line in f)
 
 
+METRIC = "eval_loss"  # lower is better; it moves at every step, where F1 of a tiny model jumps
+
+
 @pytest.fixture(scope="module")
 def trained(workspace):
-    """run_classifier with a checkpoint and an evaluation every step: 2 epochs (12 steps) cut
-    to 1 (6 steps, as a killed run), then the run again with 2 epochs (resumed), patience 2."""
+    """run_classifier with a checkpoint and an evaluation every step, choosing by eval_loss:
+    half an epoch (3 steps, as a run killed there), then the run again with 2 epochs (12
+    steps: it resumes at step 3), with patience 2."""
     output_dir = workspace["root"] / "out"
     logs = []
-    for epochs in (1, 2):
+    for epochs, patience in ((0.5, 0), (2, 2)):
         status, log = run_command_line("run.run_classifier", classifier_flags(
             workspace, output_dir, do_train=True, do_eval=True, do_predict=True,
-            eval_during_training=True, keep_best_checkpoint=True, early_stopping_patience=2,
-            save_checkpoints_steps=1, num_train_epochs=epochs, warmup_proportion=0))
+            eval_during_training=True, keep_best_checkpoint=True, best_metric=METRIC,
+            early_stopping_patience=patience, save_checkpoints_steps=1,
+            num_train_epochs=epochs, warmup_proportion=0))
         assert status == 0, log[-3000:]
         logs.append(log)
     return output_dir, logs
@@ -230,18 +237,19 @@ def test_chosen_step_is_the_best_of_the_evaluations(trained):
     output_dir, (first, second) = trained
     history = eval_history(first)
     history.update(eval_history(second))
-    # The oracle: the first step of the highest F1 among the steps evaluated before the stop.
+    # The oracle: the first step of the lowest loss among the steps evaluated.
     steps = sorted(history)
-    best_step = max(steps, key=lambda s: (history[s], -s))
+    best_step = min(steps, key=lambda s: (history[s], s))
     results = read_results(output_dir / "eval_results.txt")
     assert int(results["best_step"]) == best_step
-    assert float(results["best_eval_f1"]) == pytest.approx(history[best_step])
+    assert results[f"best_{METRIC}"] == f"{history[best_step]:.8g}".rstrip("0")
     # The final eval is the best checkpoint's (its results, at its step).
     assert int(results["global_step"]) == best_step
-    assert float(results["eval_f1"]) == pytest.approx(history[best_step])
-    # The resumed run went on from the first's record, its evaluations after step 6.
-    assert "resuming from" in second and "best eval_f1 so far" in second
-    assert min(eval_history(second)) == 7
+    assert float(results[METRIC]) == history[best_step]
+    # The resumed run went on from the first's record, its evaluations after step 3.
+    assert sorted(eval_history(first)) == [1, 2, 3]
+    assert "resuming from" in second and f"best {METRIC} so far" in second
+    assert min(eval_history(second)) == 4
     with open(output_dir / "best" / RECORD_FILE) as f:
         record = json.load(f)
     assert [step for step, _ in record["selection"]["evaluations"]] == steps
@@ -254,11 +262,11 @@ def test_training_stops_after_the_patience(trained):
     history = eval_history(first)
     history.update(eval_history(second))
     steps = sorted(history)
-    # The oracle: the step of the second evaluation in a row not above the best before it.
-    best, without, stop = -1.0, 0, None
+    # The oracle: the step of the second evaluation in a row not below the best before it.
+    best, without, stop = math.inf, 0, None
     for step in steps:
-        without = 0 if history[step] > best else without + 1
-        best = max(best, history[step])
+        without = 0 if history[step] < best else without + 1
+        best = min(best, history[step])
         if without == 2:
             stop = step
             break
@@ -282,8 +290,7 @@ def test_predictions_come_from_the_best_checkpoint(trained, workspace, tmp_path)
     predicted = (tmp_path / "from_best" / "test_results.tsv").read_text()
     assert predicted == (output_dir / "test_results.tsv").read_text()
     again = read_results(tmp_path / "from_best" / "eval_results.txt")
-    assert float(again["eval_f1"]) == pytest.approx(float(results["eval_f1"]))
-    assert float(again["eval_loss"]) == pytest.approx(float(results["eval_loss"]))
+    assert again["eval_loss"] == results["eval_loss"]
 
 
 def test_bad_best_metric_is_one_error_line(workspace, tmp_path):

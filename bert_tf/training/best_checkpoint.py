@@ -4,21 +4,24 @@
 so far (`greater_is_better` by its name: losses lower, every other metric higher), and the
 evaluations in a row without an improvement of more than `threshold`; training stops after
 `patience` of them (0: never). `BestCheckpoint` keeps it in output_dir/best/: the record
-(`RECORD_FILE`, written atomically after every evaluation: the selection, every evaluation's
-value) and, with `keep`, the best weights (model.ckpt-<step>, written before the record names
-them), so that a resumed run goes on with the best so far and its patience. The driver
-(`bert_tf.training.runner`) evaluates, predicts and exports from the best weights when kept.
+(bert_tf.model.checkpoints.BEST_RECORD_FILE, written atomically after every evaluation: the
+selection, every evaluation's value) and, with `keep`, the best weights (model.ckpt-<step>,
+written before the record names them), so that a resumed run goes on with the best so far
+and its patience. The driver (`bert_tf.training.runner`) evaluates, predicts and exports
+from the best weights when kept, and so does every reader of the output_dir as a checkpoint
+(bert_tf.model.checkpoints.resolve_checkpoint).
 """
 import json
 import math
 import os
 import re
 
+import numpy as np
+
 from bert_tf import io_utils
 from bert_tf.errors import arg, argument_error
+from bert_tf.model.checkpoints import BEST_RECORD_FILE
 
-BEST_DIR = "best"
-RECORD_FILE = "best_checkpoint.json"
 CHECKPOINT_NAME = "model.ckpt"  # -> best/model.ckpt-<step>, as the run's own checkpoints
 _CHECKPOINT_FILE = re.compile(rf"^{re.escape(CHECKPOINT_NAME)}-(\d+)(?:\.index|\.data-\d+-of-\d+)$")
 
@@ -104,7 +107,7 @@ class BestCheckpoint:
 
     @property
     def record_path(self):
-        return os.path.join(self.directory, RECORD_FILE)
+        return os.path.join(self.directory, BEST_RECORD_FILE)
 
     def read_record(self):
         """The record in `directory`, or None."""
@@ -200,24 +203,9 @@ class BestCheckpoint:
     def result_lines(self):
         """What eval_results.txt adds: best_step, best_<metric>, and early_stopping_step when
         training stopped early."""
+        # float32, as the task's own values are written (the record keeps float64 of them).
         results = {"best_step": self.selection.best_step,
-                   f"best_{self.selection.metric}": self.selection.best_value}
+                   f"best_{self.selection.metric}": np.float32(self.selection.best_value)}
         if self.stopped_at_step is not None:
             results["early_stopping_step"] = self.stopped_at_step
         return results
-
-
-def kept_best_checkpoint(output_dir):
-    """(prefix, step) of the best weights a run kept in output_dir/best (what eval and predict
-    use then), or None."""
-    directory = os.path.join(output_dir, BEST_DIR)
-    path = os.path.join(directory, RECORD_FILE)
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        record = json.load(f)
-    name = record.get("checkpoint")
-    prefix = name and os.path.join(directory, name)
-    if not prefix or not os.path.exists(prefix + ".index"):
-        return None
-    return prefix, record["selection"]["best_step"]

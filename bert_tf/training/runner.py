@@ -40,12 +40,12 @@ from absl import logging
 from bert_tf.data.input_pipeline import find_bad_record
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.model import directory, layers
-from bert_tf.model.checkpoints import (load_checkpoint, naming_damaged_checkpoint,
-                                       require_complete, write_tf1_checkpoint)
+from bert_tf.model.checkpoints import (BEST_DIR, kept_best_checkpoint, load_checkpoint,
+                                       naming_damaged_checkpoint, require_complete,
+                                       write_tf1_checkpoint)
 from bert_tf.model.variable_names import original_variable_map
 from bert_tf.training import distribution, loops, optimization
-from bert_tf.training.best_checkpoint import (BEST_DIR, BestCheckpoint, check_metric,
-                                              kept_best_checkpoint)
+from bert_tf.training.best_checkpoint import BestCheckpoint, check_metric
 from bert_tf.training.distribution import is_chief
 from bert_tf.training.results import format_results, write_results
 
@@ -193,7 +193,7 @@ def restore_best(model, prefix, step, log=log):
     """Loads the best weights a run kept (model only) into `model`; returns their step."""
     log(f"evaluating {prefix} (the best checkpoint)")
     with naming_damaged_checkpoint(prefix):
-        tf.train.Checkpoint(model=model).restore(prefix).assert_existing_objects_matched()
+        tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched()
     return step
 
 
