@@ -7,9 +7,9 @@
   once written, a resumed run going on from it (evaluations after the resumed step dropped);
 - end to end on real MRPC rows with a tiny model: run_classifier evaluating at every step
   stops after the patience, eval_results.txt holds the best step's results (best_step,
-  best_eval_f1, early_stopping_step) and test_results.tsv is what that checkpoint predicts
-  (an independent predict-only run from it); a rerun with more epochs resumes with the best
-  so far;
+  best_eval_loss, early_stopping_step) and test_results.tsv is what that checkpoint predicts
+  (the Python API from the folder, not the latest checkpoint); a rerun with more epochs
+  resumes with the best so far;
 - bad flags: one error line naming the flag, exit 2, nothing left behind.
 """
 import json
@@ -166,6 +166,38 @@ def test_settings_refuse_what_cannot_choose(tmp_path, fields, flag):
     assert str(error.value).startswith(flag), error.value
 
 
+@pytest.mark.parametrize("options, main_metric", [
+    (dict(labels=["0", "1"], task_metric="f1"), "eval_f1"),  # MRPC, QQP
+    (dict(labels=["0", "1"], task_metric="matthews_corrcoef"), "eval_matthews_corrcoef"),  # CoLA
+    (dict(labels=None, task_metric="correlation"), "eval_pearson"),  # STS-B
+    (dict(labels=None), "eval_loss"),  # regression without a task metric
+    (dict(labels=["contradiction", "entailment", "neutral"]), "eval_accuracy"),  # MNLI
+    (dict(labels=["a b", "c", "d"], multi_label=True), "eval_micro_f1"),
+])
+def test_classification_main_metric_is_in_its_eval_results(options, main_metric):
+    """The keys a task declares before any evaluation (what --best_metric is checked against)
+    are the keys its eval_results returns."""
+    import numpy as np
+    from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
+
+    task = ClassificationTask(ClassificationConfig(**options))
+    config, rows = task.config, 6
+    rng = np.random.default_rng(0)
+    if config.multi_label:
+        labels = rng.integers(0, 2, (rows, config.num_labels)).astype(np.int32)
+        predictions = rng.integers(0, 2, (rows, config.num_labels)).astype(np.int32)
+    elif config.regression:
+        labels, predictions = rng.random(rows).astype(np.float32), rng.random(rows)
+    else:
+        labels = rng.integers(0, config.num_labels, rows).astype(np.int32)
+        predictions = rng.integers(0, config.num_labels, rows).astype(np.int32)
+    results = task.eval_results({"per_example_loss": rng.random(rows), "label": labels,
+                                 "prediction": predictions,
+                                 "is_real_example": np.ones(rows, np.float32)}, 3, 2)
+    assert task.eval_metric_names() == set(results)
+    assert task.main_metric() == main_metric
+
+
 # ---- End to end.
 TINY = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 1,
         "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 64,
@@ -224,7 +256,7 @@ def trained(workspace):
     logs = []
     for epochs, patience in ((0.5, 0), (2, 2)):
         status, log = run_command_line("run.run_classifier", classifier_flags(
-            workspace, output_dir, do_train=True, do_eval=True, do_predict=True,
+            workspace, output_dir, do_train=True, do_eval=True, do_predict=epochs == 2,
             eval_during_training=True, keep_best_checkpoint=True, best_metric=METRIC,
             early_stopping_patience=patience, save_checkpoints_steps=1,
             num_train_epochs=epochs, warmup_proportion=0))
@@ -255,6 +287,10 @@ def test_chosen_step_is_the_best_of_the_evaluations(trained):
     assert [step for step, _ in record["selection"]["evaluations"]] == steps
     assert record["checkpoint"] == f"model.ckpt-{best_step}"
     assert os.path.exists(output_dir / "best" / f"model.ckpt-{best_step}.index")
+    # The folder as a checkpoint (--init_checkpoint, export_savedmodel, the API) is the best.
+    from bert_tf.model.checkpoints import resolve_checkpoint
+    assert resolve_checkpoint(output_dir) == ("tf", str(output_dir / "best" /
+                                                        f"model.ckpt-{best_step}"))
 
 
 def test_training_stops_after_the_patience(trained):
@@ -278,19 +314,29 @@ def test_training_stops_after_the_patience(trained):
     assert int(results["best_step"]) != stop  # so the predictions below are not the latest's
 
 
-def test_predictions_come_from_the_best_checkpoint(trained, workspace, tmp_path):
-    """A predict-only run from the kept best weights (--init_checkpoint) predicts and evaluates
-    what the training run did after choosing them."""
+def test_predictions_come_from_the_best_checkpoint(trained, workspace):
+    """test_results.tsv of the run is what the kept best weights predict (read by the Python
+    API from the folder, strings tokenized in the graph), not what the latest checkpoint
+    predicts."""
+    import dataclasses
+
+    import numpy as np
+    import tensorflow as tf
+    from bert_tf.api import load_classifier, model_files
+
     output_dir, _ = trained
+    with open(workspace["data"] / "test.tsv", encoding="utf-8") as f:
+        rows = [line.rstrip("\n").split("\t") for line in f][1:]  # MRPC: #1 String, #2 String
+    run_probabilities = np.array([[float(v) for v in line.split("\t")] for line in
+                                  (output_dir / "test_results.tsv").read_text().splitlines()])
+    texts, pairs = [row[3] for row in rows], [row[4] for row in rows]
+    best = load_classifier(output_dir).predict(texts, pairs)
+    np.testing.assert_allclose(best, run_probabilities, atol=1e-5)
+    latest = tf.train.latest_checkpoint(str(output_dir))
     results = read_results(output_dir / "eval_results.txt")
-    status, log = run_command_line("run.run_classifier", classifier_flags(
-        workspace, tmp_path / "from_best", do_eval=True, do_predict=True,
-        init_checkpoint=output_dir / "best" / f"model.ckpt-{results['best_step']}"))
-    assert status == 0, log[-3000:]
-    predicted = (tmp_path / "from_best" / "test_results.tsv").read_text()
-    assert predicted == (output_dir / "test_results.tsv").read_text()
-    again = read_results(tmp_path / "from_best" / "eval_results.txt")
-    assert again["eval_loss"] == results["eval_loss"]
+    assert not latest.endswith(f"-{results['best_step']}")
+    files = dataclasses.replace(model_files(output_dir), checkpoint=latest)
+    assert np.abs(load_classifier(files).predict(texts, pairs) - run_probabilities).max() > 1e-4
 
 
 def test_bad_best_metric_is_one_error_line(workspace, tmp_path):
