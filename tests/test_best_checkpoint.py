@@ -265,6 +265,7 @@ def trained(workspace):
     return output_dir, logs
 
 
+@pytest.mark.slow
 def test_chosen_step_is_the_best_of_the_evaluations(trained):
     output_dir, (first, second) = trained
     history = eval_history(first)
@@ -293,6 +294,7 @@ def test_chosen_step_is_the_best_of_the_evaluations(trained):
                                                         f"model.ckpt-{best_step}"))
 
 
+@pytest.mark.slow
 def test_training_stops_after_the_patience(trained):
     output_dir, (first, second) = trained
     history = eval_history(first)
@@ -314,6 +316,7 @@ def test_training_stops_after_the_patience(trained):
     assert int(results["best_step"]) != stop  # so the predictions below are not the latest's
 
 
+@pytest.mark.slow
 def test_predictions_come_from_the_best_checkpoint(trained, workspace):
     """test_results.tsv of the run is what the kept best weights predict (read by the Python
     API from the folder, strings tokenized in the graph), not what the latest checkpoint
@@ -339,6 +342,7 @@ def test_predictions_come_from_the_best_checkpoint(trained, workspace):
     assert np.abs(load_classifier(files).predict(texts, pairs) - run_probabilities).max() > 1e-4
 
 
+@pytest.mark.slow
 def test_bad_best_metric_is_one_error_line(workspace, tmp_path):
     """A --best_metric the task's results lack: refused before any record is written."""
     output_dir = tmp_path / "out"
