@@ -39,6 +39,7 @@ from absl import logging
 
 from bert_tf.data.input_pipeline import find_bad_record
 from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.io_utils import remove_path
 from bert_tf.model import directory, layers
 from bert_tf.model.checkpoints import (BEST_DIR, kept_best_checkpoint, load_checkpoint,
                                        naming_damaged_checkpoint, require_complete,
@@ -357,6 +358,11 @@ def run(task, settings, log=log, export=None):
                 predict(task, strategy, model, settings, log)
         if export is not None:
             export(task, model, log)
+        if best is not None and not is_chief(strategy):
+            # This worker's copy of the best checkpoint (the chief's is output_dir/best).
+            remove_path(best.directory)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(best.directory))
         return results
     finally:
         keras.mixed_precision.set_global_policy(policy)
