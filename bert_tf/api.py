@@ -288,7 +288,8 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
         eval_batch_size=eval_batch_size, train_batch_size=train_batch_size,
         num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
         log=lambda message: None, bucket_by_length=bucket_by_length, multi_label=multi_label,
-        threshold=threshold)
+        threshold=threshold,
+        check_task=lambda task: runner.check_best_metric(task, run_settings))
     runner.run(prepared.task, dataclasses.replace(
         run_settings, num_train_steps=prepared.num_train_steps,
         num_warmup_steps=prepared.num_warmup_steps), export=export)

@@ -25,7 +25,8 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                      learning_rate=5e-5, fine_tuning=False):
     """Defines the shared flags. `fine_tuning`: also the flags of the original's fine-tuning
     command lines (run_classifier, run_squad): --do_predict, --vocab_file, --do_lower_case,
-    --num_train_epochs, --warmup_proportion, and our --bucket_by_length."""
+    --num_train_epochs, --warmup_proportion, and our --bucket_by_length and best checkpoint
+    and early stopping flags."""
     flags.DEFINE_string("bert_config_file", None,
                         "The config json file corresponding to the pre-trained BERT model. "
                         "This specifies the model architecture (default for a model directory "
@@ -53,6 +54,23 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
         flags.DEFINE_float("warmup_proportion", 0.1,
                            "Proportion of training to perform linear learning rate warmup for. "
                            "E.g., 0.1 = 10% of training.")
+        flags.DEFINE_bool("keep_best_checkpoint", False,
+                          "With --eval_during_training: keep the checkpoint of the best dev "
+                          "value of --best_metric in output_dir/best beside the latest ones; "
+                          "the final eval, predict and --export_dir use it, and "
+                          "eval_results.txt names its step (best_step).")
+        flags.DEFINE_string("best_metric", None,
+                            "The eval_results.txt key that chooses the best checkpoint and "
+                            "early stopping (default: the task's main metric: accuracy, "
+                            "MRPC/QQP F1, CoLA MCC, STS-B Pearson, NER entity F1). Keys ending "
+                            "in 'loss' are lower-is-better, all others higher.")
+        flags.DEFINE_integer("early_stopping_patience", 0,
+                             "With --eval_during_training: stop training after this many "
+                             "evaluations in a row without improvement of --best_metric "
+                             "(0: never).")
+        flags.DEFINE_float("early_stopping_threshold", 0.0,
+                           "--early_stopping_patience: an evaluation improves only if it beats "
+                           "the best so far by more than this.")
         flags.DEFINE_bool("bucket_by_length", False,
                           "Do not pad every batch to max_seq_length: training batches group "
                           "examples of similar length and every batch is cut to its longest "
@@ -254,16 +272,25 @@ def check_init_checkpoint(build_model):
     runner.check_init_checkpoint(build_model, run_settings())
 
 
+def check_best_metric(task):
+    """Before the command line writes records: --best_metric (or the task's main metric) is
+    one of the task's eval results (bert_tf.training.runner.check_best_metric)."""
+    from bert_tf.training import runner
+    runner.check_best_metric(task, run_settings())
+
+
 def preparation_options(eval_batch_size=True):
     """The arguments of a task's `prepare_task` (bert_tf.tasks.*) that come from the shared
     flags: batch sizes (eval and predict sets are padded to them), the training steps' inputs,
-    the --init_checkpoint check made before any record is written, and the log."""
+    the --init_checkpoint and --best_metric checks made before any record is written, and the
+    log."""
     from bert_tf.training import runner
     options = dict(predict_batch_size=FLAGS.predict_batch_size,
                    train_batch_size=FLAGS.train_batch_size,
                    num_train_epochs=FLAGS.num_train_epochs,
                    warmup_proportion=FLAGS.warmup_proportion,
-                   check_model=check_init_checkpoint, log=runner.log)
+                   check_model=check_init_checkpoint, check_task=check_best_metric,
+                   log=runner.log)
     if eval_batch_size:
         options["eval_batch_size"] = FLAGS.eval_batch_size
     return options
@@ -285,7 +312,9 @@ def run_prepared(prepared, vocab_file, do_lower_case):
 # rather than from a shared flag of the same name.
 SET_BY_THE_COMMAND_LINE = ("num_train_steps", "num_warmup_steps", "vocab_file", "do_lower_case")
 # Fields whose flag only some command lines define (elsewhere the field keeps its default).
-FLAGS_OF_SOME_COMMAND_LINES = ("do_predict", "predict_batch_size", "max_eval_steps")
+FLAGS_OF_SOME_COMMAND_LINES = ("do_predict", "predict_batch_size", "max_eval_steps",
+                               "keep_best_checkpoint", "best_metric", "early_stopping_patience",
+                               "early_stopping_threshold")
 
 
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):

@@ -68,6 +68,10 @@ def check_flags():
     if FLAGS.do_eval:
         raise flag_error("do_eval", "run_squad has no eval mode (as the original): "
                                     "--do_predict scores --predict_file when it has answers")
+    for name in ("keep_best_checkpoint", "early_stopping_patience", "best_metric"):
+        if FLAGS[name].value:
+            raise flag_error(name, "not for run_squad: it does not evaluate during training "
+                                   "(--do_predict scores --predict_file after training)")
     if FLAGS.bucket_by_length:
         raise flag_error("bucket_by_length", "not for run_squad: the original's loss and n-best "
                                              "include the padding positions")
@@ -79,13 +83,13 @@ def check_flags():
 
 def main(argv):
     del argv
-    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    common_flags.check_required("output_dir")
+    check_flags()
+    # The library (and TensorFlow) after the flags are checked: --help and flag errors come
     # without TensorFlow's start-up.
     from bert_tf.tasks.squad import task as squad
     from bert_tf.text.fast_tokenization import FastTokenizer
 
-    common_flags.check_required("output_dir")
-    check_flags()
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("squad")
     # A model directory of a SQuAD run: its options are the defaults.

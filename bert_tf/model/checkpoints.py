@@ -165,6 +165,28 @@ def require_complete(report, argument=None, what="model", hint=""):
     raise file_error(report.path, message)
 
 
+# A fine-tuning run's best checkpoint (bert_tf.training.best_checkpoint): output_dir/<BEST_DIR>/
+# holds it and the record that names it.
+BEST_DIR = "best"
+BEST_RECORD_FILE = "best_checkpoint.json"
+
+
+def kept_best_checkpoint(output_dir):
+    """(prefix, step) of the best weights a run kept in output_dir/best (what eval and predict
+    use then), or None."""
+    directory = os.path.join(output_dir, BEST_DIR)
+    path = os.path.join(directory, BEST_RECORD_FILE)
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+    name = record.get("checkpoint")
+    prefix = name and os.path.join(directory, name)
+    if not prefix or not os.path.exists(prefix + ".index"):
+        return None
+    return prefix, record["selection"]["best_step"]
+
+
 def resolve_checkpoint(path):
     """("hf", directory) or ("tf", checkpoint prefix) for a user-given path; InputError if none."""
     path = os.fspath(path)
@@ -175,6 +197,11 @@ def resolve_checkpoint(path):
         if tf.io.gfile.exists(os.path.join(path, "pytorch_model.bin")):
             raise file_error(path, "holds pytorch_model.bin only; convert it to model.safetensors "
                                    "(pickle files are not read)")
+        # A training run's output_dir that kept its best checkpoint: that one, as the run's
+        # own eval, predict and export (bert_tf.training.best_checkpoint).
+        best = kept_best_checkpoint(path)
+        if best is not None:
+            return "tf", best[0]
         latest = tf.train.latest_checkpoint(path)
         if latest is None:
             # Google's released model folders hold bert_model.ckpt.* but no state file.

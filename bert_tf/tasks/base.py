@@ -169,6 +169,18 @@ class Task(abc.ABC):
         returns their paths. The default writes none."""
         return []
 
+    def main_metric(self):
+        """The key of `eval_results` that chooses the best checkpoint unless the run names one
+        (RunSettings.best_metric; losses are lower-is-better, every other key higher:
+        bert_tf.training.best_checkpoint). The default: None (the run must name one)."""
+        return None
+
+    def eval_metric_names(self):
+        """The keys `eval_results` returns, known before any evaluation (a named best_metric
+        is checked against them before any work), or None when they depend on the data. The
+        default: None."""
+        return None
+
     def predict_outputs(self, batch, outputs):
         """Per-example tensors [B, ...] for `write_predictions`."""
         raise NotImplementedError(f"{self.name} does not predict")

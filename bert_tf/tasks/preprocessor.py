@@ -138,7 +138,7 @@ class Preprocessor:
 
 def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
             predict_batch_size=None, train_batch_size=32, num_train_epochs=3.0,
-            warmup_proportion=0.1, check_model=None, log=None):
+            warmup_proportion=0.1, check_model=None, check_task=None, log=None):
     """Writes `preprocessor`'s records into output_dir; returns the PreparedTask.
 
     Args:
@@ -151,6 +151,8 @@ def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
         checked) before any record is written.
       check_model: called with a function building the task's model (the command lines check
         --init_checkpoint with it).
+      check_task: called with the task (over no records yet) before any record is written
+        (the command lines check the run's settings against it: its eval results).
       log: where the data's lines go (default: bert_tf.training.runner.log).
     """
     log = log or runner.log
@@ -159,6 +161,8 @@ def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
     task = make_task({})
     if check_model:
         check_model(task.build_model)
+    if check_task:
+        check_task(task)
     description = preprocessor.description(task)
     if description:
         log(description)
@@ -188,6 +192,6 @@ def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
 def split_options(options):
     """(`prepare`'s keyword arguments among `options`, the others: the task's)."""
     names = ("eval_batch_size", "predict_batch_size", "train_batch_size", "num_train_epochs",
-             "warmup_proportion", "check_model", "log")
+             "warmup_proportion", "check_model", "check_task", "log")
     return ({name: value for name, value in options.items() if name in names},
             {name: value for name, value in options.items() if name not in names})

@@ -251,7 +251,7 @@ def make_train_loop(strategy, replica_step, metric_names, optimizer=None):
     return train_loop
 
 
-def _worker_checkpoint_dir(model_dir, strategy):
+def worker_checkpoint_dir(model_dir, strategy):
     """Non-chief workers must save too (collectives), but into a throwaway directory."""
     if is_chief(strategy):
         return model_dir
@@ -274,7 +274,7 @@ _CHECKPOINT_FILE = re.compile(
 
 
 def _remove_worker_checkpoints(directory):
-    """Removes a non-chief worker's throwaway checkpoints (`_worker_checkpoint_dir`): the files
+    """Removes a non-chief worker's throwaway checkpoints (`worker_checkpoint_dir`): the files
     its CheckpointManager wrote, then the directory if that leaves it empty. Anything else in
     it is not ours and stays."""
     if not os.path.isdir(directory):
@@ -294,7 +294,7 @@ def remove_dead_checkpoint_writes(model_dir):
 
     The rule, and why it cannot remove a write in progress:
     - only `model_dir` itself is looked at: other workers of a multi-worker run write into
-      their own `.worker_<id>` subdirectories (`_worker_checkpoint_dir`), never looked into
+      their own `.worker_<id>` subdirectories (`worker_checkpoint_dir`), never looked into
       (and removed whole by their worker when it finishes);
     - only names TF's writers give their temporary output (`model.ckpt-<step>_temp`
       directories holding nothing but `part-*` files, `checkpoint.tmp<32 hex>` files); a
@@ -345,7 +345,7 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None, optional=No
 
 
 def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, log=print,
-          on_checkpoint=None, deterministic_input=False):
+          on_checkpoint=None, deterministic_input=False, should_stop=None):
     """Trains until optimizer.iterations == settings.num_train_steps; returns the last metrics.
 
     `settings`: the run's RunSettings (bert_tf.training.settings; output_dir, num_train_steps,
@@ -355,7 +355,9 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     train_batch_size / replicas examples. If output_dir has a checkpoint (ours, or one
     `task.restore_foreign` continues), training resumes from it; otherwise `init_fn()` (if
     given) initialises the model (e.g. from --init_checkpoint). `on_checkpoint(step)` runs
-    after each checkpoint is saved (eval during training). `deterministic_input`: the input
+    after each checkpoint is saved (eval during training); `should_stop()`, asked after the
+    restore and after each `on_checkpoint`, ends training early when True (early stopping).
+    `deterministic_input`: the input
     order is a function of the seed (or file order), so a resumed run replays its input up
     to the restored step and trains on what an uninterrupted run would (float16: to the
     restored step plus the steps skipped before it).
@@ -399,12 +401,14 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
         init_fn()
     if not chief:
         manager = tf.train.CheckpointManager(
-            checkpoint, _worker_checkpoint_dir(settings.output_dir, strategy), max_to_keep=1,
+            checkpoint, worker_checkpoint_dir(settings.output_dir, strategy), max_to_keep=1,
             checkpoint_name=CHECKPOINT_NAME)
 
     step = global_step(optimizer)
     if step >= settings.num_train_steps:
         log(f"step {step} >= num_train_steps {settings.num_train_steps}: nothing to train")
+        return {}
+    if should_stop is not None and should_stop():
         return {}
     names = tuple(task.train_metric_names)
     replica_step = make_replica_train_step(model, optimizer, task,
@@ -469,10 +473,12 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
             manager.save(checkpoint_number=step)
             if on_checkpoint is not None:
                 on_checkpoint(step)
+            if should_stop is not None and should_stop():
+                break
     writer.flush()
     progress.summary(**last_metrics, **scale_report)
     if not chief:
-        _remove_worker_checkpoints(_worker_checkpoint_dir(settings.output_dir, strategy))
+        _remove_worker_checkpoints(worker_checkpoint_dir(settings.output_dir, strategy))
     return last_metrics
 
 

@@ -14,7 +14,10 @@ what every task needs, the same way for all of them:
   that predict and export need only it; optional eval after every checkpoint; optionally the
   trained weights also as a TF1 checkpoint in the original's names (output_dir/original_format),
   which the original release and tools built on it load;
-- the checkpoint that eval and predict use: the model just trained, else the latest checkpoint in
+- with eval during training, optionally the best checkpoint by a dev metric kept in
+  output_dir/best and early stopping (`bert_tf.training.best_checkpoint`);
+- the checkpoint that eval and predict use: the model just trained (its best checkpoint when
+  kept), else the best checkpoint kept in output_dir, else the latest checkpoint in
   output_dir (ours, or one the task continues), else --init_checkpoint, which must then hold
   every variable of the model (a task head missing from it would predict at random); a
   predict-only run may have no output_dir (extract_features): --init_checkpoint then;
@@ -36,11 +39,14 @@ from absl import logging
 
 from bert_tf.data.input_pipeline import find_bad_record
 from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.io_utils import remove_path
 from bert_tf.model import directory, layers
-from bert_tf.model.checkpoints import (load_checkpoint, naming_damaged_checkpoint,
-                                       require_complete, write_tf1_checkpoint)
+from bert_tf.model.checkpoints import (BEST_DIR, kept_best_checkpoint, load_checkpoint,
+                                       naming_damaged_checkpoint, require_complete,
+                                       write_tf1_checkpoint)
 from bert_tf.model.variable_names import original_variable_map
 from bert_tf.training import distribution, loops, optimization
+from bert_tf.training.best_checkpoint import BestCheckpoint, check_metric
 from bert_tf.training.distribution import is_chief
 from bert_tf.training.results import format_results, write_results
 
@@ -157,6 +163,9 @@ def check_init_checkpoint(build_model, settings):
 
 def restore_for_inference(task, model, optimizer, settings, log=log):
     """Loads the weights eval/predict use (see the module docstring); returns the global step."""
+    best = settings.output_dir and kept_best_checkpoint(settings.output_dir)
+    if best:
+        return restore_best(model, *best, log)
     latest = settings.output_dir and tf.train.latest_checkpoint(settings.output_dir)
     if latest:
         log(f"evaluating {latest}")
@@ -181,6 +190,42 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
     return 0
 
 
+def restore_best(model, prefix, step, log=log):
+    """Loads the best weights a run kept (model only) into `model`; returns their step."""
+    log(f"evaluating {prefix} (the best checkpoint)")
+    with naming_damaged_checkpoint(prefix):
+        tf.train.Checkpoint(model=model).read(prefix).assert_existing_objects_matched()
+    return step
+
+
+def check_best_metric(task, settings):
+    """The metric a run that chooses the best checkpoint chooses by (None: it chooses none):
+    --best_metric, else the task's main metric; an InputError naming best_metric, before any
+    work, for one the task's eval results lack or one other than what output_dir/best
+    records."""
+    if not (settings.chooses_best and settings.do_train):
+        return None
+    metric = settings.best_metric or task.main_metric()
+    if metric is None:
+        raise argument_error("best_metric", f"the {task.name} task has no main metric: name "
+                                            f"one of its eval results")
+    check_metric(metric, task.eval_metric_names())
+    BestCheckpoint(os.path.join(settings.output_dir, BEST_DIR), metric).check_record()
+    return metric
+
+
+def best_checkpoint(task, settings, strategy):
+    """The run's BestCheckpoint (None: it chooses none), checked (`check_best_metric`); a
+    multi-worker run's other workers keep theirs in their own directories."""
+    metric = check_best_metric(task, settings)
+    if metric is None:
+        return None
+    directory = os.path.join(loops.worker_checkpoint_dir(settings.output_dir, strategy),
+                             BEST_DIR)
+    return BestCheckpoint(directory, metric, settings.early_stopping_patience,
+                          settings.early_stopping_threshold, keep=settings.keep_best_checkpoint)
+
+
 def _num_steps(task, mode, batch_size, settings):
     count = task.config.records[mode].count
     if count is None:
@@ -191,8 +236,9 @@ def _num_steps(task, mode, batch_size, settings):
     return count // batch_size
 
 
-def evaluate(task, strategy, model, settings, step, log=log):
-    """Runs eval on every eval record; writes eval_results.txt and summaries; returns results."""
+def evaluate(task, strategy, model, settings, step, log=log, extra_results=None):
+    """Runs eval on every eval record; writes eval_results.txt (with `extra_results`, the
+    best checkpoint's keys) and summaries; returns results."""
     batch_size = settings.eval_batch_size
     num_steps = _num_steps(task, "eval", batch_size, settings)
     log(f"***** Running evaluation *****  batch size {batch_size}, {num_steps} steps")
@@ -201,7 +247,7 @@ def evaluate(task, strategy, model, settings, step, log=log):
                                           task.dataset_fn("eval", batch_size), num_steps, "eval")
     results = task.eval_results(outputs, step, batch_size)
     if is_chief(strategy):
-        write_results(results, settings.output_dir)
+        write_results(dict(results, **(extra_results or {})), settings.output_dir)
         for path in task.write_eval_outputs(outputs, settings.output_dir):
             log(f"wrote {path}")
         writer = tf.summary.create_file_writer(os.path.join(settings.output_dir, "eval"))
@@ -210,7 +256,8 @@ def evaluate(task, strategy, model, settings, step, log=log):
                 if key != "global_step":
                     loops.write_scalar(key, value, step)
         writer.close()
-    print("***** Eval results *****\n" + format_results(results), end="", flush=True)
+    print("***** Eval results *****\n" + format_results(dict(results, **(extra_results or {}))),
+          end="", flush=True)
     return results
 
 
@@ -252,6 +299,7 @@ def run(task, settings, log=log, export=None):
     if settings.output_dir:
         tf.io.gfile.makedirs(settings.output_dir)
     task.check_inputs(settings)
+    best = best_checkpoint(task, settings, strategy)
     # Process-wide state the run sets, given back as it was when it ends (a Python caller's
     # later models and logs are not changed by a run); the random seed cannot be given back.
     verbosity, policy = logging.get_verbosity(), keras.mixed_precision.global_policy()
@@ -280,10 +328,13 @@ def run(task, settings, log=log, export=None):
         if settings.do_train:
             if is_chief(strategy):
                 write_model_directory(task, settings)
-            results = _train(task, strategy, model, optimizer, settings, log)
+            results, evaluated = _train(task, strategy, model, optimizer, settings, log, best)
         if settings.do_eval or settings.do_predict:
             if settings.do_train:
                 step = loops.global_step(optimizer)
+                if best is not None and best.best_checkpoint and best.selection.best_step != step:
+                    step = restore_best(model, best.best_checkpoint, best.selection.best_step,
+                                        log)
             else:
                 if settings.output_dir and tf.train.latest_checkpoint(settings.output_dir):
                     # Its checkpoints hold the optimizer (slots, step); none are needed to
@@ -291,12 +342,27 @@ def run(task, settings, log=log, export=None):
                     with strategy.scope():
                         optimizer.build(model.trainable_variables)
                 step = restore_for_inference(task, model, optimizer, settings, log)
-            if settings.do_eval:
-                results = evaluate(task, strategy, model, settings, step, log)
+            if settings.do_eval and best is not None and step in evaluated:
+                # The model is the one evaluated at `step` during training: its results, now
+                # with the best checkpoint's keys.
+                results = evaluated[step]
+                chosen = dict(results, **best.result_lines())
+                if is_chief(strategy):
+                    write_results(chosen, settings.output_dir)
+                print("***** Eval results *****\n" + format_results(chosen), end="",
+                      flush=True)
+            elif settings.do_eval:
+                results = evaluate(task, strategy, model, settings, step, log,
+                                   best.result_lines() if best is not None else None)
             if settings.do_predict:
                 predict(task, strategy, model, settings, log)
         if export is not None:
             export(task, model, log)
+        if best is not None and not is_chief(strategy):
+            # This worker's copy of the best checkpoint (the chief's is output_dir/best).
+            remove_path(best.directory)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(best.directory))
         return results
     finally:
         keras.mixed_precision.set_global_policy(policy)
@@ -314,17 +380,60 @@ def write_model_directory(task, settings):
                     directory.task_record(task, settings.do_lower_case if vocab_file else None))
 
 
-def _train(task, strategy, model, optimizer, settings, log):
+def _resumed_step(output_dir):
+    """The step of the latest checkpoint in output_dir (model.ckpt-<step>), or None."""
+    latest = tf.io.gfile.isdir(output_dir) and tf.train.latest_checkpoint(output_dir)
+    suffix = latest.rsplit("-", 1)[-1] if latest else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _train(task, strategy, model, optimizer, settings, log, best=None):
+    """Trains; returns (the last train metrics, {step: eval results} of the evaluations during
+    training that chose by `best` (a BestCheckpoint), the last one only)."""
+    evaluated = {}
+
     def init_fn():
         if settings.init_checkpoint:
             task.initialize(model, settings.init_checkpoint, log)
 
     def evaluate_at_checkpoint(step):
-        if step < settings.num_train_steps:  # the final eval runs after training
-            evaluate(task, strategy, model, settings, step, log)
+        if best is None:
+            if step < settings.num_train_steps:  # the final eval runs after training
+                evaluate(task, strategy, model, settings, step, log)
+            return
+        # Choosing: the last checkpoint is evaluated too, to be compared.
+        results = evaluate(task, strategy, model, settings, step, log)
+        evaluated.clear()
+        evaluated[step] = results
+        selection = best.selection
+        if best.update(step, results, tf.train.Checkpoint(model=model),
+                       final=step >= settings.num_train_steps):
+            log(f"step {step}: best {selection.metric} so far: {selection.best_value:g}"
+                + (f" (kept in {best.directory})" if best.keep else ""))
+        else:
+            log(f"step {step}: {selection.metric} {float(results[selection.metric]):g}, best "
+                f"{selection.best_value:g} at step {selection.best_step}"
+                + (f"; {selection.without_improvement} of {selection.patience} evaluations "
+                   f"without improvement" if selection.patience else ""))
+        if best.stopped_at_step == step:
+            log(f"early stopping at step {step}: {selection.patience} evaluations in a row "
+                f"without an improvement of {selection.metric} by more than "
+                f"{selection.threshold:g}; best {selection.best_value:g} at step "
+                f"{selection.best_step}")
 
     on_checkpoint = (evaluate_at_checkpoint
                      if settings.do_eval and settings.eval_during_training else None)
+    should_stop = None
+    if best is not None:
+        if best.resume(_resumed_step(settings.output_dir)):
+            selection = best.selection
+            log(f"{best.record_path}: best {selection.metric} so far "
+                f"{selection.best_value:g} at step {selection.best_step}, "
+                f"{selection.without_improvement} evaluations without improvement")
+        if best.selection.stopped:
+            log(f"training stopped early at step {best.stopped_at_step}: nothing to train "
+                f"({best.record_path})")
+        should_stop = lambda: best.selection.stopped  # noqa: E731
 
     log(f"***** Running training *****  batch size {settings.train_batch_size}, "
         f"{settings.num_train_steps} steps")
@@ -334,7 +443,7 @@ def _train(task, strategy, model, optimizer, settings, log):
                                      task.dataset_fn("train", settings.train_batch_size,
                                                      settings.seed),
                                      settings, init_fn=init_fn, log=log,
-                                     on_checkpoint=on_checkpoint,
+                                     on_checkpoint=on_checkpoint, should_stop=should_stop,
                                      deterministic_input=(settings.seed is not None
                                                           or task.config.deterministic_input))
     except loops.NonFiniteLossError as e:
@@ -345,4 +454,4 @@ def _train(task, strategy, model, optimizer, settings, log):
             model, os.path.join(settings.output_dir, ORIGINAL_FORMAT_DIR, f"model.ckpt-{step}"),
             global_step=step)
         log(f"wrote {path} (the original release's variable names)")
-    return metrics
+    return metrics, evaluated

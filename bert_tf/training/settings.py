@@ -52,6 +52,14 @@ class RunSettings:
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
     eval_during_training: bool = False
+    # With eval during training (bert_tf.training.best_checkpoint): keep the checkpoint of the
+    # best dev value of `best_metric` (None: the task's main metric) in output_dir/best and
+    # evaluate, predict and export from it; stop after `early_stopping_patience` evaluations
+    # in a row without an improvement of more than `early_stopping_threshold` (0: never).
+    keep_best_checkpoint: bool = False
+    best_metric: str = None
+    early_stopping_patience: int = 0
+    early_stopping_threshold: float = 0.0
     save_original_checkpoint: bool = False
     distribution_strategy: str = "one_device"
     use_tpu: bool = False
@@ -109,6 +117,7 @@ class RunSettings:
                                                        f"smallest loss scale)")
         if self.loss_scale_growth_steps < 1:
             raise argument_error("loss_scale_growth_steps", "must be positive")
+        self._check_best_checkpoint()
         if self.output_dir is None:
             if self.do_train or self.do_eval:
                 raise argument_error("output_dir", "required to train or evaluate")
@@ -116,6 +125,32 @@ class RunSettings:
                 raise argument_error("init_checkpoint", f"required without {arg('output_dir')}")
         else:
             check_writable_dir(self.output_dir)
+
+    @property
+    def chooses_best(self):
+        """Whether the run keeps the best checkpoint or stops early (both choose by a metric)."""
+        return self.keep_best_checkpoint or self.early_stopping_patience > 0
+
+    def _check_best_checkpoint(self):
+        if self.early_stopping_patience < 0:
+            raise argument_error("early_stopping_patience", "must be >= 0 (0: no early stopping)")
+        if self.early_stopping_threshold < 0:
+            raise argument_error("early_stopping_threshold", "must be >= 0")
+        if self.early_stopping_threshold and not self.early_stopping_patience:
+            raise argument_error("early_stopping_threshold", f"needs "
+                                                             f"{arg('early_stopping_patience')}")
+        given = [name for name in ("keep_best_checkpoint", "early_stopping_patience",
+                                   "best_metric") if getattr(self, name)]
+        if not given:
+            return
+        if not self.chooses_best:
+            raise argument_error("best_metric", f"chooses nothing without "
+                                                f"{arg('keep_best_checkpoint')} or "
+                                                f"{arg('early_stopping_patience')}")
+        if not (self.do_train and self.do_eval and self.eval_during_training):
+            raise argument_error(given[0], f"needs {arg('do_train')}, {arg('do_eval')} and "
+                                           f"{arg('eval_during_training')}: it chooses by the "
+                                           f"evaluations during training")
 
 
 def check_request(do_train, do_eval, do_predict, output_dir):

@@ -283,6 +283,34 @@ class ClassificationTask(Task):
                 labels, predictions, self.config.num_labels, weights)))
         return results
 
+    def main_metric(self):
+        """The GLUE task's metric (MRPC and QQP F1, CoLA Matthews' correlation, STS-B
+        Pearson's), else accuracy; multi-label: micro F1; regression of the user's files:
+        Pearson's, or the loss without a task metric."""
+        config = self.config
+        if config.multi_label:
+            return "eval_micro_f1"
+        metric = {"f1": "eval_f1", "matthews_corrcoef": "eval_matthews_corrcoef",
+                  "correlation": "eval_pearson"}.get(config.task_metric)
+        return metric or ("eval_loss" if config.regression else "eval_accuracy")
+
+    def eval_metric_names(self):
+        """The keys of `eval_results`, from the config (the labels)."""
+        config = self.config
+        names = {"eval_loss", "global_step", "loss"}
+        if config.multi_label:
+            names |= {f"eval_{name}" for name in ("micro_precision", "micro_recall", "micro_f1",
+                                                  "macro_f1", "subset_accuracy")}
+        elif not config.regression:
+            names.add("eval_accuracy")
+        names |= {"f1": {"eval_f1"}, "matthews_corrcoef": {"eval_matthews_corrcoef"},
+                  "correlation": {"eval_pearson", "eval_spearman"}}.get(
+            None if config.multi_label else config.task_metric, set())
+        if not config.regression:
+            names |= set(self._per_label_results({name: [0.0] * config.num_labels for name in
+                                                  ("precision", "recall", "f1")}))
+        return names
+
     def _per_label_results(self, scores):
         """eval_precision_<label>, eval_recall_<label>, eval_f1_<label> of each label."""
         return {f"eval_{name}_{label_key(label)}": np.float32(scores[name][index])

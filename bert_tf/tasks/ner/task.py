@@ -120,6 +120,16 @@ class NerTask(Task):
             results[f"eval_f1_{entity_type}"] = np.float32(type_scores["f1"])
         return results
 
+    def main_metric(self):
+        """Entity F1 (conlleval's)."""
+        return "eval_f1"
+
+    def eval_metric_names(self):
+        """The overall keys, and eval_f1_<type> of each entity type of the tags."""
+        types = {label.split("-", 1)[1] for label in self.config.labels if "-" in label}
+        return ({"eval_accuracy", "eval_f1", "eval_loss", "eval_precision", "eval_recall",
+                 "global_step"} | {f"eval_f1_{entity_type}" for entity_type in types})
+
     def write_eval_outputs(self, outputs, output_dir):
         path = os.path.join(output_dir, "eval_predictions.txt")
         write_conll_predictions(path, self.sentences["eval"],
