@@ -39,6 +39,7 @@ from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.classification.reader import InputExample
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.text.packing import pack_texts
+from bert_tf.text.windows import check_max_seq_length
 from bert_tf.training import runner
 from bert_tf.training.settings import RunSettings
 
@@ -257,9 +258,7 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
     e.g. mixed_precision="bfloat16"."""
     if not isinstance(files, ModelFiles):
         files = model_files(files)
-    if not 3 <= max_seq_length <= files.config.max_position_embeddings:
-        raise InputError(f"max_seq_length must be in [3, {files.config.max_position_embeddings}] "
-                         f"(the model's max_position_embeddings), got {max_seq_length}")
+    check_max_seq_length(max_seq_length, files.config.max_position_embeddings)
     # output_dir becomes a model directory (the runner writes it): a user's other config or
     # vocabulary there is refused now, before the records are written.
     directory.check_output_dir(os.fspath(output_dir), files.config, files.vocab_file)

@@ -14,7 +14,6 @@ import pytest
 
 from bert_tf.tasks import classification as cd
 from bert_tf.tasks.classification import preprocessor
-from bert_tf.tasks.classification import preprocessor as features
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
 from conftest import decoded_records
@@ -578,7 +577,7 @@ def test_regression_records(glue, tokenizers, tmp_path):
     examples, _ = cd.pad_examples(processor.get_dev_examples(glue / "STS-B")[:21], 8)
     cd.write_classifier_records(examples, processor.get_labels(), 32, tokenizer,
                                 tmp_path / "stsb.tf_record", regression=True)
-    spec = features.classifier_feature_spec(32, regression=True)
+    spec = preprocessor.classifier_feature_spec(32, regression=True)
     parsed = [tf.io.parse_single_example(r, spec)
               for r in tf.data.TFRecordDataset(str(tmp_path / "stsb.tf_record"))]
     assert len(parsed) == 24
@@ -677,7 +676,7 @@ def test_multi_label_rows_and_records(tmp_path, tokenizers):
     single = cd.convert_single_example(0, cd.InputExample("x", "a long film", None, "1"),
                                        ["0", "1"], 8, tokenizer)  # the same inputs
     assert decoded[0]["input_ids"] == ("int64_list", single.input_ids)
-    spec = features.classifier_feature_spec(8, multi_label_size=4)
+    spec = preprocessor.classifier_feature_spec(8, multi_label_size=4)
     parsed = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(path))]
     assert parsed[2]["label_ids"].numpy().tolist() == [0, 1, 1, 0]
 

@@ -63,12 +63,12 @@ def test_pool_equals_the_numpy_formula(pooling):
 def test_unknown_pooling_is_an_argument_error():
     from bert_tf.errors import InputError
     from bert_tf.tasks import registry
-    from bert_tf.tasks.encoder import extraction as features
+    from bert_tf.tasks.encoder import extraction
     with pytest.raises(InputError, match=r"^pooling: unknown pooling 'avg': one of cls, mean"):
         registry.build("encoder", None, pooling="avg")
     with pytest.raises(InputError, match=r"^pooling: unknown pooling 'sum'"):
-        features.prepare_task(None, None, 16, layer_indexes=[-1], predict_batch_size=2,
-                              output_file="never.jsonl", examples=[], pooling="sum")
+        extraction.prepare_task(None, None, 16, layer_indexes=[-1], predict_batch_size=2,
+                                output_file="never.jsonl", examples=[], pooling="sum")
 
 
 @pytest.fixture(scope="module")

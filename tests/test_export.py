@@ -187,7 +187,7 @@ def test_ner_string_signature_tags_each_word_as_run_ner(tmp_path, uncased_vocab,
     import tensorflow as tf
 
     from bert_tf import tokenization
-    from bert_tf.tasks.ner import preprocessor as tagging_data
+    from bert_tf.tasks.ner import preprocessor as ner_preprocessor
     from bert_tf.model.checkpoints import write_tf1_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.models import BertTokenClassifier
@@ -206,7 +206,7 @@ def test_ner_string_signature_tags_each_word_as_run_ner(tmp_path, uncased_vocab,
     tokenizer = tokenization.FullTokenizer(str(uncased_vocab), do_lower_case=True)
     dropped = 0
     for i, words in enumerate(sentences + [[]]):
-        pieces = tagging_data.word_pieces(tokenizer, words)
+        pieces = ner_preprocessor.word_pieces(tokenizer, words)
         starts = np.cumsum([0] + [len(p) for p in pieces])[:-1]
         kept = [w for w, s in zip(words, starts) if s < 30]
         dropped += len(words) - len(kept)

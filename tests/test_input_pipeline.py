@@ -97,7 +97,7 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
     """Eval/predict with sequence_features: each window of records is sorted by length, every
     record is read exactly once, batches are cut to their longest example, and gather_outputs
     returns the outputs in file order."""
-    from bert_tf.data import records as features
+    from bert_tf.data.records import write_examples
     from bert_tf.training import loops
     from bert_tf.tasks.classification.preprocessor import classifier_feature_spec
 
@@ -109,7 +109,7 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
         records.append({"input_ids": ids, "input_mask": [1] * length + [0] * (32 - length),
                         "segment_ids": [0] * 32, "label_ids": i, "is_real_example": 1})
     path = str(tmp_path / "eval.tf_record")
-    features.write_examples(path, records)
+    write_examples(path, records)
     make = input_pipeline.dataset_fn(
         [path], classifier_feature_spec(32), 4, shuffle=False, repeat=False,
         sequence_features=("input_ids", "input_mask", "segment_ids"))

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import metrics
-from bert_tf.tasks.ner import reader as tagging_data
+from bert_tf.tasks.ner import reader
 
 from conftest import require_module
 
@@ -242,7 +242,7 @@ def test_invalid_inputs(call, message):
 
 @pytest.fixture(scope="module")
 def gold_tags(shared_data):
-    sentences = tagging_data.read_conll(shared_data / "conll2003" / "valid.txt")
+    sentences = reader.read_conll(shared_data / "conll2003" / "valid.txt")
     return [tags for _, tags in sentences]
 
 

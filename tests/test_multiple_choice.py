@@ -25,7 +25,7 @@ import pytest
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import classification
-from bert_tf.tasks.multiple_choice import reader as multiple_choice_data
+from bert_tf.tasks.multiple_choice import reader
 from bert_tf.tasks.multiple_choice import task as multiple_choice
 from conftest import assert_one_line_error, require_hf_venv
 
@@ -59,7 +59,7 @@ def swag_dir(root):
 
 def test_swag_files_read_as_the_papers_recipe(tmp_path):
     data = swag_dir(tmp_path / "swag")
-    processor = multiple_choice_data.get_processor("SWAG")
+    processor = reader.get_processor("SWAG")
     assert processor.num_choices == 4
     examples = classification.read_splits(processor, data, ["train", "eval", "predict"])
     train = examples["train"]
@@ -73,8 +73,8 @@ def test_swag_files_read_as_the_papers_recipe(tmp_path):
     assert train[2].context == "The boy lifts his body above the height of a pole."
     assert train[2].endings[1] == "The boy turns his body around on the mat, then he gets up."
     assert examples["eval"] == [
-        multiple_choice_data.ChoiceExample(e.guid.replace("train", "dev"), e.context,
-                                           e.endings, e.label) for e in train]
+        reader.ChoiceExample(e.guid.replace("train", "dev"), e.context,
+                             e.endings, e.label) for e in train]
     test, = examples["predict"]
     assert (test.guid, test.context, test.label) == (
         "test-1", "A woman is seen speaking to the camera.", 0)  # label: a placeholder
@@ -90,37 +90,37 @@ def test_columns_by_name_or_index_tsv_or_csv(tmp_path):
     # SWAG's rows without the index column, and a column order of their own.
     no_index = [line.split(",", 1)[1] for line in SWAG_TRAIN.splitlines()]
     (data / "train.csv").write_text("\n".join(no_index) + "\n")
-    processor = multiple_choice_data.get_processor(
+    processor = reader.get_processor(
         "tsv", context_column="sent1", ending_columns="ending0, ending1,ending2,ending3",
         ending_prefix_column="sent2", label_column="label", skip_header=True, delimiter=",",
         train_file="train.csv")
-    swag = multiple_choice_data.get_processor("swag")
+    swag = reader.get_processor("swag")
     swag_dir(tmp_path / "swag")
     assert processor.get_train_examples(data) == swag.get_train_examples(tmp_path / "swag")
 
     (data / "train.tsv").write_text("1\tA cat sat.\ton the mat.\tflew away.\n"
                                     "0\tIt rained.\tThe sun shone.\tWe got wet.\n")
-    by_index = multiple_choice_data.get_processor(
+    by_index = reader.get_processor(
         "tsv", context_column=1, ending_columns=["2", "3"], label_column=0)
     assert by_index.num_choices == 2
-    ChoiceExample = multiple_choice_data.ChoiceExample
+    ChoiceExample = reader.ChoiceExample
     assert by_index.get_train_examples(data) == [
         ChoiceExample("train-0", "A cat sat.", ["on the mat.", "flew away."], 1),
         ChoiceExample("train-1", "It rained.", ["The sun shone.", "We got wet."], 0)]
 
     with pytest.raises(InputError, match="^ending_columns: is for task_name=tsv; task 'swag' "
                                          "has fixed files and columns$"):
-        multiple_choice_data.get_processor("swag", ending_columns="a,b")
+        reader.get_processor("swag", ending_columns="a,b")
     with pytest.raises(InputError, match="^task_name: unknown multiple-choice task 'cola'; "
                                          "valid names: swag, tsv$"):
-        multiple_choice_data.get_processor("cola")
+        reader.get_processor("cola")
     with pytest.raises(InputError, match="^context_column: 'sent1' is a column name, which "
                                          "needs a header line"):
-        multiple_choice_data.get_processor("tsv", context_column="sent1",
-                                           ending_columns="0,1")
+        reader.get_processor("tsv", context_column="sent1",
+                             ending_columns="0,1")
     with pytest.raises(InputError, match="^ending_columns: needs the columns of 2 or more "
                                          "endings"):
-        multiple_choice_data.get_processor("tsv", context_column=0, ending_columns="1")
+        reader.get_processor("tsv", context_column=0, ending_columns="1")
 
 
 # ---- Bad input in the files: an InputError naming the file and line.
@@ -152,7 +152,7 @@ BAD_FILES = [
 @pytest.mark.parametrize("name,rows,expected", BAD_FILES, ids=[c[0] for c in BAD_FILES])
 def test_bad_swag_rows_name_the_file_and_line(tmp_path, name, rows, expected):
     (tmp_path / "train.csv").write_text(SWAG_HEADER + rows, encoding="utf-8")
-    processor = multiple_choice_data.get_processor("swag")
+    processor = reader.get_processor("swag")
     with pytest.raises(InputError) as info:
         processor.get_train_examples(tmp_path)
     assert str(info.value).startswith(f"{tmp_path}/{expected}"), str(info.value)
@@ -163,16 +163,16 @@ def test_bad_headers_and_python_examples(tmp_path):
     with pytest.raises(InputError, match=re.escape(
             f"{tmp_path}/train.csv:1: has no column named 'sent1' (context_column); its "
             f"header is ['', 'video-id', 'fold-ind', 'startphrase', 'first', ")):
-        multiple_choice_data.get_processor("swag").get_train_examples(tmp_path)
+        reader.get_processor("swag").get_train_examples(tmp_path)
     (tmp_path / "train.tsv").write_text("ctx\ta\tb\n")
-    processor = multiple_choice_data.get_processor("tsv", context_column=0,
-                                                   ending_columns="1,2,3", label_column=4)
+    processor = reader.get_processor("tsv", context_column=0,
+                                     ending_columns="1,2,3", label_column=4)
     with pytest.raises(InputError, match=re.escape(
             f"{tmp_path}/train.tsv:1: has 3 field(s): no column 3 (ending_columns)")):
         processor.get_train_examples(tmp_path)
     # Questions made in Python (the API's) are checked before anything is written.
     from bert_tf.model.config import BertConfig
-    ChoiceExample = multiple_choice_data.ChoiceExample
+    ChoiceExample = reader.ChoiceExample
     config = BertConfig(vocab_size=30, hidden_size=8, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=16)
     for example, message in (
@@ -198,10 +198,10 @@ def test_records_pack_each_choice_as_the_original(tmp_path, refbert, uncased_voc
     from conftest import decoded_records
 
     data = swag_dir(tmp_path / "swag")
-    processor = multiple_choice_data.get_processor("swag")
+    processor = reader.get_processor("swag")
     examples = classification.read_splits(processor, data, ["train", "eval", "predict"])
     long_context = " ".join(["The very long context of a question goes on and on."] * 4)
-    examples["train"].append(multiple_choice_data.ChoiceExample(
+    examples["train"].append(reader.ChoiceExample(
         "long", long_context, ["Short.", "A longer ending, " * 5, "Mid length one.", "x"], 1))
     seq = 24  # every SWAG row here is truncated at 24 pieces, the long one longest first
     lines = []
@@ -368,7 +368,7 @@ def train_on_demo(root, num_train=3200, epochs=2.0, seed=1, learning_rate=5e-4):
     vocab_size = demo_vocab(root / "vocab.txt")
     config = dict(DEMO_CONFIG, vocab_size=vocab_size)
     (root / "bert_config.json").write_text(json.dumps(config))
-    processor = multiple_choice_data.get_processor(
+    processor = reader.get_processor(
         "tsv", context_column="context", ending_columns=ENDINGS, label_column="label",
         skip_header=True)
     examples = classification.read_splits(processor, data, ["train", "eval", "predict"])

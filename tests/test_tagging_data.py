@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks import metrics
-from bert_tf.tasks import ner as tagging_data
+from bert_tf.tasks import ner
 from bert_tf.errors import InputError
 from bert_tf.tasks.ner.preprocessor import tagging_feature_spec
 
@@ -35,7 +35,7 @@ def valid_path(shared_data):
 
 @pytest.fixture(scope="module")
 def sentences(valid_path):
-    return tagging_data.read_conll(valid_path)
+    return ner.read_conll(valid_path)
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def converted(request, sentences, tokenizer):
     """(max_seq_length, doc_stride, features) of the validation set."""
     max_seq_length, doc_stride = request.param
     if request.param not in _features_cache:
-        _features_cache[request.param] = tagging_data.convert_sentences_to_features(
+        _features_cache[request.param] = ner.convert_sentences_to_features(
             sentences, CONLL_LABELS, max_seq_length, tokenizer, doc_stride)
     return max_seq_length, doc_stride, _features_cache[request.param]
 
@@ -79,7 +79,7 @@ def converted(request, sentences, tokenizer):
 @pytest.mark.parametrize("name", sorted(CONLL_SENTENCES))
 def test_sentence_and_word_counts(shared_data, name):
     path = shared_data / "conll2003" / name
-    sentences = tagging_data.read_conll(path)
+    sentences = ner.read_conll(path)
     assert len(sentences) == CONLL_SENTENCES[name]
     word_lines = [line.split() for line in path.read_text(encoding="utf-8").splitlines()
                   if line.strip() and not line.startswith("-DOCSTART-")]
@@ -90,15 +90,15 @@ def test_sentence_and_word_counts(shared_data, name):
 
 
 def test_label_list(sentences):
-    assert tagging_data.label_list_from(sentences) == CONLL_LABELS
-    assert tagging_data.label_list_from([(["a", "b"], ["B-X", None])]) == ["B-X"]
+    assert ner.label_list_from(sentences) == CONLL_LABELS
+    assert ner.label_list_from([(["a", "b"], ["B-X", None])]) == ["B-X"]
 
 
 def test_sentence_boundaries_and_line_endings(tmp_path):
     path = tmp_path / "small.txt"
     path.write_bytes(b"-DOCSTART- -X- O\n\n\nEU NNP B-ORG\r\nrejects VBZ O\r\n\r\n"
                      b"-DOCSTART- -X- O\nLondon B-LOC\n\n\n")
-    assert tagging_data.read_conll(path) == [(["EU", "rejects"], ["B-ORG", "O"]),
+    assert ner.read_conll(path) == [(["EU", "rejects"], ["B-ORG", "O"]),
                                              (["London"], ["B-LOC"])]
 
 
@@ -112,22 +112,22 @@ def test_bad_files_name_file_and_line(tmp_path, content, line, message):
     path.write_bytes(content)
     where = f"{path}:{line}: " if line else f"{path}: "
     with pytest.raises(InputError, match=re.escape(where) + ".*" + message):
-        tagging_data.read_conll(path)
+        ner.read_conll(path)
 
 
 def test_missing_file(tmp_path):
     with pytest.raises(InputError, match=re.escape(str(tmp_path / "absent.txt")) + ".* not found"):
-        tagging_data.read_conll(tmp_path / "absent.txt")
+        ner.read_conll(tmp_path / "absent.txt")
 
 
 def test_predict_file_without_tags(tmp_path, tokenizer):
     """require_tags=False: a word-only line has tag None; it is still scored (label id 0)."""
     path = tmp_path / "predict.txt"
     path.write_text("EU\nrejects\nGerman B-MISC\n", encoding="utf-8")
-    sentences = tagging_data.read_conll(path, require_tags=False)
+    sentences = ner.read_conll(path, require_tags=False)
     assert sentences == [(["EU", "rejects", "German"], [None, None, "B-MISC"])]
-    (feature,) = tagging_data.convert_sentences_to_features(sentences, CONLL_LABELS, 8,
-                                                            tokenizer)
+    (feature,) = ner.convert_sentences_to_features(sentences, CONLL_LABELS, 8,
+                                                   tokenizer)
     assert feature.label_mask == [0, 1, 1, 1, 0, 0, 0, 0]
     assert feature.label_ids == [0, 0, 0, CONLL_LABELS.index("B-MISC"), 0, 0, 0, 0]
 
@@ -140,8 +140,8 @@ def test_predict_file_without_tags(tmp_path, tokenizer):
 def test_round_trip_reproduces_every_gold_tag(converted, sentences):
     """Gold label ids, as if predicted, map back to exactly the gold tags of every word."""
     max_seq_length, _, features = converted
-    padded = features + [tagging_data.padding_feature(max_seq_length)] * 3
-    per_word = tagging_data.words_predictions(padded, [f.label_ids for f in padded])
+    padded = features + [ner.padding_feature(max_seq_length)] * 3
+    per_word = ner.words_predictions(padded, [f.label_ids for f in padded])
     assert [[CONLL_LABELS[i] for i in ids] for ids in per_word] == [t for _, t in sentences]
 
 
@@ -249,7 +249,7 @@ def test_first_pieces_and_windows_match_an_independent_tokenization(
 def test_word_without_pieces_becomes_unk(tokenizer):
     """A word the tokenizer drops (a zero-width space) still gets a piece, hence a prediction."""
     assert tokenizer.tokenize("\u200b") == []
-    (feature,) = tagging_data.convert_sentences_to_features(
+    (feature,) = ner.convert_sentences_to_features(
         [(["Rome", "\u200b", "wins"], ["B-LOC", "O", "O"])], CONLL_LABELS, 8, tokenizer)
     tokens = tokenizer.convert_ids_to_tokens(feature.input_ids[:5])
     assert tokens == [CLS, "rome", "[UNK]", "wins", SEP]
@@ -258,37 +258,37 @@ def test_word_without_pieces_becomes_unk(tokenizer):
 
 def test_conversion_errors(tokenizer):
     with pytest.raises(InputError, match="sentence 1, word 2 .*'B-ANIMAL' is not in the label"):
-        tagging_data.convert_sentences_to_features(
+        ner.convert_sentences_to_features(
             [(["a", "cat"], ["O", "B-ANIMAL"])], CONLL_LABELS, 8, tokenizer)
     with pytest.raises(InputError, match="^max_seq_length: must be at least 3"):
-        tagging_data.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 2, tokenizer)
+        ner.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 2, tokenizer)
     for stride in (0, 6, 7):  # a window of 8 - 2 pieces: the stride must be in [1, 6)
         with pytest.raises(InputError, match="^doc_stride: must be at least 1 and less than "
                                              "the window, max_seq_length - 2 = 6 pieces"):
-            tagging_data.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 8,
-                                                       tokenizer, doc_stride=stride)
+            ner.convert_sentences_to_features([(["a"], ["O"])], CONLL_LABELS, 8,
+                                              tokenizer, doc_stride=stride)
 
 
 def test_unknown_tag_names_file_and_line(tmp_path, tokenizer):
     path = tmp_path / "tags.txt"
     path.write_bytes(b"-DOCSTART- -X- O\n\nEU NNP B-ORG\r\nrejects VBZ O\r\n\n\n"
                      b"-DOCSTART- -X- O\nThe O\nblack O\ncat B-ANIMAL\n\nLondon B-LOC\n")
-    sentences = tagging_data.read_conll(path)
+    sentences = ner.read_conll(path)
     assert sentences.first_lines == [3, 8, 12]
     with pytest.raises(InputError) as raised:
-        tagging_data.convert_sentences_to_features(sentences, CONLL_LABELS, 8, tokenizer)
+        ner.convert_sentences_to_features(sentences, CONLL_LABELS, 8, tokenizer)
     assert str(raised.value) == (f"{path}:10: sentence 2, word 3 ('cat'): tag 'B-ANIMAL' is not "
                                  f"in the label list {CONLL_LABELS}")
     # Sentences that are not read_conll's (a list): the sentence and word only.
     with pytest.raises(InputError, match=r"^sentence 2, word 3 \('cat'\): tag 'B-ANIMAL'"):
-        tagging_data.convert_sentences_to_features(list(sentences), CONLL_LABELS, 8, tokenizer)
+        ner.convert_sentences_to_features(list(sentences), CONLL_LABELS, 8, tokenizer)
 
 
 def test_unknown_tag_line_in_the_real_file(valid_path, sentences, tokenizer):
     """Oracle: the first line of the file itself whose last column is the left-out tag."""
     labels = [label for label in CONLL_LABELS if label != "I-MISC"]
     with pytest.raises(InputError) as raised:
-        tagging_data.convert_sentences_to_features(sentences, labels, 128, tokenizer)
+        ner.convert_sentences_to_features(sentences, labels, 128, tokenizer)
     lines = valid_path.read_text("utf-8").split("\n")
     line = next(n for n, text in enumerate(lines, start=1)
                 if text.split() and text.split()[-1] == "I-MISC")
@@ -301,13 +301,13 @@ def test_words_predictions_rejects_mismatched_predictions(converted):
     _, _, features = converted
     predictions = [f.label_ids for f in features]
     with pytest.raises(ValueError, match="features but"):
-        tagging_data.words_predictions(features, predictions[:-1])
+        ner.words_predictions(features, predictions[:-1])
     with pytest.raises(ValueError, match="scored twice"):
-        tagging_data.words_predictions(features + features[:1], predictions + predictions[:1])
+        ner.words_predictions(features + features[:1], predictions + predictions[:1])
     last_sentence = [i for i, f in enumerate(features) if f.sentence_index == 0]
     without = [f for i, f in enumerate(features) if i != last_sentence[-1]]
     with pytest.raises(ValueError, match="sentence 0: word .* has no prediction|no features"):
-        tagging_data.words_predictions(without, [f.label_ids for f in without])
+        ner.words_predictions(without, [f.label_ids for f in without])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,11 +319,11 @@ def test_records_read_back_with_the_tagging_spec(tmp_path, sentences, tokenizer)
     import tensorflow as tf
 
     max_seq_length = 32
-    features = tagging_data.convert_sentences_to_features(sentences[:300], CONLL_LABELS,
-                                                          max_seq_length, tokenizer)
-    features.append(tagging_data.padding_feature(max_seq_length))
+    features = ner.convert_sentences_to_features(sentences[:300], CONLL_LABELS,
+                                                 max_seq_length, tokenizer)
+    features.append(ner.padding_feature(max_seq_length))
     path = tmp_path / "eval.tf_record"
-    assert tagging_data.write_tagging_records(features, path) == len(features)
+    assert ner.write_tagging_records(features, path) == len(features)
     spec = tagging_feature_spec(max_seq_length)
     records = [tf.io.parse_single_example(r, spec)
                for r in tf.data.TFRecordDataset(str(path))]
@@ -340,16 +340,16 @@ def test_conll_predictions_file(tmp_path, sentences, converted):
     """The round trip written as conlleval reads it: `word gold predicted`, blank line after
     each sentence; entity scores of the file's columns are perfect."""
     _, _, features = converted
-    per_word = tagging_data.words_predictions(features, [f.label_ids for f in features])
+    per_word = ner.words_predictions(features, [f.label_ids for f in features])
     predicted_tags = [[CONLL_LABELS[i] for i in ids] for ids in per_word]
     path = tmp_path / "predictions.txt"
-    tagging_data.write_conll_predictions(path, sentences, predicted_tags)
+    ner.write_conll_predictions(path, sentences, predicted_tags)
     blocks = path.read_text(encoding="utf-8").split("\n\n")
     assert blocks[-1] == "" and len(blocks) == len(sentences) + 1
     for block, (words, tags) in zip(blocks, sentences):
         assert [line.split(" ") for line in block.split("\n")] == [
             [w, t, t] for w, t in zip(words, tags)]
-    read_back = tagging_data.read_conll(path)
+    read_back = ner.read_conll(path)
     gold = [[line.split()[1] for line in block.split("\n")] for block in blocks[:-1]]
     assert metrics.conll_entity_scores(gold, [t for _, t in read_back])["f1"] == 1.0
     assert list(tmp_path.iterdir()) == [path]
@@ -357,11 +357,11 @@ def test_conll_predictions_file(tmp_path, sentences, converted):
 
 def test_conll_predictions_without_gold(tmp_path):
     path = tmp_path / "predictions.txt"
-    tagging_data.write_conll_predictions(path, [(["EU", "rejects"], [None, None])],
+    ner.write_conll_predictions(path, [(["EU", "rejects"], [None, None])],
                                          [["B-ORG", "O"]])
     assert path.read_text(encoding="utf-8") == "EU B-ORG\nrejects O\n\n"
     with pytest.raises(ValueError, match="sentence 0: 2 words but 1 predicted"):
-        tagging_data.write_conll_predictions(path, [(["EU", "rejects"], ["O", "O"])], [["O"]])
+        ner.write_conll_predictions(path, [(["EU", "rejects"], ["O", "O"])], [["O"]])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,14 +393,14 @@ def predicted_tags(task, output_dir):
 @pytest.mark.parametrize("max_seq_length, doc_stride", [(16, None), (16, 3), (24, 8)])
 def test_windows_give_the_one_window_tags_where_they_give_the_context(
         valid_path, tmp_path, uncased_vocab, max_seq_length, doc_stride):
-    """run_ner's path (tagging.prepare_task, TaggingTask.write_eval_outputs) on the first 286
+    """run_ner's path (ner_task.prepare_task, TaggingTask.write_eval_outputs) on the first 286
     sentences of valid.txt (300 blocks, -DOCSTART- ones included), at 512 (every sentence in
     one window) and at a length that windows most of them. Oracle: the one-window tags.
     Where the window that scores a word gives its first piece the same neighbours as the
     whole sentence does (not the window's [CLS] or [SEP] in place of a piece), the tags must
     be equal; with these strides that is every word (and every word of a sentence that fits
     in one window)."""
-    from bert_tf.tasks.ner import task as tagging
+    from bert_tf.tasks.ner import task as ner_task
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     lines = valid_path.read_text(encoding="utf-8").split("\n")
@@ -409,10 +409,10 @@ def test_windows_give_the_one_window_tags_where_they_give_the_context(
     tokenizer = FastTokenizer(str(uncased_vocab), do_lower_case=True)
 
     def prepared(length, stride, name):
-        return tagging.prepare_task(None, tokenizer, length, tmp_path / name,
-                                    data_dir=tmp_path, dev_file="valid.txt",
-                                    label_list=CONLL_LABELS, doc_stride=stride,
-                                    eval_batch_size=8, log=lambda line: None).task
+        return ner_task.prepare_task(None, tokenizer, length, tmp_path / name,
+                                     data_dir=tmp_path, dev_file="valid.txt",
+                                     label_list=CONLL_LABELS, doc_stride=stride,
+                                     eval_batch_size=8, log=lambda line: None).task
 
     whole_task = prepared(512, None, "whole")
     assert all(f.num_words == len(f.word_indices) for f in whole_task.features["eval"]

@@ -8,7 +8,6 @@ import pytest
 
 from bert_tf.errors import InputError
 from bert_tf.tasks import classification
-from bert_tf.tasks import classification as classifier_data
 from conftest import decoded_records
 
 SEQ = 48
@@ -33,7 +32,7 @@ def test_classification_records_equal_the_original(mrpc, refbert, uncased_vocab,
     from bert_tf.model.config import BertConfig
     from bert_tf.text.fast_tokenization import FastTokenizer
 
-    processor = classifier_data.get_processor("MRPC")
+    processor = classification.get_processor("MRPC")
     label_list = processor.get_labels(mrpc)
     examples = classification.read_splits(processor, mrpc, ["train", "eval", "predict"])
     lines, checked = [], []
@@ -92,8 +91,8 @@ def test_nothing_is_written_when_preparation_fails(uncased_vocab, tmp_path):
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64)
     tokenizer = FullTokenizer(str(uncased_vocab), do_lower_case=True)
-    examples = {"train": [classifier_data.InputExample("train-0", "a good film", None, "pos"),
-                          classifier_data.InputExample("train-1", "dull", None, "neg")]}
+    examples = {"train": [classification.InputExample("train-0", "a good film", None, "pos"),
+                          classification.InputExample("train-1", "dull", None, "neg")]}
     out = tmp_path / "out"
 
     def refuse(build_model):
@@ -117,14 +116,14 @@ def test_every_processor_takes_the_data_dir_for_its_labels(tmp_path):
     """get_labels(data_dir) on every processor: a TSV task infers its labels from the training
     file there; the others ignore it."""
     (tmp_path / "train.tsv").write_text("good\tpos\nbad\tneg\n")
-    for name in classifier_data.PROCESSORS:
+    for name in classification.PROCESSORS:
         options = dict(text_a_column=0, label_column=1) if name == "tsv" else {}
-        processor = classifier_data.get_processor(name, **options)
+        processor = classification.get_processor(name, **options)
         assert processor.get_labels(tmp_path) == processor.get_labels(data_dir=tmp_path)
-    assert classifier_data.get_processor("tsv", text_a_column=0, label_column=1).get_labels(
+    assert classification.get_processor("tsv", text_a_column=0, label_column=1).get_labels(
         tmp_path) == ["neg", "pos"]
-    assert classifier_data.get_processor("mrpc").get_labels(tmp_path) == ["0", "1"]
-    assert classifier_data.get_processor("sts-b").get_labels(tmp_path) is None
+    assert classification.get_processor("mrpc").get_labels(tmp_path) == ["0", "1"]
+    assert classification.get_processor("sts-b").get_labels(tmp_path) is None
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +165,7 @@ def test_a_task_preprocessor_packs_served_texts_as_its_records(mrpc, shared_data
                 for record in decoded_records(path)]
 
     # Classification: MRPC dev pairs.
-    examples = classification.read_splits(classifier_data.get_processor("MRPC"), mrpc,
+    examples = classification.read_splits(classification.get_processor("MRPC"), mrpc,
                                           ["eval"])["eval"]
     records = ClassificationPreprocessor(
         python_tokenizer, SEQ, {"eval": examples}, ["0", "1"])
