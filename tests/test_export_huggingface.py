@@ -16,8 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import (assert_refused, minilm_directory, require_hf_venv, run_command_line,
-                      snapshot)
+from conftest import minilm_directory, require_hf_venv, run_command_line, snapshot
 
 LENGTH = 40
 # Two layers (the names' layer numbers), the tanh GELU (transformers' "gelu_new").
@@ -404,32 +403,14 @@ def test_minilm_exported_gives_its_sentence_transformers_embeddings(exported):
     assert np.abs(embeddings["embedding"][0] - embeddings["embedding"][1]).max() > 0.05
 
 
-def test_a_vocabulary_without_the_special_tokens_is_one_line_and_writes_nothing(
-        tmp_path, uncased_vocab):
-    """Google's layout with a vocabulary lacking [MASK], which a Hugging Face BERT tokenizer
-    would add as a new id beyond the embeddings: one error line naming --vocab_file, exit 2,
-    before any work, nothing written or removed."""
-    from bert_tf.model.checkpoints import write_tf1_checkpoint
-    from bert_tf.model.config import BertConfig
-    from bert_tf.model.encoder import BertEncoder
-    google = tmp_path / "google"
-    config = BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1))
-    write_tf1_checkpoint(BertEncoder(config), google / "bert_model.ckpt")
-    config.to_json_file(google / "bert_config.json")
-    (google / "vocab.txt").write_text("\n".join(
-        token for token in uncased_vocab.read_text(encoding="utf-8").split("\n")
-        if token != "[MASK]"), encoding="utf-8")
-    assert_refused("run.export_savedmodel", dict(
-        init_checkpoint=google, format="huggingface", max_seq_length=LENGTH,
-        export_dir=tmp_path / "exported"),
-        f"error: --vocab_file: {google / 'vocab.txt'} has no [MASK] token", tmp_path)
-
-
-def test_int8_or_a_users_folder_is_refused_and_nothing_is_written(tmp_path, uncased_vocab):
-    """--quantization=int8 (the format holds float32 weights) and an --export_dir that is a
-    user's folder or holds a user's file beside an export: an InputError naming the argument
-    from formats.check_options and formats.save, nothing written or removed; the export as
-    written is replaced."""
+def test_int8_a_users_folder_or_a_vocabulary_without_mask_is_refused(tmp_path, uncased_vocab):
+    """--quantization=int8 (the format holds float32 weights), an --export_dir that is a
+    user's folder or holds a user's file beside an export, a vocabulary without [MASK] (which
+    a Hugging Face BERT tokenizer would add as a new id beyond the embeddings): an InputError
+    naming the argument (export_savedmodel prints it as one `error: --flag` line, exit 2,
+    checking each before any work: formats.check_options, check_export_dir,
+    formats.check_vocabulary), nothing written or removed; the export as written is
+    replaced."""
     from bert_tf.errors import InputError
     from bert_tf.model.config import BertConfig
     from bert_tf.serving import formats
@@ -438,9 +419,13 @@ def test_int8_or_a_users_folder_is_refused_and_nothing_is_written(tmp_path, unca
     task = registry.build("classifier", config, max_seq_length=16, labels=["0", "1"])
     model = task.build_model()
 
-    def save(path, quantization="none"):
-        formats.save("huggingface", task, model, path, uncased_vocab, quantization=quantization,
+    def save(path, quantization="none", vocab=uncased_vocab):
+        formats.save("huggingface", task, model, path, vocab, quantization=quantization,
                      log=lambda message: None)
+
+    no_mask = tmp_path / "no_mask_vocab.txt"
+    no_mask.write_text("\n".join(token for token in uncased_vocab.read_text(
+        encoding="utf-8").split("\n") if token != "[MASK]"), encoding="utf-8")
 
     with pytest.raises(InputError, match="^quantization: the Hugging Face format holds float32"):
         formats.check_options("huggingface", "classifier", "int8")
@@ -456,7 +441,11 @@ def test_int8_or_a_users_folder_is_refused_and_nothing_is_written(tmp_path, unca
             (lambda: save(users), f"export_dir: {users} is not empty and not an export of "
                                   f"bert_tf (it holds 'notes.txt')"),
             (lambda: save(export), f"export_dir: {export} is an export of bert_tf but also "
-                                   f"holds 'README.md'")]:
+                                   f"holds 'README.md'"),
+            (lambda: formats.check_vocabulary("huggingface", no_mask),
+             f"vocab_file: {no_mask} has no [MASK] token"),
+            (lambda: save(tmp_path / "new", vocab=no_mask),
+             f"vocab_file: {no_mask} has no [MASK] token")]:
         with pytest.raises(InputError) as refused:
             refuse()
         assert str(refused.value).startswith(expected), str(refused.value)

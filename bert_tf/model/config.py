@@ -7,9 +7,10 @@ configs from other tools survive a round trip. Invalid values raise `InputError`
 
 `hidden_act` follows the original's meaning: "gelu" is the tanh approximation (the original's
 `gelu`). "gelu_exact" is the erf form, which Hugging Face configs call "gelu";
-`from_hf_dict` translates a Hugging Face `config.json`, `to_hf_dict` writes one. Every config file is read by
-`from_json_file`, which tells the two formats apart by their keys (`is_hugging_face_config`),
-so a Hugging Face `config.json` passed where a `bert_config.json` is expected keeps its meaning.
+`from_hf_dict` translates a Hugging Face `config.json`, `to_hf_dict` writes one. Every config
+file is read by `from_json_file`, which tells the two formats apart by their keys
+(`is_hugging_face_config`), so a Hugging Face `config.json` passed where a `bert_config.json` is
+expected keeps its meaning.
 """
 import copy
 import json

@@ -67,7 +67,8 @@ def check_vocabulary(vocab_file, name="vocab_file"):
     missing = [token for token in SPECIAL_TOKENS.values() if token not in vocab]
     if missing:
         raise argument_error(name, f"{vocab_file} has no {missing[0]} token, which a Hugging "
-                                   f"Face BERT tokenizer needs ({', '.join(SPECIAL_TOKENS.values())})")
+                                   f"Face BERT tokenizer needs (each of "
+                                   f"{', '.join(SPECIAL_TOKENS.values())})")
     return vocab
 
 
