@@ -26,6 +26,8 @@ import os
 
 import numpy as np
 import tensorflow as tf
+from safetensors.numpy import save as safetensors_bytes
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from bert_tf.errors import argument_error
 from bert_tf.io_utils import atomic_output
@@ -109,7 +111,6 @@ def hf_config(task, model_architecture, vocab):
 
 def tokenizer_json(vocab, do_lower_case):
     """tokenizer.json (text) of the fast tokenizer giving our ids (bert_tf.tokenization)."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     tokenizer = Tokenizer(models.WordPiece(dict(vocab), unk_token=SPECIAL_TOKENS["unk_token"],
                                            max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD))
     # strip_accents None: accents stripped when lower-casing, as the original's BasicTokenizer.
@@ -161,7 +162,6 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     """Writes `task`'s `model` as a Hugging Face directory (see the module docstring) under a
     temporary name renamed when complete. `export_dir` must be new, empty or an earlier export
     (`check_export_dir`); the vocabulary must hold the special tokens (`check_vocabulary`)."""
-    from safetensors.numpy import save as safetensors_bytes
     check_export_dir(export_dir, "huggingface")
     vocab = check_vocabulary(vocab_file)
     model_architecture = architecture(task, model)
