@@ -365,10 +365,12 @@ def test_labels_problem_type_and_activation_in_the_config(exported):
 
 @pytest.mark.slow
 def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
-    """Each export read back by our loader: every weight as it was (the pooler, which
-    BertForMaskedLM, BertForTokenClassification and BertForQuestionAnswering lack, reported
-    new), and the config."""
-    from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint, original_weights
+    """Each export read back by our loader: every weight as it was, and the config; the
+    pooler, which BertForMaskedLM, BertForTokenClassification and BertForQuestionAnswering
+    lack, reported new and unread, so that the model is complete (export_savedmodel and
+    prediction take the directory)."""
+    from bert_tf.model.checkpoints import (hf_directory_files, load_checkpoint, original_weights,
+                                           require_complete)
     from bert_tf.serving.huggingface import WITHOUT_POOLER
     for name in HEADS:
         ours, path = exported["ours"][name], exported["root"] / name
@@ -380,6 +382,8 @@ def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
         assert report.unused == []
         pooler = ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
         assert report.new == (pooler if EXPECTED_CLASSES[name] in WITHOUT_POOLER else []), name
+        require_complete(report)
+        assert report.unread == report.new
         before, after = original_weights(ours["model"]), original_weights(model)
         for key in report.loaded:
             np.testing.assert_array_equal(after[key], before[key], err_msg=f"{name}: {key}")
