@@ -13,8 +13,8 @@
                           pooler where the architecture has none, no tied decoder;
   vocab.txt, tokenizer.json (the fast tokenizer, built with `tokenizers`: BertNormalizer
                           with the casing, BertPreTokenizer, WordPiece of 200 characters a
-                          word as ours, [CLS]/[SEP] templates), tokenizer_config.json,
-                          special_tokens_map.json.
+                          word as ours, [CLS]/[SEP] templates), tokenizer_config.json
+                          (`tokenizer_config`), special_tokens_map.json.
 The encoder with a pooling (task encoder, config.pooling) is a sentence-transformers directory
 besides: modules.json (Transformer, Pooling in 1_Pooling, Normalize in 2_Normalize when the
 embeddings are normalized; a module without files, as sentence-transformers writes it),
@@ -128,10 +128,13 @@ def tokenizer_json(vocab, do_lower_case):
 
 
 def tokenizer_config(do_lower_case, model_max_length):
-    """tokenizer_config.json's object."""
-    return dict(SPECIAL_TOKENS, tokenizer_class="BertTokenizer",
-                do_lower_case=bool(do_lower_case), tokenize_chinese_chars=True,
-                strip_accents=None, model_max_length=model_max_length)
+    """tokenizer_config.json's object. The class is the generic fast tokenizer, which runs
+    tokenizer.json as written: transformers' BertTokenizer rebuilds its WordPiece from the
+    vocabulary with words of at most 100 characters (ours: 200). `do_lower_case` is read by
+    our loader (bert_tf.model.checkpoints.hf_directory_files)."""
+    return dict(SPECIAL_TOKENS, tokenizer_class="PreTrainedTokenizerFast",
+                model_input_names=["input_ids", "token_type_ids", "attention_mask"],
+                do_lower_case=bool(do_lower_case), model_max_length=model_max_length)
 
 
 def sentence_transformers_files(task):
