@@ -378,10 +378,13 @@ def test_labels_problem_type_and_activation_in_the_config(exported):
 
 @pytest.mark.slow
 def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
-    """Each export read back by our loader: every weight as it was, and the config; the
+    """Each export read back by our loader: every weight as it was, the config, the task and
+    its options (bert_tf_model.json); the
     pooler, which BertForMaskedLM, BertForTokenClassification and BertForQuestionAnswering
     lack, reported new and unread, so that the model is complete (export_savedmodel and
     prediction take the directory)."""
+    from bert_tf import api
+    from bert_tf.model import directory
     from bert_tf.model.checkpoints import (hf_directory_files, load_checkpoint, original_weights,
                                            require_complete)
     from bert_tf.serving.huggingface import WITHOUT_POOLER
@@ -400,6 +403,24 @@ def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
         before, after = original_weights(ours["model"]), original_weights(model)
         for key in report.loaded:
             np.testing.assert_array_equal(after[key], before[key], err_msg=f"{name}: {key}")
+        # The task, its labels and options come back as our command lines' defaults.
+        task = ours["task"]
+        assert directory.recorded_task(path) == task.name
+        assert api.model_files(path).task_record(task.name) == directory.task_record(
+            task, name != "ner")
+
+
+@pytest.mark.slow
+def test_a_multi_label_export_read_back_is_the_classifier_it_was(exported, shared_data):
+    """bert_tf.api.load_classifier on the Hugging Face directory alone: its labels,
+    multi-label and thresholds, and our probabilities (the sigmoid of the logits)."""
+    from bert_tf import api
+    classifier = api.load_classifier(exported["root"] / "multi_label")
+    assert classifier.labels == ["a", "b", "c"] and classifier.multi_label
+    assert classifier.max_seq_length == LENGTH
+    logits = exported["ours"]["multi_label"]["outputs"]["logits"]
+    probabilities = classifier.predict(dev_texts(shared_data)["multi_label"][0])
+    np.testing.assert_allclose(probabilities, 1 / (1 + np.exp(-logits)), atol=1e-5, rtol=0)
 
 
 @pytest.mark.slow

@@ -19,7 +19,10 @@ The encoder with a pooling (task encoder, config.pooling) is a sentence-transfor
 besides: modules.json (Transformer, Pooling in 1_Pooling, Normalize in 2_Normalize when the
 embeddings are normalized; a module without files, as sentence-transformers writes it),
 1_Pooling/config.json, sentence_bert_config.json.
-bert_tf_export.json (the marker of bert_tf.serving.export_folders) lists what was written.
+bert_tf_model.json records the task, its labels and options (bert_tf.model.directory), so that
+the directory given back to our command lines or API is the model it was (`--init_checkpoint`
+alone); bert_tf_export.json (the marker of bert_tf.serving.export_folders) lists what was
+written.
 """
 import json
 import os
@@ -31,6 +34,7 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 from bert_tf.errors import argument_error
 from bert_tf.io_utils import atomic_output
+from bert_tf.model import directory
 from bert_tf.model.checkpoints import original_weights
 from bert_tf.model.variable_names import HF_ENCODER_PREFIX, original_to_hf_name
 from bert_tf.serving.export_folders import check_export_dir, write_marker
@@ -188,6 +192,8 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
             tf.io.gfile.makedirs(os.path.dirname(os.path.join(tmp, name)))
             with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
                 f.write(text)
+        # Our loader's defaults when the directory is read back: task, labels, options.
+        directory.write_record(tmp, directory.task_record(task, do_lower_case))
         description = {"task": task.name, "format": "huggingface",
                        "architecture": model_architecture,
                        "max_seq_length": task.config.max_seq_length}
