@@ -145,7 +145,8 @@ class Capture(logging.Handler):
 
 
 transformers.logging.set_verbosity_warning()
-transformers.logging.get_logger().addHandler(Capture())
+transformers.logging.get_logger().addHandler(Capture(logging.WARNING))
+logging.getLogger("sentence_transformers").addHandler(Capture(logging.WARNING))
 warnings.simplefilter("always")
 log_softmax = torch.nn.functional.log_softmax
 results = {}
