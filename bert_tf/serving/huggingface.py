@@ -2,7 +2,7 @@
 
 `save(task, model, export_dir, vocab_file, do_lower_case)` writes what
 `transformers.AutoModelFor...from_pretrained` and `AutoTokenizer.from_pretrained` read:
-  config.json             the architecture (ARCHITECTURES: BertModel, BertForPreTraining,
+  config.json             the architecture (`architecture`: BertModel, BertForPreTraining,
                           BertForMaskedLM for a masked-LM-only pretraining model,
                           BertForSequenceClassification with id2label / label2id and
                           problem_type, BertForTokenClassification with its tags,
@@ -35,17 +35,14 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 from bert_tf.errors import argument_error
 from bert_tf.io_utils import atomic_output
 from bert_tf.model import directory
-from bert_tf.model.checkpoints import original_weights
+from bert_tf.model.checkpoints import HF_WEIGHT_FILES, original_weights
 from bert_tf.model.variable_names import HF_ENCODER_PREFIX, original_to_hf_name
 from bert_tf.serving.export_folders import check_export_dir, write_marker
-from bert_tf.tokenization import load_vocab
+from bert_tf.tokenization import MAX_INPUT_CHARS_PER_WORD, load_vocab
 
-WEIGHTS_FILE = "model.safetensors"
 # The special tokens of a BERT tokenizer (transformers' names), each a vocabulary entry.
 SPECIAL_TOKENS = {"unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]",
                   "cls_token": "[CLS]", "mask_token": "[MASK]"}
-# Our WordPiece's longest word (bert_tf.tokenization.WordpieceTokenizer).
-MAX_INPUT_CHARS_PER_WORD = 200
 # transformers' task models whose encoder has no pooler (BertModel(add_pooling_layer=False)).
 WITHOUT_POOLER = ("BertForMaskedLM", "BertForTokenClassification", "BertForQuestionAnswering")
 # sentence-transformers' pooling modes (its models.Pooling) of ours (bert_tf.model.pooling).
@@ -182,7 +179,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     export_dir = os.fspath(export_dir)
     with atomic_output(export_dir) as tmp:
         tf.io.gfile.makedirs(tmp)
-        with tf.io.gfile.GFile(os.path.join(tmp, WEIGHTS_FILE), "wb") as f:
+        with tf.io.gfile.GFile(os.path.join(tmp, HF_WEIGHT_FILES[0]), "wb") as f:
             f.write(weights)
         tf.io.gfile.copy(os.fspath(vocab_file), os.path.join(tmp, "vocab.txt"))
         files = dict({name: json.dumps(value, indent=2, ensure_ascii=False) + "\n"
