@@ -16,7 +16,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import minilm_directory, require_hf_venv, run_command_line, snapshot
+from conftest import (assert_refused, minilm_directory, require_hf_venv, run_command_line,
+                      snapshot)
 
 LENGTH = 40
 # Two layers (the names' layer numbers), the tanh GELU (transformers' "gelu_new").
@@ -493,3 +494,24 @@ def test_int8_a_users_folder_or_a_vocabulary_without_mask_is_refused(tmp_path, u
     save(export)  # an export as written is replaced
     assert json.loads((export / "config.json").read_text())["architectures"] == [
         "BertForSequenceClassification"]
+
+
+def test_the_command_line_refuses_a_vocabulary_without_mask_before_any_work(tmp_path,
+                                                                            uncased_vocab):
+    """export_savedmodel on Google's layout whose vocabulary lacks [MASK]: one error line
+    naming --vocab_file, exit 2, nothing written or removed; before the checkpoint is read
+    (its missing classifier head, an error of its own, is not reached)."""
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
+    google = tmp_path / "google"
+    config = BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1))
+    write_tf1_checkpoint(BertEncoder(config), google / "bert_model.ckpt")
+    config.to_json_file(google / "bert_config.json")
+    (google / "vocab.txt").write_text("\n".join(
+        token for token in uncased_vocab.read_text(encoding="utf-8").split("\n")
+        if token != "[MASK]"), encoding="utf-8")
+    assert_refused("run.export_savedmodel", dict(
+        init_checkpoint=google, format="huggingface", max_seq_length=LENGTH,
+        task="classifier", label_list="0,1", export_dir=tmp_path / "exported"),
+        f"error: --vocab_file: {google / 'vocab.txt'} has no [MASK] token", tmp_path)
