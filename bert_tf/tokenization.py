@@ -46,6 +46,8 @@ from bert_tf.errors import arg, argument_error, file_error
 from bert_tf.io_utils import open_input
 
 _UNUSED_TOKEN_RE = re.compile(r"^\[unused\d+\]$")
+# The longest word WordPiece splits (the original's); a longer one is [UNK].
+MAX_INPUT_CHARS_PER_WORD = 200
 
 
 class DuplicateTokenWarning(UserWarning):
@@ -377,7 +379,8 @@ class WordpieceTokenizer:
     treated as read-only (the longest entry bounds the candidates tried).
     """
 
-    def __init__(self, vocab, unk_token="[UNK]", max_input_chars_per_word=200):
+    def __init__(self, vocab, unk_token="[UNK]",
+                 max_input_chars_per_word=MAX_INPUT_CHARS_PER_WORD):
         self.vocab = vocab
         self.unk_token = unk_token
         self.max_input_chars_per_word = max_input_chars_per_word

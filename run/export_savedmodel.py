@@ -26,7 +26,9 @@ it declares (its embeddings, served from strings):
 --format=tfhub --task=encoder writes TF Hub's text contract instead (export_dir/preprocessor and
 export_dir/encoder: bert_tf.serving.tfhub); --format=litert --task=encoder|classifier writes
 export_dir/model.tflite on token ids, --quantization=int8 for dynamic-range int8
-(bert_tf.serving.litert). docs/export.md has each.
+(bert_tf.serving.litert); --format=huggingface writes a transformers BERT directory of any task
+(config.json, model.safetensors, the tokenizer's files; --task=encoder --pooling: a
+sentence-transformers directory: bert_tf.serving.huggingface). docs/export.md has each.
 """
 from absl import flags
 
@@ -76,11 +78,13 @@ flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: `embed_text` d
                   "whether its modules.json has a Normalize module.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert"],
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert", "huggingface"],
                   "What to write: saved_model (the SavedModel above), tfhub (--task=encoder: TF "
                   "Hub's preprocessor and encoder SavedModels in export_dir/preprocessor and "
-                  "export_dir/encoder) or litert (--task=encoder or classifier: "
-                  "export_dir/model.tflite on token ids).")
+                  "export_dir/encoder), litert (--task=encoder or classifier: "
+                  "export_dir/model.tflite on token ids) or huggingface (any task: a "
+                  "transformers BERT directory; --task=encoder --pooling: a "
+                  "sentence-transformers one).")
 flags.DEFINE_enum("litert_signature", "serving_default",
                   ["serving_default", "serve_text", "serve_text_pair"],
                   "--format=litert: the signature converted; only serving_default (token ids): "
@@ -164,6 +168,7 @@ def main(argv):
     files = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
+    formats.check_vocabulary(FLAGS.format, files.vocab_file)
     # Its labels and options, unless given, and the length it was trained at (whichever task
     # is exported).
     common_flags.flags_from_model(files, recorded_task, {"max_seq_length": "max_seq_length"})

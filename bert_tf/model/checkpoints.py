@@ -59,6 +59,10 @@ class LoadReport:
     new: list
     unused: list
     skipped: int = 0
+    # Of `new`, what the model's outputs never read (the pooler of a head on the sequence
+    # output: Hugging Face's BertForTokenClassification, BertForQuestionAnswering and
+    # BertForMaskedLM have none): not required by `require_complete`.
+    unread: list = dataclasses.field(default_factory=list)
 
     def __str__(self):
         lines = [f"checkpoint {self.path} ({self.format}): {len(self.loaded)} variables loaded, "
@@ -146,20 +150,26 @@ def load_checkpoint(model, path):
     """
     kind, location = resolve_checkpoint(path)
     if kind == "hf":
-        return _load_named(model, _HFValues(location), location, "hugging face")
-    reader = open_checkpoint(location)
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
-        return _load_object_checkpoint(model, reader, location)
-    return _load_named(model, ReaderValues(reader), location, "tf1")
+        report = _load_named(model, _HFValues(location), location, "hugging face")
+    else:
+        reader = open_checkpoint(location)
+        if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
+            report = _load_object_checkpoint(model, reader, location)
+        else:
+            report = _load_named(model, ReaderValues(reader), location, "tf1")
+    if not getattr(model, "reads_pooled_output", True):
+        report.unread = [name for name in report.new if name.startswith("bert/pooler/")]
+    return report
 
 
 def require_complete(report, argument=None, what="model", hint=""):
     """InputError when the checkpoint of `report` lacked some of the model's variables (e.g. a
-    task head): naming `argument` (the one that gave the checkpoint) or else the checkpoint."""
-    if not report.new:
+    task head; what its outputs never read, `report.unread`, may be missing): naming `argument`
+    (the one that gave the checkpoint) or else the checkpoint."""
+    missing = [name for name in report.new if name not in report.unread]
+    if not missing:
         return
-    message = (f"has no {report.new[0]} ({len(report.new)} variables of the {what} "
-               f"missing){hint}")
+    message = f"has no {missing[0]} ({len(missing)} variables of the {what} missing){hint}"
     if argument:
         raise argument_error(argument, f"{report.path} {message}")
     raise file_error(report.path, message)

@@ -7,9 +7,10 @@ configs from other tools survive a round trip. Invalid values raise `InputError`
 
 `hidden_act` follows the original's meaning: "gelu" is the tanh approximation (the original's
 `gelu`). "gelu_exact" is the erf form, which Hugging Face configs call "gelu";
-`from_hf_dict` translates a Hugging Face `config.json`. Every config file is read by
-`from_json_file`, which tells the two formats apart by their keys (`is_hugging_face_config`),
-so a Hugging Face `config.json` passed where a `bert_config.json` is expected keeps its meaning.
+`from_hf_dict` translates a Hugging Face `config.json`, `to_hf_dict` writes one. Every config
+file is read by `from_json_file`, which tells the two formats apart by their keys
+(`is_hugging_face_config`), so a Hugging Face `config.json` passed where a `bert_config.json` is
+expected keeps its meaning.
 """
 import copy
 import json
@@ -34,6 +35,13 @@ HF_ACTIVATIONS = {
     "swish": "swish",
     "linear": "linear",
 }
+
+# Ours -> Hugging Face's `hidden_act`: the first of HF_ACTIVATIONS' names for each of ours (our
+# "gelu", the tanh form, is their "gelu_new"; our "gelu_exact" their "gelu").
+TO_HF_ACTIVATIONS = {}
+for _hf_act, _ours in HF_ACTIVATIONS.items():
+    TO_HF_ACTIVATIONS.setdefault(_ours, _hf_act)
+del _hf_act, _ours
 
 # Keys that Hugging Face's BertConfig writes and the original's bert_config.json never has:
 # every config.json that transformers writes holds model_type and layer_norm_eps (and most
@@ -150,6 +158,15 @@ class BertConfig:
             return cls(hidden_act=HF_ACTIVATIONS[hf_act], **{k: hf_object[k] for k in keys})
         except (InputError, TypeError) as e:
             raise file_error(source, str(e)) if source else InputError(str(e))
+
+    def to_hf_dict(self):
+        """The fields as a Hugging Face BERT `config.json` object (`from_hf_dict` reads it
+        back): model_type "bert", Hugging Face's name of the activation, LayerNorm's epsilon
+        (1e-12, the original's); the keys of other tools are left out."""
+        output = {key: getattr(self, key) for key in _FIELDS}
+        output.update(model_type="bert", hidden_act=TO_HF_ACTIVATIONS[self.hidden_act],
+                      layer_norm_eps=1e-12, position_embedding_type="absolute")
+        return output
 
     def to_dict(self):
         """The JSON object: the original's keys, then any unknown keys that were read."""

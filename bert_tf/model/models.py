@@ -24,7 +24,11 @@ from bert_tf.model.layers import gather_positions
 
 
 class _TaskModel(SerializesBertConfig, keras.Model):
-    """Shared plumbing: config handling and the encoder."""
+    """Shared plumbing: config handling and the encoder. `reads_pooled_output`: whether the
+    model's outputs depend on the encoder's pooler (a checkpoint without one, such as Hugging
+    Face's task models on the sequence output, is then complete: checkpoints.require_complete)."""
+
+    reads_pooled_output = True
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
@@ -71,6 +75,7 @@ class BertPretrainer(_TaskModel):
             self._finish_build(self.masked_lm, self.next_sentence)
         else:
             self.next_sentence = None
+            self.reads_pooled_output = False
             # No loss reads the pooler: left as initialised (or loaded), not decayed to zero
             # by the optimizer's weight decay.
             self.encoder.pooler.trainable = False
@@ -185,6 +190,8 @@ class BertMultipleChoice(BertClassifier):
 class BertSpanLabeler(_TaskModel):
     """Encoder + SQuAD span head (cls/squad/output_weights, output_bias)."""
 
+    reads_pooled_output = False
+
     def __init__(self, config, name="bert_span_labeler", **kwargs):
         super().__init__(config, name=name, **kwargs)
         self.span = SpanHead(self.config.hidden_size, 0.02, name="squad", dtype=self.dtype_policy)
@@ -201,6 +208,8 @@ class BertSpanLabeler(_TaskModel):
 
 class BertTokenClassifier(_TaskModel):
     """Encoder + per-token classification head (output_weights/output_bias), e.g. for NER."""
+
+    reads_pooled_output = False
 
     def __init__(self, config, num_labels, dropout_rate=0.1, name="bert_token_classifier",
                  **kwargs):

@@ -3,8 +3,9 @@
 Each model declares its variables under the original names (`original_variable_parts()`, built
 from `encoder_parts`, `projection_parts` and `pretraining_head_parts`); `original_variable_map`
 is the single table that loading and writing weights and the original's Adam moments use
-(bert_tf.model.checkpoints, the pretraining task). `hf_to_original_name` renames a Hugging Face
-BERT parameter.
+(bert_tf.model.checkpoints, the pretraining task). One table of Hugging Face's names renames
+both ways: `hf_to_original_name` (reading a Hugging Face directory) and `original_to_hf_name`
+(writing one: bert_tf.serving.huggingface).
 """
 import dataclasses
 import re
@@ -86,51 +87,93 @@ def original_variable_map(model):
     return parts_of()
 
 
-# Hugging Face BERT parameter names -> original names. Dense weights are [out, in] (transposed).
-_HF_RULES = [
-    (r"embeddings\.word_embeddings\.weight", "bert/embeddings/word_embeddings", False),
-    (r"embeddings\.position_embeddings\.weight", "bert/embeddings/position_embeddings", False),
-    (r"embeddings\.token_type_embeddings\.weight", "bert/embeddings/token_type_embeddings", False),
-    (r"embeddings\.LayerNorm\.(weight|gamma)", "bert/embeddings/LayerNorm/gamma", False),
-    (r"embeddings\.LayerNorm\.(bias|beta)", "bert/embeddings/LayerNorm/beta", False),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.weight",
-     r"bert/encoder/layer_\1/attention/self/\2/kernel", True),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.(query|key|value)\.bias",
-     r"bert/encoder/layer_\1/attention/self/\2/bias", False),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.weight",
-     r"bert/encoder/layer_\1/\2/dense/kernel", True),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|intermediate|output)\.dense\.bias",
-     r"bert/encoder/layer_\1/\2/dense/bias", False),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(weight|gamma)",
-     r"bert/encoder/layer_\1/\2/LayerNorm/gamma", False),
-    (r"encoder\.layer\.(\d+)\.(attention\.output|output)\.LayerNorm\.(bias|beta)",
-     r"bert/encoder/layer_\1/\2/LayerNorm/beta", False),
-    (r"pooler\.dense\.weight", "bert/pooler/dense/kernel", True),
-    (r"pooler\.dense\.bias", "bert/pooler/dense/bias", False),
-    (r"cls\.predictions\.transform\.dense\.weight", "cls/predictions/transform/dense/kernel", True),
-    (r"cls\.predictions\.transform\.dense\.bias", "cls/predictions/transform/dense/bias", False),
-    (r"cls\.predictions\.transform\.LayerNorm\.(weight|gamma)",
-     "cls/predictions/transform/LayerNorm/gamma", False),
-    (r"cls\.predictions\.transform\.LayerNorm\.(bias|beta)",
-     "cls/predictions/transform/LayerNorm/beta", False),
-    (r"cls\.predictions\.bias", "cls/predictions/output_bias", False),
-    (r"cls\.seq_relationship\.weight", "cls/seq_relationship/output_weights", False),
-    (r"cls\.seq_relationship\.bias", "cls/seq_relationship/output_bias", False),
-    (r"classifier\.weight", "output_weights", False),
-    (r"classifier\.bias", "output_bias", False),
-    (r"qa_outputs\.weight", "cls/squad/output_weights", False),
-    (r"qa_outputs\.bias", "cls/squad/output_bias", False),
+# Hugging Face BERT parameter names (below the "bert." of a task model's encoder) and the
+# original names, one table read both ways: {layer} is a layer's number, {qkv} one of query,
+# key, value. Dense weights are [out, in] in Hugging Face's naming (transposed: True).
+_HF_NAMES = [
+    ("embeddings.word_embeddings.weight", "bert/embeddings/word_embeddings", False),
+    ("embeddings.position_embeddings.weight", "bert/embeddings/position_embeddings", False),
+    ("embeddings.token_type_embeddings.weight", "bert/embeddings/token_type_embeddings", False),
+    ("embeddings.LayerNorm.weight", "bert/embeddings/LayerNorm/gamma", False),
+    ("embeddings.LayerNorm.bias", "bert/embeddings/LayerNorm/beta", False),
+    ("encoder.layer.{layer}.attention.self.{qkv}.weight",
+     "bert/encoder/layer_{layer}/attention/self/{qkv}/kernel", True),
+    ("encoder.layer.{layer}.attention.self.{qkv}.bias",
+     "bert/encoder/layer_{layer}/attention/self/{qkv}/bias", False),
+    ("encoder.layer.{layer}.attention.output.dense.weight",
+     "bert/encoder/layer_{layer}/attention/output/dense/kernel", True),
+    ("encoder.layer.{layer}.attention.output.dense.bias",
+     "bert/encoder/layer_{layer}/attention/output/dense/bias", False),
+    ("encoder.layer.{layer}.attention.output.LayerNorm.weight",
+     "bert/encoder/layer_{layer}/attention/output/LayerNorm/gamma", False),
+    ("encoder.layer.{layer}.attention.output.LayerNorm.bias",
+     "bert/encoder/layer_{layer}/attention/output/LayerNorm/beta", False),
+    ("encoder.layer.{layer}.intermediate.dense.weight",
+     "bert/encoder/layer_{layer}/intermediate/dense/kernel", True),
+    ("encoder.layer.{layer}.intermediate.dense.bias",
+     "bert/encoder/layer_{layer}/intermediate/dense/bias", False),
+    ("encoder.layer.{layer}.output.dense.weight",
+     "bert/encoder/layer_{layer}/output/dense/kernel", True),
+    ("encoder.layer.{layer}.output.dense.bias",
+     "bert/encoder/layer_{layer}/output/dense/bias", False),
+    ("encoder.layer.{layer}.output.LayerNorm.weight",
+     "bert/encoder/layer_{layer}/output/LayerNorm/gamma", False),
+    ("encoder.layer.{layer}.output.LayerNorm.bias",
+     "bert/encoder/layer_{layer}/output/LayerNorm/beta", False),
+    ("pooler.dense.weight", "bert/pooler/dense/kernel", True),
+    ("pooler.dense.bias", "bert/pooler/dense/bias", False),
+    ("cls.predictions.transform.dense.weight", "cls/predictions/transform/dense/kernel", True),
+    ("cls.predictions.transform.dense.bias", "cls/predictions/transform/dense/bias", False),
+    ("cls.predictions.transform.LayerNorm.weight", "cls/predictions/transform/LayerNorm/gamma",
+     False),
+    ("cls.predictions.transform.LayerNorm.bias", "cls/predictions/transform/LayerNorm/beta",
+     False),
+    ("cls.predictions.bias", "cls/predictions/output_bias", False),
+    ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", False),
+    ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", False),
+    ("classifier.weight", "output_weights", False),
+    ("classifier.bias", "output_bias", False),
+    ("qa_outputs.weight", "cls/squad/output_weights", False),
+    ("qa_outputs.bias", "cls/squad/output_bias", False),
 ]
+_FIELDS = {"layer": r"\d+", "qkv": "query|key|value"}
+
+
+def _pattern(template):
+    """The regular expression of a name template (its fields as named groups)."""
+    parts = re.split(r"\{(\w+)\}", template)
+    return re.compile("".join(re.escape(part) if i % 2 == 0 else f"(?P<{part}>{_FIELDS[part]})"
+                              for i, part in enumerate(parts)))
+
+
+_HF_PATTERNS = [(_pattern(hf), _pattern(original), hf, original, transpose)
+                for hf, original, transpose in _HF_NAMES]
 # Buffers and tied copies that carry no weights of their own.
 HF_IGNORED = re.compile(r"(embeddings\.position_ids|cls\.predictions\.decoder\.(weight|bias))$")
+# The encoder's scope in a Hugging Face task model (none in a BertModel).
+HF_ENCODER_PREFIX = "bert."
 
 
 def hf_to_original_name(hf_name):
-    """(original name, transpose?) for a Hugging Face BERT parameter, or None if not a weight."""
-    name = hf_name[len("bert."):] if hf_name.startswith("bert.") else hf_name
-    for pattern, replacement, transpose in _HF_RULES:
-        if re.fullmatch(pattern, name):
-            original = re.sub(pattern, replacement, name).replace("attention.output",
-                                                                   "attention/output")
-            return original, transpose
+    """(original name, transpose?) for a Hugging Face BERT parameter, or None if not a weight.
+    Older files' LayerNorm.gamma / LayerNorm.beta are LayerNorm.weight / LayerNorm.bias."""
+    name = hf_name[len(HF_ENCODER_PREFIX):] if hf_name.startswith(HF_ENCODER_PREFIX) else hf_name
+    name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
+    name = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
+    for hf_pattern, _, _, original, transpose in _HF_PATTERNS:
+        match = hf_pattern.fullmatch(name)
+        if match:
+            return original.format(**match.groupdict()), transpose
+    return None
+
+
+def original_to_hf_name(original_name, encoder_prefix=HF_ENCODER_PREFIX):
+    """(Hugging Face name, transpose?) of an original variable name, the encoder's under
+    `encoder_prefix` ("bert." in a task model, "" in a BertModel); None for a name Hugging
+    Face's BERT has no parameter for."""
+    for _, original_pattern, hf, _, transpose in _HF_PATTERNS:
+        match = original_pattern.fullmatch(original_name)
+        if match:
+            prefix = encoder_prefix if original_name.startswith("bert/") else ""
+            return prefix + hf.format(**match.groupdict()), transpose
     return None

@@ -4,7 +4,9 @@
   tfhub        bert_tf.serving.tfhub: task encoder: export_dir/preprocessor and
                export_dir/encoder, TF Hub's text contract;
   litert       bert_tf.serving.litert: tasks encoder and classifier, on token ids:
-               export_dir/model.tflite, fp32 or dynamic-range int8.
+               export_dir/model.tflite, fp32 or dynamic-range int8;
+  huggingface  bert_tf.serving.huggingface: every task; a transformers BERT directory (the
+               encoder with a pooling: a sentence-transformers one), float32.
 (saved_model and litert take quantization int8; tfhub's encoder is float32, to be fine-tuned.)
 
 `check_options` refuses a combination before any work (an InputError naming the argument);
@@ -14,9 +16,9 @@ bert_tf.serving.export_folders.check_export_dir.
 import os
 
 from bert_tf.errors import argument_error
-from bert_tf.serving import export, litert, tfhub
+from bert_tf.serving import export, huggingface, litert, tfhub
 
-FORMATS = ("saved_model", "tfhub", "litert")
+FORMATS = ("saved_model", "tfhub", "litert", "huggingface")
 
 
 def check_options(export_format, task_name, quantization="none",
@@ -40,6 +42,16 @@ def check_options(export_format, task_name, quantization="none",
             raise argument_error("quantization", "the TF Hub encoder is exported to be "
                                                  "fine-tuned: float32 only (int8: format "
                                                  "litert or saved_model)")
+    if export_format == "huggingface" and quantization != "none":
+        raise argument_error("quantization", "the Hugging Face format holds float32 weights "
+                                             "(int8: format litert or saved_model)")
+
+
+def check_vocabulary(export_format, vocab_file):
+    """Before any work: an InputError naming `vocab_file` when the format writes a tokenizer
+    that this vocabulary cannot make (huggingface: bert_tf.serving.huggingface)."""
+    if export_format == "huggingface":
+        huggingface.check_vocabulary(vocab_file)
 
 
 def save(export_format, task, model, export_dir, vocab_file=None, do_lower_case=True,
@@ -48,6 +60,8 @@ def save(export_format, task, model, export_dir, vocab_file=None, do_lower_case=
     check_options(export_format, task.name, quantization)
     if export_format == "tfhub":
         return tfhub.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
+    if export_format == "huggingface":
+        return huggingface.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
     if export_format == "litert":
         return litert.save(task, model, export_dir, quantization, vocab_file, log=log)
     return export.save(task, model, os.fspath(export_dir), vocab_file, do_lower_case, log=log,
