@@ -81,6 +81,9 @@ def main():
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.rounds < 2:  # the first pass is compared with the median of the later ones
+        parser.error(f"--rounds must be at least 2 (a first pass and later ones), got "
+                     f"{args.rounds}")
     if args.child:  # one (task, first mode) per process: the 1st pass is the process's first
         task_name, first, work_dir = args.child.split("|")
         num_dev, seconds = measure(task_name, write_init_dir(
