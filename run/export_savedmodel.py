@@ -26,7 +26,9 @@ it declares (its embeddings, served from strings):
 --format=tfhub --task=encoder writes TF Hub's text contract instead (export_dir/preprocessor and
 export_dir/encoder: bert_tf.serving.tfhub); --format=litert --task=encoder|classifier writes
 export_dir/model.tflite on token ids, --quantization=int8 for dynamic-range int8
-(bert_tf.serving.litert). docs/export.md has each.
+(bert_tf.serving.litert); --format=keras_hub --task=encoder|classifier|pretraining writes a
+keras-hub preset directory (BertBackbone, BertTextClassifier, BertMaskedLM:
+bert_tf.serving.keras_hub). docs/export.md has each.
 """
 from absl import flags
 
@@ -76,11 +78,12 @@ flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: `embed_text` d
                   "whether its modules.json has a Normalize module.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert"],
+flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert", "keras_hub"],
                   "What to write: saved_model (the SavedModel above), tfhub (--task=encoder: TF "
                   "Hub's preprocessor and encoder SavedModels in export_dir/preprocessor and "
-                  "export_dir/encoder) or litert (--task=encoder or classifier: "
-                  "export_dir/model.tflite on token ids).")
+                  "export_dir/encoder), litert (--task=encoder or classifier: "
+                  "export_dir/model.tflite on token ids) or keras_hub (--task=encoder, "
+                  "classifier or pretraining: a keras-hub preset directory).")
 flags.DEFINE_enum("litert_signature", "serving_default",
                   ["serving_default", "serve_text", "serve_text_pair"],
                   "--format=litert: the signature converted; only serving_default (token ids): "
@@ -178,6 +181,7 @@ def main(argv):
     task = build_task(config, vocab_file, max_seq_length,
                       regression=files.task_record(FLAGS.task).get("regression", False),
                       record=files.task_record(FLAGS.task))
+    formats.check_model(FLAGS.format, FLAGS.task, config, vocab_file)
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")

@@ -4,19 +4,22 @@
   tfhub        bert_tf.serving.tfhub: task encoder: export_dir/preprocessor and
                export_dir/encoder, TF Hub's text contract;
   litert       bert_tf.serving.litert: tasks encoder and classifier, on token ids:
-               export_dir/model.tflite, fp32 or dynamic-range int8.
+               export_dir/model.tflite, fp32 or dynamic-range int8;
+  keras_hub    bert_tf.serving.keras_hub: tasks encoder, classifier and pretraining: a
+               keras-hub preset directory (BertBackbone, BertTextClassifier, BertMaskedLM).
 (saved_model and litert take quantization int8; tfhub's encoder is float32, to be fine-tuned.)
 
-`check_options` refuses a combination before any work (an InputError naming the argument);
+`check_options` refuses a combination before any work (an InputError naming the argument),
+`check_model` a model the format cannot express, once its config and vocabulary are known;
 `save` writes the chosen format. Which folders an export may replace:
 bert_tf.serving.export_folders.check_export_dir.
 """
 import os
 
 from bert_tf.errors import argument_error
-from bert_tf.serving import export, litert, tfhub
+from bert_tf.serving import export, keras_hub, litert, tfhub
 
-FORMATS = ("saved_model", "tfhub", "litert")
+FORMATS = ("saved_model", "tfhub", "litert", "keras_hub")
 
 
 def check_options(export_format, task_name, quantization="none",
@@ -32,6 +35,11 @@ def check_options(export_format, task_name, quantization="none",
         return
     if litert_signature != litert.SIGNATURE:
         raise argument_error("litert_signature", f"is for format litert, not {export_format}")
+    if export_format == "keras_hub":
+        keras_hub.check_task(task_name)
+        if quantization != "none":
+            raise argument_error("quantization", "keras-hub presets are float32 (int8: format "
+                                                 "litert or saved_model)")
     if export_format == "tfhub":
         if task_name != "encoder":
             raise argument_error("task", f"the TF Hub format exports the encoder (task "
@@ -42,12 +50,21 @@ def check_options(export_format, task_name, quantization="none",
                                                  "litert or saved_model)")
 
 
+def check_model(export_format, task_name, config, vocab_file):
+    """Before the checkpoint is read: an InputError when `export_format` cannot express the
+    model (its BertConfig `config`, its vocabulary)."""
+    if export_format == "keras_hub":
+        keras_hub.check_model(task_name, config, vocab_file)
+
+
 def save(export_format, task, model, export_dir, vocab_file=None, do_lower_case=True,
          quantization="none", log=print):
     """Writes `task`'s `model` to export_dir in `export_format` (`check_options` first)."""
     check_options(export_format, task.name, quantization)
     if export_format == "tfhub":
         return tfhub.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
+    if export_format == "keras_hub":
+        return keras_hub.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
     if export_format == "litert":
         return litert.save(task, model, export_dir, quantization, vocab_file, log=log)
     return export.save(task, model, os.fspath(export_dir), vocab_file, do_lower_case, log=log,
