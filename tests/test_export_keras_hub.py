@@ -24,6 +24,8 @@ import pytest
 
 from conftest import assert_refused, require_module, run_command_line
 
+pytestmark = pytest.mark.slow
+
 CONFIG = {"vocab_size": 30522, "hidden_size": 16, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 32, "hidden_act": "gelu",
           "max_position_embeddings": 64, "type_vocab_size": 2}
@@ -156,9 +158,10 @@ def test_keras_hub_loads_each_preset_and_saves_the_same_files(kh, tmp_path, capl
 
 
 def our_inputs(tokenizer, pairs, singles):
+    """Our packing of pairs (None without) and single texts."""
     from bert_tf.text.packing import pack_texts
-    return (pack_texts(tokenizer, [a for a, _ in pairs], [b for _, b in pairs],
-                       max_seq_length=MAX_SEQ_LENGTH),
+    return (pairs and pack_texts(tokenizer, [a for a, _ in pairs], [b for _, b in pairs],
+                                 max_seq_length=MAX_SEQ_LENGTH),
             pack_texts(tokenizer, singles, max_seq_length=MAX_SEQ_LENGTH))
 
 
@@ -284,14 +287,22 @@ def test_a_preset_is_a_model_directory(kh, uncased_vocab, tmp_path):
 
 
 def test_exporting_a_preset_again_writes_the_same_weights(kh):
-    """Issue 34.2: a preset is an --init_checkpoint of the command line (its config, vocabulary
-    and casing the defaults): exported again, the same weight files."""
+    """Issue 34.2: a preset as --init_checkpoint, as export_savedmodel reads it (its config,
+    vocabulary and casing the defaults, the weights through load_checkpoint): exported again,
+    the same files."""
+    from bert_tf import api
+    from bert_tf.model.checkpoints import load_checkpoint, require_complete
+    from bert_tf.serving import formats
+    from bert_tf.tasks import registry
+    preset = str(kh["root"] / "classifier")
+    files = api.resolve_model_files(preset)
+    task = registry.build("classifier", files.config, max_seq_length=MAX_SEQ_LENGTH,
+                          labels=LABELS)
+    model = task.build_model()
+    require_complete(load_checkpoint(model, preset))
     again = kh["root"] / "again"
-    status, log = run_command_line("run.export_savedmodel", {
-        "init_checkpoint": kh["root"] / "classifier", "task": "classifier",
-        "label_list": ",".join(LABELS), "format": "keras_hub", "max_seq_length": MAX_SEQ_LENGTH,
-        "export_dir": again})
-    assert status == 0, log[-3000:]
+    formats.save("keras_hub", task, model, again, files.vocab_file, files.do_lower_case,
+                 log=lambda line: None)
     for weights in ("model.weights.h5", "task.weights.h5"):
         first, second = h5_contents(kh["root"] / "classifier" / weights), h5_contents(
             again / weights)
@@ -299,8 +310,28 @@ def test_exporting_a_preset_again_writes_the_same_weights(kh):
         for path, value in first.items():
             if value is not None:
                 np.testing.assert_array_equal(second[path], value, err_msg=path)
-    for name in ("config.json", "tokenizer.json", "task.json"):
+    for name in ("config.json", "tokenizer.json", "task.json", "preprocessor.json",
+                 "assets/tokenizer/vocabulary.txt"):
         assert (again / name).read_text() == (kh["root"] / "classifier" / name).read_text()
+
+
+def test_the_docs_snippet_runs_as_written(kh):
+    """Issue 34.4: docs/export.md's keras-hub snippet on the classifier's preset: the logits of
+    its two sentences are ours."""
+    from conftest import PROJECT_ROOT
+
+    from bert_tf.text.fast_tokenization import FastTokenizer
+    text = (PROJECT_ROOT / "docs" / "export.md").read_text(encoding="utf-8")
+    section = text.split("### keras-hub: `--format=keras_hub`", 1)[1].split("\n### ", 1)[0]
+    snippet = section.split("```python\n", 1)[1].split("```", 1)[0]
+    preset = str(kh["root"] / "classifier")
+    assert snippet.count('"exported_keras_hub"') == 3
+    scope = {}
+    exec(snippet.replace('"exported_keras_hub"', repr(preset)), scope)
+    ours = kh["classifier"](our_inputs(FastTokenizer(str(kh["root"] / "google" / "vocab.txt")),
+                                       [], ["A first sentence.", "And a second one."])[1])
+    np.testing.assert_allclose(scope["logits"], ours["logits"], atol=1e-5)
+    assert scope["backbone"].num_layers == CONFIG["num_hidden_layers"]
 
 
 def test_what_keras_hub_cannot_express_is_refused(kh, tmp_path):
@@ -353,8 +384,11 @@ def test_a_preset_keras_hub_cannot_mean_as_bert_is_refused(kh, tmp_path):
 
 
 def test_the_command_line_refuses_a_head_and_a_users_folder(kh):
-    """Issue 34 bad input through the command line: one `error:` line, exit 2, nothing lost,
-    nothing written."""
+    """Issue 34 bad input: through the command line, one `error:` line, exit 2, nothing lost,
+    nothing written; a user's folder is never an --export_dir (the check every format makes
+    before any work), an earlier keras-hub export is."""
+    from bert_tf.errors import InputError
+    from bert_tf.serving.export_folders import check_export_dir
     root = kh["root"]
     flags = {"init_checkpoint": root / "google", "format": "keras_hub", "task": "squad",
              "export_dir": root / "refused"}
@@ -363,5 +397,10 @@ def test_the_command_line_refuses_a_head_and_a_users_folder(kh):
     mine = root / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
-    assert_refused("run.export_savedmodel", dict(flags, task="encoder", export_dir=mine),
-                   f"--export_dir: {mine} is not empty and not an export of bert_tf", root)
+    with pytest.raises(InputError, match=f"export_dir.*{mine} is not empty and not an export"):
+        check_export_dir(mine, "keras_hub")
+    (root / "classifier" / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="export_dir.*notes.txt"):
+        check_export_dir(root / "classifier", "keras_hub")
+    (root / "classifier" / "notes.txt").unlink()
+    check_export_dir(root / "classifier", "keras_hub")  # an export as written: replaceable
