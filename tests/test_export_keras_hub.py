@@ -363,7 +363,8 @@ def test_what_keras_hub_cannot_express_is_refused(kh, tmp_path):
 
 def test_a_preset_keras_hub_cannot_mean_as_bert_is_refused(kh, tmp_path):
     """Issue 34 bad input: a preset of another model, a tokenizer the original's cannot be
-    (lower-casing without stripping accents): an InputError naming the file."""
+    (lower-casing without stripping accents), a weights file without a weight of the layout: an
+    InputError naming the file."""
     from bert_tf.errors import InputError
     from bert_tf.model.checkpoints import load_checkpoint
     from bert_tf.model.encoder import BertEncoder
@@ -381,6 +382,14 @@ def test_a_preset_keras_hub_cannot_mean_as_bert_is_refused(kh, tmp_path):
     from bert_tf import api
     with pytest.raises(InputError, match="tokenizer.json: lowercase True with strip_accents"):
         api.resolve_model_files(str(other))
+    import h5py
+    with h5py.File(other / "model.weights.h5", "a") as h5:
+        del h5["layers/transformer_encoder_1/_feedforward_layer_norm/vars/1"]
+    with pytest.raises(InputError, match="model.weights.h5: has no layers/transformer_encoder_1/"
+                                         "_feedforward_layer_norm/vars/1 .bert/encoder/layer_1/"
+                                         "output/LayerNorm/beta; 1 of 39 weights absent.: not "
+                                         "the layout of keras-hub 0.32.0's BertBackbone"):
+        load_checkpoint(BertEncoder(kh["config"]), other)
 
 
 def test_the_command_line_refuses_a_head_and_a_users_folder(kh):

@@ -39,6 +39,9 @@ PREPROCESSOR_FILE = "preprocessor.json"
 METADATA_FILE = "metadata.json"
 VOCABULARY_FILE = "assets/tokenizer/vocabulary.txt"
 
+# The keras-hub version whose `save_to_preset` layout is read and written (Keras 3's weights
+# files name each layer's group by its class and attribute; other versions may differ).
+LAYOUT_VERSION = "0.32.0"
 BACKBONE = "BertBackbone"
 # Our task -> keras-hub's task class (the encoder is the backbone alone).
 TASK_CLASSES = {"classifier": "BertTextClassifier", "pretraining": "BertMaskedLM"}
@@ -60,7 +63,7 @@ def _layer_norm(path, prefix):
     return [(f"{path}/vars/0", f"{prefix}/gamma", SAME), (f"{path}/vars/1", f"{prefix}/beta", SAME)]
 
 
-def _layer_group(index):
+def transformer_layer_group(index):
     """Keras names a model's layers in its weights file by their class, numbered in order."""
     return "layers/transformer_encoder" + (f"_{index}" if index else "")
 
@@ -73,7 +76,7 @@ def backbone_layout(num_layers):
                ("layers/embedding/vars/0", "bert/embeddings/token_type_embeddings", SAME)]
     entries += _layer_norm("layers/layer_normalization", "bert/embeddings/LayerNorm")
     for i in range(num_layers):
-        group, prefix = _layer_group(i), f"bert/encoder/layer_{i}"
+        group, prefix = transformer_layer_group(i), f"bert/encoder/layer_{i}"
         for part in ("query", "key", "value"):
             entries += _dense(f"{group}/_self_attention_layer/{part}_dense",
                               f"{prefix}/attention/self/{part}", HEADS)
@@ -275,7 +278,14 @@ class PresetValues:
             path = os.path.join(self.directory, file_name)
             h5 = self.files[file_name] = open_h5(path)
             known = {h5_path: (name, kind) for h5_path, name, kind in layout}
-            for h5_path in _datasets(h5):
+            datasets = _datasets(h5)
+            absent = [h5_path for h5_path in known if h5_path not in set(datasets)]
+            if absent:
+                raise file_error(path, f"has no {absent[0]} ({known[absent[0]][0]}; "
+                                       f"{len(absent)} of {len(known)} weights absent): not "
+                                       f"the layout of keras-hub {LAYOUT_VERSION}'s "
+                                       f"{task if file_name == TASK_WEIGHTS_FILE else BACKBONE}")
+            for h5_path in datasets:
                 if h5_path.startswith("optimizer/"):
                     continue
                 name, kind = known.get(h5_path, (f"{file_name}:{h5_path}", SAME))

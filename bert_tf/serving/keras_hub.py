@@ -27,14 +27,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.errors import argument_error
+from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_output
 from bert_tf.model import keras_hub_preset as preset
 from bert_tf.model.checkpoints import original_weights
 from bert_tf.model.directory import vocab_lines
 from bert_tf.serving.export_folders import check_export_dir, write_marker
 
-KERAS_HUB_VERSION = "0.32.0"  # the layout written (keras-hub's save_to_preset of this version)
 TASKS = ("encoder",) + tuple(preset.TASK_CLASSES)
 # The tokens keras-hub's BertTokenizer looks up in the vocabulary when it is built.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -53,8 +52,8 @@ def check_task(task_name):
     """InputError naming `task` for a task keras-hub has no class for."""
     if task_name not in TASKS:
         raise argument_error("task", f"keras-hub's BERT has BertBackbone, BertTextClassifier "
-                                     f"and BertMaskedLM only: --format=keras_hub exports tasks "
-                                     f"{', '.join(TASKS)}, not {task_name}")
+                                     f"and BertMaskedLM only: {arg('format')}=keras_hub exports "
+                                     f"tasks {', '.join(TASKS)}, not {task_name}")
 
 
 def check_model(task_name, config, vocab_file):
@@ -76,10 +75,10 @@ def check_model(task_name, config, vocab_file):
     seen = set()
     for line, token in enumerate(tokens, 1):
         if token == "" or token in seen:
-            raise argument_error("vocab_file", f"{vocab_file} line {line}: "
-                                               f"{'an empty token' if not token else repr(token) + ' again'}, "
-                                               f"which keras-hub's tokenizer cannot number as "
-                                               f"the original's does")
+            what = repr(token) + " again" if token else "an empty token"
+            raise argument_error("vocab_file", f"{vocab_file} line {line}: {what}, which "
+                                               f"keras-hub's tokenizer cannot number as the "
+                                               f"original's does")
         seen.add(token)
     if len(tokens) > config.vocab_size:
         raise argument_error("vocab_file", f"{vocab_file} has {len(tokens)} tokens, more than "
@@ -172,7 +171,7 @@ def _backbone_groups(num_layers):
               ("layers/layer_normalization", "embeddings_layer_norm"),
               ("layers/dropout", "embeddings_dropout"), ("layers/dense", "pooled_dense")]
     for i in range(num_layers):
-        layer, suffix = preset._layer_group(i), f"_{i}" if i else ""
+        layer, suffix = preset.transformer_layer_group(i), f"_{i}" if i else ""
         attention = f"{layer}/_self_attention_layer"
         groups += [(layer, f"transformer_layer_{i}"), (attention, "self_attention_layer"),
                    (f"{attention}/query_dense", "query"), (f"{attention}/key_dense", "key"),
@@ -247,7 +246,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
              preset.TOKENIZER_FILE: _json(tokenizer_config(do_lower_case)),
              preset.VOCABULARY_FILE: "".join(t + "\n" for t in vocabulary_tokens(vocab_file)),
              preset.METADATA_FILE: _json({
-                 "keras_version": keras.version(), "keras_hub_version": KERAS_HUB_VERSION,
+                 "keras_version": keras.version(), "keras_hub_version": preset.LAYOUT_VERSION,
                  "parameter_count": int(sum(np.size(weights[n]) for _, n, _ in backbone)),
                  "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
                  "tasks": ["MaskedLM", "TextClassifier", "TextEmbedder"]})}
