@@ -134,7 +134,7 @@ def test_keras_hub_loads_each_preset_and_saves_the_same_files(kh, tmp_path, capl
         ours_files = sorted(p.relative_to(ours).as_posix() for p in ours.rglob("*") if p.is_file())
         theirs = sorted(p.relative_to(resaved).as_posix() for p in resaved.rglob("*")
                         if p.is_file())
-        assert ours_files == sorted(theirs + ["bert_tf_export.json"]), name
+        assert ours_files == sorted(theirs + ["bert_tf_export.json", "bert_tf_model.json"]), name
         for weights in ("model.weights.h5", "task.weights.h5"):
             if not (resaved / weights).exists():
                 continue
@@ -245,6 +245,9 @@ def test_google_layout_converts_and_says_what_was_left_out(kh):
     assert sum("keras-hub's BertMaskedLM head applies exact GELU" in line for line in lines) == 1
     assert json.loads((kh["root"] / "masked_lm" / "task.json").read_text())[
         "registered_name"] == "keras_hub>BertMaskedLM"
+    from bert_tf import api
+    record = api.resolve_model_files(str(kh["root"] / "masked_lm")).task_record("pretraining")
+    assert record["objective"] == "mlm"  # what a pretraining run from it builds: no NSP head
 
 
 def test_round_trip_gives_identical_weights(kh):
@@ -288,16 +291,18 @@ def test_a_preset_is_a_model_directory(kh, uncased_vocab, tmp_path):
 
 def test_exporting_a_preset_again_writes_the_same_weights(kh):
     """Issue 34.2: a preset as --init_checkpoint, as export_savedmodel reads it (its config,
-    vocabulary and casing the defaults, the weights through load_checkpoint): exported again,
-    the same files."""
+    vocabulary, casing and recorded labels the defaults, the weights through load_checkpoint):
+    exported again, the same files."""
     from bert_tf import api
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
     from bert_tf.serving import formats
     from bert_tf.tasks import registry
     preset = str(kh["root"] / "classifier")
     files = api.resolve_model_files(preset)
-    task = registry.build("classifier", files.config, max_seq_length=MAX_SEQ_LENGTH,
-                          labels=LABELS)
+    record = files.task_record("classifier")
+    assert (record["labels"], record["max_seq_length"]) == (LABELS, MAX_SEQ_LENGTH)
+    task = registry.build("classifier", files.config, max_seq_length=record["max_seq_length"],
+                          labels=record["labels"])
     model = task.build_model()
     require_complete(load_checkpoint(model, preset))
     again = kh["root"] / "again"

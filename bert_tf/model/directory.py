@@ -4,7 +4,8 @@ What `--init_checkpoint` (and `bert_tf.api.model_files`) takes as a whole model:
 - a Hugging Face BERT directory: config.json, model.safetensors, vocab.txt, and the casing of
   its tokenizer_config.json;
 - a keras-hub BERT preset: config.json, assets/tokenizer/vocabulary.txt and the casing of its
-  tokenizer.json (bert_tf.model.keras_hub_preset.model_files);
+  tokenizer.json (bert_tf.model.keras_hub_preset.model_files), and RECORD_FILE when
+  export_savedmodel --format=keras_hub wrote it (the task, its labels);
 - a folder of checkpoints (the original's or ours) with CONFIG_FILE and VOCAB_FILE beside them,
   as Google's released models, and RECORD_FILE, ours: the casing, and for a folder a training
   run wrote, its task's name, max_seq_length and what the task's export records
@@ -63,8 +64,12 @@ def find(init_checkpoint=None, output_dir=None):
     if hf is not None:
         location = resolve_checkpoint(init_checkpoint)[1]
         config, vocab_file, do_lower_case = hf
+        # A keras-hub export of ours records its task (labels, ...) as a training run does.
+        record_file = os.path.join(location, RECORD_FILE)
+        record = read_record(record_file) if tf.io.gfile.exists(record_file) else None
         return ModelFolder(location, "init_checkpoint", config,
-                           os.path.join(location, "config.json"), vocab_file, do_lower_case)
+                           os.path.join(location, "config.json"), vocab_file, do_lower_case,
+                           record)
     return read(checkpoint_folder(init_checkpoint), "init_checkpoint")
 
 

@@ -7,7 +7,9 @@ assets/tokenizer/vocabulary.txt (the BertTokenizer: the vocabulary, the casing),
 for task classifier also task.json, task.weights.h5 and preprocessor.json of a
 BertTextClassifier (its `logits` Dense: run_classifier's head; logits, as ours), for task
 pretraining those of a BertMaskedLM (the masked-LM head; keras-hub has no next-sentence head,
-which is left out). The weights are written with h5py in Keras 3's layout
+which is left out). The preset also holds our bert_tf_model.json (the task and its labels, as a
+training run records them: bert_tf.model.directory) and the export's marker. The weights are
+written with h5py in Keras 3's layout
 (bert_tf.model.keras_hub_preset: the table between the two namings); keras-hub is not needed.
 
 What keras-hub cannot express is refused before any work (`check_model`): tasks other than
@@ -31,7 +33,7 @@ from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_output
 from bert_tf.model import keras_hub_preset as preset
 from bert_tf.model.checkpoints import original_weights
-from bert_tf.model.directory import vocab_lines
+from bert_tf.model import directory
 from bert_tf.serving.export_folders import check_export_dir, write_marker
 
 TASKS = ("encoder",) + tuple(preset.TASK_CLASSES)
@@ -88,7 +90,7 @@ def check_model(task_name, config, vocab_file):
 def vocabulary_tokens(vocab_file):
     """The vocabulary's lines as the original's load_vocab reads them (a token's id is its
     line's index when no token repeats)."""
-    return [line.decode("utf-8") for line in vocab_lines(vocab_file)]
+    return [line.decode("utf-8") for line in directory.vocab_lines(vocab_file)]
 
 
 def _serialized(module, class_name, config, name):
@@ -269,11 +271,16 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
                 notes.append(NEXT_SENTENCE_NOTE)
     description = {"task": task.name, "format": "keras_hub",
                    "keras_hub_class": task_class or preset.BACKBONE}
-    description.update(task.export_description())
     with atomic_output(export_dir) as tmp:
         tf.io.gfile.makedirs(os.path.join(tmp, os.path.dirname(preset.VOCABULARY_FILE)))
         for name, data in files.items():
             _write(os.path.join(tmp, name), data)
+        # The task, its labels and options, as a training run records them: the preset is a
+        # model directory of ours too (--init_checkpoint=export_dir needs no --label_list).
+        record = directory.task_record(task, do_lower_case)
+        if task_class == "BertMaskedLM":
+            record["objective"] = "mlm"  # the masked-LM head alone
+        directory.write_record(tmp, record)
         write_marker(tmp, description, marker_folder="")
     for note in notes:
         log(note)
