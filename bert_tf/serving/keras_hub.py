@@ -82,9 +82,6 @@ def check_model(task_name, config, vocab_file):
                                                f"keras-hub's tokenizer cannot number as the "
                                                f"original's does")
         seen.add(token)
-    if len(tokens) > config.vocab_size:
-        raise argument_error("vocab_file", f"{vocab_file} has {len(tokens)} tokens, more than "
-                                           f"the model's vocab_size {config.vocab_size}")
 
 
 def vocabulary_tokens(vocab_file):
