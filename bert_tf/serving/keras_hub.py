@@ -256,9 +256,8 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
         sequence_length = task.config.max_seq_length
         files[preset.TASK_CONFIG_FILE] = _json(task_config(task_class, config, do_lower_case,
                                                            sequence_length, num_classes))
-        files[preset.PREPROCESSOR_FILE] = _json(task_config(
-            task_class, config, do_lower_case, sequence_length,
-            num_classes)["config"]["preprocessor"])
+        files[preset.PREPROCESSOR_FILE] = _json(preprocessor_config(task_class, do_lower_case,
+                                                                    sequence_length))
         files[preset.TASK_WEIGHTS_FILE] = weights_file(
             _task_groups(task_class), preset.task_layout(task_class), weights, config,
             optimizer=True)
