@@ -121,8 +121,10 @@ def h5_contents(path):
 
 def test_keras_hub_loads_each_preset_and_saves_the_same_files(kh, tmp_path, caplog):
     """Issue 34.3: nothing missing or unexpected: keras-hub's own save of what it loaded has the
-    same groups, datasets, values and configs as ours."""
+    same groups, datasets, values and configs as ours, and reads back as the same weights."""
     import keras
+
+    from bert_tf.model.keras_hub_preset import PresetValues
     caplog.set_level(logging.WARNING)
     for name, class_name in CLASSES.items():
         loaded = load(kh, name, caplog=caplog)
@@ -154,6 +156,12 @@ def test_keras_hub_loads_each_preset_and_saves_the_same_files(kh, tmp_path, capl
         assert metadata == expected, name
         assert (ours / "assets/tokenizer/vocabulary.txt").read_bytes() == (
             resaved / "assets/tokenizer/vocabulary.txt").read_bytes()
+        # keras-hub's own preset reads back as ours (every weight of the layout).
+        values = PresetValues(resaved)
+        ours_values = PresetValues(ours)
+        assert sorted(values) == sorted(ours_values) and all(":" not in n for n in values)
+        for key in values:
+            np.testing.assert_array_equal(values[key], ours_values[key], err_msg=key)
     assert keras.config.dtype_policy().name == "float32"
 
 
