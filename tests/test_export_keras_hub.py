@@ -15,6 +15,7 @@ vocabulary, casing) for every command. Bad input: one `error:` line, exit 2, not
 """
 import json
 import logging
+import pathlib
 import re
 import shutil
 import warnings
@@ -126,7 +127,7 @@ def test_keras_hub_loads_each_preset_and_saves_the_same_files(kh, tmp_path, capl
 
     from bert_tf.model.keras_hub_preset import PresetValues
     caplog.set_level(logging.WARNING)
-    for name, class_name in CLASSES.items():
+    for name in CLASSES:
         loaded = load(kh, name, caplog=caplog)
         resaved = tmp_path / name
         loaded.save_to_preset(str(resaved))
@@ -287,7 +288,7 @@ def test_a_preset_is_a_model_directory(kh, uncased_vocab, tmp_path):
     assert files.config.architecture_differences(kh["config"]) == []
     assert files.do_lower_case is False
     assert files.vocab_file.endswith("assets/tokenizer/vocabulary.txt")
-    assert open(files.vocab_file, "rb").read() == open(uncased_vocab, "rb").read()
+    assert pathlib.Path(files.vocab_file).read_bytes() == uncased_vocab.read_bytes()
     other = tmp_path / "vocab.txt"
     other.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
     with pytest.raises(InputError, match="vocab_file.* is not the vocabulary of the model"):

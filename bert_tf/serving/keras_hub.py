@@ -31,9 +31,9 @@ import tensorflow as tf
 
 from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_output
+from bert_tf.model import directory
 from bert_tf.model import keras_hub_preset as preset
 from bert_tf.model.checkpoints import original_weights
-from bert_tf.model import directory
 from bert_tf.serving.export_folders import check_export_dir, write_marker
 
 TASKS = ("encoder",) + tuple(preset.TASK_CLASSES)
