@@ -216,6 +216,15 @@ def test_outputs_and_ids_equal_ours_on_glue_dev_text(kh):
         np.testing.assert_allclose(backbone["pooled_output"], ours["pooled_output"], atol=1e-5)
         np.testing.assert_allclose(classifier(keras_hub_inputs(features)), ours["logits"],
                                    atol=1e-5)
+    # The cased tokenizer (the encoder's export): keras-hub's BertTokenizer gives our ids.
+    texts = [text for pair in pairs for text in pair] + singles
+    cased = load(kh, "encoder", "BertTokenizer")
+    theirs = cased(tf.constant(texts))
+    expected = FastTokenizer(str(kh["root"] / "google" / "vocab.txt"), do_lower_case=False)
+    for text, ids, encoding in zip(texts, theirs, expected.encode_batch(texts)):
+        assert np.asarray(ids).tolist() == encoding.ids.tolist(), text
+    assert sum(any(c.isupper() for c in text) for text in texts) > 50  # the casing matters
+
     encoder = load(kh, "encoder")
     ours = kh["pretrainer"].encoder(ours_singles)
     theirs = encoder(keras_hub_inputs(ours_singles))
@@ -341,7 +350,7 @@ def test_the_docs_snippet_runs_as_written(kh):
     preset = str(kh["root"] / "classifier")
     assert snippet.count('"exported_keras_hub"') == 3
     scope = {}
-    exec(snippet.replace('"exported_keras_hub"', repr(preset)), scope)
+    exec(snippet.replace('"exported_keras_hub"', repr(preset)), scope)  # noqa: S102 the page's
     ours = kh["classifier"](our_inputs(FastTokenizer(str(kh["root"] / "google" / "vocab.txt")),
                                        [], ["A first sentence.", "And a second one."])[1])
     np.testing.assert_allclose(scope["logits"], ours["logits"], atol=1e-5)
