@@ -12,7 +12,7 @@ segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b`
 tokenized and packed in the graph as the original's convert_single_example; multiple_choice:
 `serve_choices` on `context` / `endings`), with the vocabulary and the config as assets.
 --init_checkpoint is any checkpoint the command lines take (ours, the original's, a Hugging
-Face directory); a task head it lacks is an error.
+Face directory, a keras-hub preset); a task head it lacks is an error.
 
 --task=encoder --pooling=cls|mean|max adds `embed_text`: `text` (string [batch]) -> `embedding`
 (float32 [batch, hidden]), the last layer pooled over each text's real tokens
