@@ -415,17 +415,25 @@ def test_a_preset_keras_hub_cannot_mean_as_bert_is_refused(kh, tmp_path):
         load_checkpoint(BertEncoder(kh["config"]), other)
 
 
-def test_the_command_line_refuses_a_head_and_a_users_folder(kh):
-    """Issue 34 bad input: through the command line, one `error:` line, exit 2, nothing lost,
-    nothing written; a user's folder is never an --export_dir (the check every format makes
-    before any work), an earlier keras-hub export is."""
+def test_the_command_line_refuses_a_vocabulary_and_a_users_folder(kh):
+    """Issue 34 bad input: through the command line, a model whose vocabulary keras-hub's
+    tokenizer cannot take (no [MASK]; from its folder, Google's layout): one `error:` line
+    naming --vocab_file, exit 2, nothing lost, nothing written. A user's folder is never an
+    --export_dir (the check every format makes before any work); an earlier keras-hub export
+    is."""
     from bert_tf.errors import InputError
     from bert_tf.serving.export_folders import check_export_dir
     root = kh["root"]
-    flags = {"init_checkpoint": root / "google", "format": "keras_hub", "task": "squad",
-             "export_dir": root / "refused"}
-    assert_refused("run.export_savedmodel", flags, "--task: keras-hub's BERT has BertBackbone, "
-                   "BertTextClassifier and BertMaskedLM only", root)
+    folder = root / "no_mask"
+    shutil.copytree(root / "google", folder)
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in lines if t != "[MASK]"),
+                                      encoding="utf-8")
+    flags = {"init_checkpoint": folder, "format": "keras_hub", "task": "encoder",
+             "max_seq_length": MAX_SEQ_LENGTH, "export_dir": root / "refused"}
+    assert_refused("run.export_savedmodel", flags, f"--vocab_file: {folder / 'vocab.txt'} has "
+                   f"no [MASK] token, which keras-hub's BertTokenizer requires", root)
+    assert not (root / "refused").exists()
     mine = root / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
