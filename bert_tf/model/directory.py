@@ -60,10 +60,11 @@ def find(init_checkpoint=None, output_dir=None):
             return folder
     if not init_checkpoint:
         return None
-    hf = hf_directory_files(init_checkpoint) or keras_hub_preset.model_files(init_checkpoint)
-    if hf is not None:
+    described = (hf_directory_files(init_checkpoint)
+                 or keras_hub_preset.model_files(init_checkpoint))
+    if described is not None:
         location = resolve_checkpoint(init_checkpoint)[1]
-        config, vocab_file, do_lower_case = hf
+        config, vocab_file, do_lower_case = described
         # A keras-hub export of ours records its task (labels, ...) as a training run does.
         record_file = os.path.join(location, RECORD_FILE)
         record = read_record(record_file) if tf.io.gfile.exists(record_file) else None

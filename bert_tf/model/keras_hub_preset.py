@@ -9,7 +9,7 @@ task.weights.h5 (the head's weights) and preprocessor.json. keras-hub's BERT tas
 BertTextClassifier (a Dense on the pooled output: run_classifier's head) and BertMaskedLM (the
 masked-LM head, its output tied to the token embedding); it has no next-sentence head.
 
-`BACKBONE_LAYOUT`/`task_layout` are the one table between the two namings (the original's TF1
+`backbone_layout`/`task_layout` are the one table between the two namings (the original's TF1
 names, bert_tf.model.variable_names, and the HDF5 paths), used both ways: `PresetValues` reads a
 preset as a name -> array mapping in the original naming (bert_tf.model.checkpoints loads it
 into any model: `--init_checkpoint=PRESET_DIR` for every command) and `model_files` gives its
