@@ -12,7 +12,7 @@ segment_ids, `serve_text` on `text` and `serve_text_pair` on `text_a` / `text_b`
 tokenized and packed in the graph as the original's convert_single_example; multiple_choice:
 `serve_choices` on `context` / `endings`), with the vocabulary and the config as assets.
 --init_checkpoint is any checkpoint the command lines take (ours, the original's, a Hugging
-Face directory); a task head it lacks is an error.
+Face directory, a keras-hub preset); a task head it lacks is an error.
 
 --task=encoder --pooling=cls|mean|max adds `embed_text`: `text` (string [batch]) -> `embedding`
 (float32 [batch, hidden]), the last layer pooled over each text's real tokens
@@ -28,7 +28,9 @@ export_dir/encoder: bert_tf.serving.tfhub); --format=litert --task=encoder|class
 export_dir/model.tflite on token ids, --quantization=int8 for dynamic-range int8
 (bert_tf.serving.litert); --format=huggingface writes a transformers BERT directory of any task
 (config.json, model.safetensors, the tokenizer's files; --task=encoder --pooling: a
-sentence-transformers directory: bert_tf.serving.huggingface). docs/export.md has each.
+sentence-transformers directory: bert_tf.serving.huggingface); --format=keras_hub
+--task=encoder|classifier|pretraining writes a keras-hub preset directory (BertBackbone,
+BertTextClassifier, BertMaskedLM: bert_tf.serving.keras_hub). docs/export.md has each.
 """
 from absl import flags
 
@@ -78,13 +80,15 @@ flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: `embed_text` d
                   "whether its modules.json has a Normalize module.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
-flags.DEFINE_enum("format", "saved_model", ["saved_model", "tfhub", "litert", "huggingface"],
+flags.DEFINE_enum("format", "saved_model",
+                  ["saved_model", "tfhub", "litert", "huggingface", "keras_hub"],
                   "What to write: saved_model (the SavedModel above), tfhub (--task=encoder: TF "
                   "Hub's preprocessor and encoder SavedModels in export_dir/preprocessor and "
                   "export_dir/encoder), litert (--task=encoder or classifier: "
-                  "export_dir/model.tflite on token ids) or huggingface (any task: a "
+                  "export_dir/model.tflite on token ids), huggingface (any task: a "
                   "transformers BERT directory; --task=encoder --pooling: a "
-                  "sentence-transformers one).")
+                  "sentence-transformers one) or keras_hub (--task=encoder, classifier or "
+                  "pretraining: a keras-hub preset directory).")
 flags.DEFINE_enum("litert_signature", "serving_default",
                   ["serving_default", "serve_text", "serve_text_pair"],
                   "--format=litert: the signature converted; only serving_default (token ids): "
@@ -168,7 +172,7 @@ def main(argv):
     files = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,
         FLAGS["do_lower_case"].present)
-    formats.check_vocabulary(FLAGS.format, files.vocab_file)
+    formats.check_model(FLAGS.format, FLAGS.task, files.config, files.vocab_file)
     # Its labels and options, unless given, and the length it was trained at (whichever task
     # is exported).
     common_flags.flags_from_model(files, recorded_task, {"max_seq_length": "max_seq_length"})

@@ -449,7 +449,7 @@ def test_int8_a_users_folder_or_a_vocabulary_without_mask_is_refused(tmp_path, u
     a Hugging Face BERT tokenizer would add as a new id beyond the embeddings): an InputError
     naming the argument (export_savedmodel prints it as one `error: --flag` line, exit 2,
     checking each before any work: formats.check_options, check_export_dir,
-    formats.check_vocabulary), nothing written or removed; the export as written is
+    formats.check_model), nothing written or removed; the export as written is
     replaced."""
     from bert_tf.errors import InputError
     from bert_tf.model.config import BertConfig
@@ -482,7 +482,7 @@ def test_int8_a_users_folder_or_a_vocabulary_without_mask_is_refused(tmp_path, u
                                   f"bert_tf (it holds 'notes.txt')"),
             (lambda: save(export), f"export_dir: {export} is an export of bert_tf but also "
                                    f"holds 'README.md'"),
-            (lambda: formats.check_vocabulary("huggingface", no_mask),
+            (lambda: formats.check_model("huggingface", "classifier", config, no_mask),
              f"vocab_file: {no_mask} has no [MASK] token"),
             (lambda: save(tmp_path / "new", vocab=no_mask),
              f"vocab_file: {no_mask} has no [MASK] token")]:

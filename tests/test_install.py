@@ -39,11 +39,11 @@ CONSOLE_SCRIPTS = ("bert_tf_demo", "build_vocab", "create_pretraining_data", "ru
 # Third-party modules the code imports -> where setup.cfg declares them (None: install_requires).
 IMPORTED = {"tensorflow": ("cpu", "gpu", "tpu"), "tensorflow_text": ("cpu", "gpu"),
             "apache_beam": ("beam",), "keras": None, "absl": None, "numpy": None, "numba": None,
-            "tokenizers": None, "safetensors": None}
+            "tokenizers": None, "safetensors": None, "h5py": None}
 DISTRIBUTION = {"tensorflow": "tensorflow", "tensorflow_text": "tensorflow-text",
                 "apache_beam": "apache-beam", "keras": "keras", "absl": "absl-py",
                 "numpy": "numpy", "numba": "numba", "tokenizers": "tokenizers",
-                "safetensors": "safetensors"}
+                "safetensors": "safetensors", "h5py": "h5py"}
 TENSORFLOW_DISTRIBUTIONS = {"tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel",
                             "tf-nightly", "tensorflow-macos"}
 

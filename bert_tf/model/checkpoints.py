@@ -11,6 +11,8 @@ directories into a model, and writing TF1 checkpoints in the original naming.
   of one task model loads into another;
 - a Hugging Face BERT directory (config.json + model.safetensors), read with safetensors' numpy
   API (no torch, no pickle);
+- a keras-hub BERT preset directory (config.json of a BertBackbone + model.weights.h5, and a
+  BertTextClassifier's or BertMaskedLM's task.weights.h5: bert_tf.model.keras_hub_preset);
 - a directory holding a `checkpoint` state file (its latest checkpoint is used).
 It returns a LoadReport: which of the model's variables were loaded and which are new (e.g. a
 fresh task head), and which checkpoint variables were unused. A shape mismatch raises InputError
@@ -39,6 +41,7 @@ from tensorflow.core.protobuf import trackable_object_graph_pb2
 
 from bert_tf.errors import argument_error, file_error
 from bert_tf.io_utils import atomic_open, temporary_path
+from bert_tf.model import keras_hub_preset
 from bert_tf.model.config import BertConfig
 from bert_tf.model.models import BertPretrainer
 from bert_tf.model.variable_names import HF_IGNORED, hf_to_original_name, original_variable_map
@@ -151,6 +154,9 @@ def load_checkpoint(model, path):
     kind, location = resolve_checkpoint(path)
     if kind == "hf":
         report = _load_named(model, _HFValues(location), location, "hugging face")
+    elif kind == "keras_hub":
+        report = _load_named(model, keras_hub_preset.PresetValues(location), location,
+                             "keras-hub")
     else:
         reader = open_checkpoint(location)
         if "_CHECKPOINTABLE_OBJECT_GRAPH" in reader.get_variable_to_shape_map():
@@ -198,8 +204,11 @@ def kept_best_checkpoint(output_dir):
 
 
 def resolve_checkpoint(path):
-    """("hf", directory) or ("tf", checkpoint prefix) for a user-given path; InputError if none."""
+    """("hf", directory), ("keras_hub", directory) or ("tf", checkpoint prefix) for a user-given
+    path; InputError if none."""
     path = os.fspath(path)
+    if keras_hub_preset.is_preset(path):
+        return "keras_hub", path
     if tf.io.gfile.isdir(path):
         if tf.io.gfile.exists(os.path.join(path, "config.json")) and any(
                 tf.io.gfile.exists(os.path.join(path, f)) for f in HF_WEIGHT_FILES):
@@ -219,7 +228,9 @@ def resolve_checkpoint(path):
             if len(indexes) == 1:
                 return "tf", indexes[0][:-len(".index")]
             raise file_error(path, "directory holds neither a checkpoint (no 'checkpoint' state "
-                                   "file) nor a Hugging Face model (config.json + model.safetensors)")
+                                   "file) nor a Hugging Face model (config.json + "
+                                   "model.safetensors) nor a keras-hub preset (config.json + "
+                                   "model.weights.h5)")
         return "tf", latest
     if not tf.io.gfile.exists(path + ".index"):
         raise file_error(path, "no checkpoint found (expected PATH.index, or a directory)")
@@ -531,6 +542,11 @@ def original_named_weights(path, bert_config):
         # Parameters without an original name keep their Hugging Face name (with dots).
         return ({n: v for n, v in values.items() if "." not in n},
                 sorted(n for n in values if "." in n))
+    if kind == "keras_hub":
+        values = keras_hub_preset.PresetValues(location)
+        # Datasets without an original name keep their file and HDF5 path ("file:path").
+        return ({n: values[n] for n in values if ":" not in n},
+                sorted(n for n in values if ":" in n))
     reader = open_checkpoint(location)
     if "_CHECKPOINTABLE_OBJECT_GRAPH" not in reader.get_variable_to_shape_map():
         values = ReaderValues(reader)

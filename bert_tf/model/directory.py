@@ -2,8 +2,11 @@
 
 What `--init_checkpoint` (and `bert_tf.api.model_files`) takes as a whole model:
 - a Hugging Face BERT directory: config.json, model.safetensors, vocab.txt, and the casing of
-  its tokenizer_config.json (and RECORD_FILE when export_savedmodel --format=huggingface wrote
-  it);
+  its tokenizer_config.json;
+- a keras-hub BERT preset: config.json, assets/tokenizer/vocabulary.txt and the casing of its
+  tokenizer.json (bert_tf.model.keras_hub_preset.model_files);
+  each with RECORD_FILE (the task, its labels) when export_savedmodel --format=huggingface or
+  --format=keras_hub wrote it;
 - a folder of checkpoints (the original's or ours) with CONFIG_FILE and VOCAB_FILE beside them,
   as Google's released models, and RECORD_FILE, ours: the casing, and for a folder a training
   run wrote, its task's name, max_seq_length and what the task's export records
@@ -24,6 +27,7 @@ import tensorflow as tf
 
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import atomic_open, atomic_output, checkpoint_folder, is_url
+from bert_tf.model import keras_hub_preset
 from bert_tf.model.checkpoints import hf_directory_files, resolve_checkpoint
 from bert_tf.model.config import BertConfig
 
@@ -57,11 +61,12 @@ def find(init_checkpoint=None, output_dir=None):
             return folder
     if not init_checkpoint:
         return None
-    hf = hf_directory_files(init_checkpoint)
-    if hf is not None:
+    described = (hf_directory_files(init_checkpoint)
+                 or keras_hub_preset.model_files(init_checkpoint))
+    if described is not None:
         location = resolve_checkpoint(init_checkpoint)[1]
-        config, vocab_file, do_lower_case = hf
-        # An export of ours (bert_tf.serving.huggingface) records its task beside.
+        config, vocab_file, do_lower_case = described
+        # An export of ours (bert_tf.serving.huggingface, .keras_hub) records its task beside.
         record_file = os.path.join(location, RECORD_FILE)
         record = read_record(record_file) if tf.io.gfile.exists(record_file) else None
         return ModelFolder(location, "init_checkpoint", config,

@@ -6,19 +6,22 @@
   litert       bert_tf.serving.litert: tasks encoder and classifier, on token ids:
                export_dir/model.tflite, fp32 or dynamic-range int8;
   huggingface  bert_tf.serving.huggingface: every task; a transformers BERT directory (the
-               encoder with a pooling: a sentence-transformers one), float32.
+               encoder with a pooling: a sentence-transformers one), float32;
+  keras_hub    bert_tf.serving.keras_hub: tasks encoder, classifier and pretraining: a
+               keras-hub preset directory (BertBackbone, BertTextClassifier, BertMaskedLM).
 (saved_model and litert take quantization int8; tfhub's encoder is float32, to be fine-tuned.)
 
-`check_options` refuses a combination before any work (an InputError naming the argument);
+`check_options` refuses a combination before any work (an InputError naming the argument),
+`check_model` a model the format cannot express, once its config and vocabulary are known;
 `save` writes the chosen format. Which folders an export may replace:
 bert_tf.serving.export_folders.check_export_dir.
 """
 import os
 
 from bert_tf.errors import argument_error
-from bert_tf.serving import export, huggingface, litert, tfhub
+from bert_tf.serving import export, huggingface, keras_hub, litert, tfhub
 
-FORMATS = ("saved_model", "tfhub", "litert", "huggingface")
+FORMATS = ("saved_model", "tfhub", "litert", "huggingface", "keras_hub")
 
 
 def check_options(export_format, task_name, quantization="none",
@@ -34,6 +37,11 @@ def check_options(export_format, task_name, quantization="none",
         return
     if litert_signature != litert.SIGNATURE:
         raise argument_error("litert_signature", f"is for format litert, not {export_format}")
+    if export_format == "keras_hub":
+        keras_hub.check_task(task_name)
+        if quantization != "none":
+            raise argument_error("quantization", "keras-hub presets are float32 (int8: format "
+                                                 "litert or saved_model)")
     if export_format == "tfhub":
         if task_name != "encoder":
             raise argument_error("task", f"the TF Hub format exports the encoder (task "
@@ -47,11 +55,13 @@ def check_options(export_format, task_name, quantization="none",
                                              "(int8: format litert or saved_model)")
 
 
-def check_vocabulary(export_format, vocab_file):
-    """Before any work: an InputError naming `vocab_file` when the format writes a tokenizer
-    that this vocabulary cannot make (huggingface: bert_tf.serving.huggingface)."""
+def check_model(export_format, task_name, config, vocab_file):
+    """Before the checkpoint is read: an InputError when `export_format` cannot express the
+    model (its BertConfig `config`, its vocabulary: the tokenizer the format writes)."""
     if export_format == "huggingface":
         huggingface.check_vocabulary(vocab_file)
+    if export_format == "keras_hub":
+        keras_hub.check_model(task_name, config, vocab_file)
 
 
 def save(export_format, task, model, export_dir, vocab_file=None, do_lower_case=True,
@@ -62,6 +72,8 @@ def save(export_format, task, model, export_dir, vocab_file=None, do_lower_case=
         return tfhub.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
     if export_format == "huggingface":
         return huggingface.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
+    if export_format == "keras_hub":
+        return keras_hub.save(task, model, export_dir, vocab_file, do_lower_case, log=log)
     if export_format == "litert":
         return litert.save(task, model, export_dir, quantization, vocab_file, log=log)
     return export.save(task, model, os.fspath(export_dir), vocab_file, do_lower_case, log=log,

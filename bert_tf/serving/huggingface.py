@@ -38,6 +38,7 @@ from bert_tf.model import directory
 from bert_tf.model.checkpoints import HF_WEIGHT_FILES, original_weights
 from bert_tf.model.variable_names import HF_ENCODER_PREFIX, original_to_hf_name
 from bert_tf.serving.export_folders import check_export_dir, write_marker
+from bert_tf.serving.vocabulary import check_special_tokens
 from bert_tf.tokenization import MAX_INPUT_CHARS_PER_WORD, load_vocab
 
 # The special tokens of a BERT tokenizer (transformers' names), each a vocabulary entry.
@@ -61,17 +62,13 @@ def architecture(task, model):
 
 def check_vocabulary(vocab_file, name="vocab_file"):
     """InputError naming `name` unless the vocabulary can be a Hugging Face BERT tokenizer's:
-    given, and holding each of SPECIAL_TOKENS (which transformers would otherwise add as new
-    ids beyond the embedding table). Returns the vocabulary."""
+    given, and holding each special token (bert_tf.serving.vocabulary). Returns the
+    vocabulary."""
     if not vocab_file:
         raise argument_error(name, "required for the Hugging Face format (it writes the "
                                    "tokenizer)")
     vocab = load_vocab(vocab_file)
-    missing = [token for token in SPECIAL_TOKENS.values() if token not in vocab]
-    if missing:
-        raise argument_error(name, f"{vocab_file} has no {missing[0]} token, which a Hugging "
-                                   f"Face BERT tokenizer needs (each of "
-                                   f"{', '.join(SPECIAL_TOKENS.values())})")
+    check_special_tokens(vocab_file, vocab, "a Hugging Face BERT tokenizer")
     return vocab
 
 
