@@ -17,6 +17,7 @@ from absl import flags
 
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
+
 from . import common_flags
 
 FLAGS = flags.FLAGS

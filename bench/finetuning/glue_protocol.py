@@ -31,8 +31,15 @@ import sys
 import tempfile
 import time
 
-from bench.common import (GLUE_DIR, HF_PYTHON, HF_VENV, PROJECT_ROOT, minilm_dir, missing_venv,
-                          module_command)
+from bench.common import (
+    GLUE_DIR,
+    HF_PYTHON,
+    HF_VENV,
+    PROJECT_ROOT,
+    minilm_dir,
+    missing_venv,
+    module_command,
+)
 
 BATCH = 32
 MAX_SEQ_LENGTH = 128
@@ -88,8 +95,8 @@ def hf_child(spec):
                       "steps": int(trainer.state.global_step)}))
 
 
-def run_transformers(task, learning_rate, epochs, work):
-    data_dir = os.path.join(GLUE_DIR, task)
+def run_transformers(task, learning_rate, epochs, work, glue_dir):
+    data_dir = os.path.join(glue_dir, task)
     with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
         num_train = sum(1 for _ in f) - 1
     steps = int(num_train / BATCH * epochs)  # run_classifier's count
@@ -104,17 +111,21 @@ def run_transformers(task, learning_rate, epochs, work):
         sys.exit(f"transformers {task} lr {learning_rate:g} failed:\n{result.stderr[-3000:]}")
     out = json.loads(result.stdout.strip().splitlines()[-1])
     out["seconds"] = time.perf_counter() - start
+    print(f"  transformers {task} lr {learning_rate:g}: acc {100 * out['eval_accuracy']:.2f} "
+          f"F1 {100 * out['eval_f1']:.2f}, {out['steps']} steps, {out['seconds']:.0f} s",
+          flush=True)
     return out
 
 
 # ---- Ours.
-def run_ours(tasks, learning_rates, epochs, output_dir):
-    command = [sys.executable, "-m", "run.run_glue", f"--data_dir={GLUE_DIR}",
+def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir):
+    command = [sys.executable, "-m", "run.run_glue", f"--data_dir={glue_dir}",
                f"--tasks={','.join(tasks)}", f"--init_checkpoint={minilm_dir()}",
                f"--output_dir={output_dir}", "--bucket_by_length",
                f"--max_seq_length={MAX_SEQ_LENGTH}",
                f"--learning_rates={','.join(f'{lr:g}' for lr in learning_rates)}",
-               f"--epochs={epochs:g}", f"--seed={SEED}"]
+               f"--epochs={epochs:g}", f"--seed={SEED}", f"--eval_batch_size={BATCH}",
+               f"--predict_batch_size={BATCH}"]
     print("ours: " + " ".join(command[1:]), flush=True)
     subprocess.run(command, cwd=PROJECT_ROOT, check=True)
 
@@ -142,6 +153,8 @@ def main():
     parser.add_argument("--tasks", default="MRPC,RTE")
     parser.add_argument("--learning_rates", default="5e-5,4e-5,3e-5,2e-5")
     parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--data_dir", default=GLUE_DIR,
+                        help="the GLUE data (e.g. training files cut to their first rows)")
     parser.add_argument("--ours_dir", help="a finished run_glue sweep's output_dir (default: "
                                            "run one in the work directory)")
     parser.add_argument("--work_dir", help="outputs here (default: a temporary directory)")
@@ -157,17 +170,20 @@ def main():
     os.makedirs(work, exist_ok=True)
     ours_dir = args.ours_dir or os.path.join(work, "ours")
     if not args.ours_dir:
-        run_ours(tasks, learning_rates, args.epochs, ours_dir)
+        run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir)
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; batch {BATCH}, {args.epochs:g} epochs, "
-          f"max_seq_length {MAX_SEQ_LENGTH}, seed {SEED}; ours {ours_dir}; work dir {work}",
-          flush=True)
+          f"max_seq_length {MAX_SEQ_LENGTH}, seed {SEED}; data {args.data_dir}; ours "
+          f"{ours_dir}; work dir {work}", flush=True)
     print(f"\n{'task':<6}{'metric':<15}{'lr':>8}{'ours':>8}{'transformers':>14}"
           f"{'ours s':>9}{'theirs s':>10}")
+    # transformers first: --ours_dir may be a sweep still running beside it.
+    theirs_of = {task: {lr: run_transformers(task, lr, args.epochs, work, args.data_dir)
+                        for lr in learning_rates} for task in tasks}
     summary = []
     for task in tasks:
         metric = METRICS[task]
         ours = ours_runs(ours_dir, task, learning_rates, args.epochs)
-        theirs = {lr: run_transformers(task, lr, args.epochs, work) for lr in learning_rates}
+        theirs = theirs_of[task]
         for lr in learning_rates:
             print(f"{task:<6}{metric:<15}{lr:>8g}{100 * ours[lr]['results'][metric]:>8.2f}"
                   f"{100 * theirs[lr][metric]:>14.2f}"

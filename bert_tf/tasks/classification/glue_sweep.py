@@ -9,8 +9,10 @@ complete), <task>/runs/<grid point> (each run's output_dir; `run_result.json` on
 finished, written atomically: a sweep started again skips it), submission/ and submission.zip
 (one file per task, `index<TAB>prediction`), results.md and results.tsv.
 """
+import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import shutil
@@ -20,11 +22,11 @@ import zipfile
 
 from bert_tf import io_utils
 from bert_tf.data.tsv import read_rows
-from bert_tf.errors import InputError, arg, argument_error, file_error
+from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.progress import Progress, format_duration
 from bert_tf.tasks.base import Records
 from bert_tf.tasks.classification import glue
-from bert_tf.tasks.classification.reader import FileLayout, FileLayoutProcessor
+from bert_tf.tasks.classification.reader import FileLayout
 from bert_tf.tasks.preprocessor import read_splits
 
 
@@ -53,6 +55,11 @@ class GlueTask:
     metric: str
     glue_metrics: tuple
     test_sets: tuple
+
+    @property
+    def column(self):
+        """Its column in the table: MNLI's dev score is the matched set's."""
+        return "MNLI-m" if self.name == "MNLI" else self.name
 
     @property
     def in_paper_average(self):
@@ -326,6 +333,16 @@ def choose(runs, task):
     return best or (runs[0] if runs else None)
 
 
+def check_steps(task_name, num_train, grid):
+    """Every grid point makes training steps of the task's `num_train` examples: otherwise an
+    InputError naming the grid's argument."""
+    for point in grid:
+        if int(num_train / point.batch_size * point.epochs) < 1:
+            raise argument_error("epochs", f"{point.epochs:g} epochs of the {num_train} {task_name} "
+                                           f"training examples at batch size {point.batch_size} "
+                                           f"is no training step")
+
+
 def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, tasks=None,
               bucket_by_length=False, warmup_proportion=0.1, check_model=None, log=None):
     """Runs the grid on every GLUE task of data_dir (or `tasks`), chooses, predicts, writes the
@@ -340,13 +357,43 @@ def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, 
       check_model: called once with a function building the model (the command line checks
         init_checkpoint with it), before any record is written.
     """
-    from bert_tf.tasks.classification.task import (TASK_METRICS, ClassificationConfig,
-                                                   ClassificationTask, prepare_task)
-    from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
 
     log = log or runner.log
     output_dir = os.fspath(output_dir)
+    with quiet_retracing_warnings():
+        return _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
+                          tasks, bucket_by_length, warmup_proportion, check_model, log)
+
+
+class _NoRetracingWarning(logging.Filter):
+    def filter(self, record):
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
+@contextlib.contextmanager
+def quiet_retracing_warnings():
+    """Every run builds its own model and step functions; TensorFlow counts them as one
+    function traced again and again and warns at each run: noise here."""
+    logger, quiet = logging.getLogger("tensorflow"), _NoRetracingWarning()
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
+def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, tasks,
+               bucket_by_length, warmup_proportion, check_model, log):
+    from bert_tf.tasks.classification.task import (
+        TASK_METRICS,
+        ClassificationConfig,
+        ClassificationTask,
+        prepare_task,
+    )
+    from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.training import runner
+
     found = find_tasks(data_dir, tasks)
     io_utils.check_writable_dir(output_dir)
     tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
@@ -355,36 +402,46 @@ def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, 
 
     # Every task's files read and checked before any record is written (bad input: nothing
     # written); a task prepared by an earlier sweep is not read again.
+    def records_dir(data, test_set=None):
+        folder = os.path.join(output_dir, data.task.name, "records")
+        return folder if test_set is None else os.path.join(
+            folder, os.path.splitext(test_set.submission)[0])
+
+    def is_prepared(folder):
+        return os.path.exists(os.path.join(folder, PREPARED_FILE))
+
     examples = {}
     for data in found:
-        records_dir = os.path.join(output_dir, data.task.name, "records")
-        if os.path.exists(os.path.join(records_dir, PREPARED_FILE)):
-            continue
-        processor = glue.get_processor(data.task.processor)
-        examples[data.task.name] = read_splits(processor, data.folder,
-                                               ("train", "eval", "predict"))
+        if not is_prepared(records_dir(data)):
+            examples[data.task.name] = read_splits(glue.get_processor(data.task.processor),
+                                                   data.folder, ("train", "eval", "predict"))
         for test_set in data.task.test_sets[1:]:
-            if test_set.submission in data.indices:
+            if (test_set.submission in data.indices
+                    and not is_prepared(records_dir(data, test_set))):
                 processor, folder = _test_set_processor(data, test_set)
                 examples[test_set.submission] = read_splits(processor, folder, ("predict",))
+    for name, splits in examples.items():
+        if "train" in splits:
+            check_steps(name, len(splits["train"]), grid)
     options = dict(eval_batch_size=base_settings.eval_batch_size,
                    predict_batch_size=base_settings.predict_batch_size,
                    bucket_by_length=bucket_by_length, log=log)
 
-    def prepared_task(data, name, splits, folder, check=None):
+    def prepared_task(data, splits, folder, check=None):
         """The task over the records of `splits` in `folder`, written now unless an earlier
         sweep did (its PREPARED_FILE); (task, num_train, seconds spent preparing)."""
         marker = os.path.join(folder, PREPARED_FILE)
         processor = glue.get_processor(data.task.processor)
         labels = processor.get_labels()
         started = time.monotonic()
-        if os.path.exists(marker):
+        if is_prepared(folder):
             record = _read_json(marker)
         else:
             prepared = prepare_task(files.config, splits, labels, tokenizer, max_seq_length,
                                     folder, task_name=data.task.processor, check_model=check,
-                                    train_batch_size=32, warmup_proportion=warmup_proportion,
-                                    **options)
+                                    # Each run counts its own steps (`check_steps` checked
+                                    # them); prepare's count of one epoch at batch 1 is unused.
+                                    train_batch_size=1, num_train_epochs=1.0, **options)
             record = {"num_train": prepared.num_train, "seconds": time.monotonic() - started,
                       "records": {mode: [os.path.basename(r.paths[0]), r.count]
                                   for mode, r in prepared.task.config.records.items()}}
@@ -398,32 +455,26 @@ def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, 
             bucket_by_length=bucket_by_length, records=records))
         return task, record["num_train"], record["seconds"]
 
-    work = {data.task.name: None for data in found}
     prepared = {}
-    preparation_seconds = 0.0
     for data in found:
         name = data.task.name
-        folder = os.path.join(output_dir, name, "records")
-        task, num_train, seconds = prepared_task(data, name, examples.get(name), folder,
+        task, num_train, seconds = prepared_task(data, examples.get(name), records_dir(data),
                                                  check_model)
         check_model = None  # one check of the model
         predict_tasks = {data.task.test_sets[0].submission: task}
         for test_set in data.task.test_sets[1:]:
             if test_set.submission in data.indices:
                 predict_tasks[test_set.submission], _, more = prepared_task(
-                    data, name, examples.get(test_set.submission),
-                    os.path.join(folder, os.path.splitext(test_set.submission)[0]))
+                    data, examples.get(test_set.submission), records_dir(data, test_set))
                 seconds += more
-        preparation_seconds += seconds
         prepared[name] = (task, num_train, predict_tasks, seconds)
-        work[name] = num_train
 
     # The whole sweep's ETA counts training examples (examples x epochs) still to run.
     def run_dir(name, point):
         return os.path.join(output_dir, name, "runs", point.name)
 
-    total = sum(work[d.task.name] * p.epochs for d in found for p in grid)
-    done = sum(work[d.task.name] * p.epochs for d in found for p in grid
+    total = sum(prepared[d.task.name][1] * p.epochs for d in found for p in grid)
+    done = sum(prepared[d.task.name][1] * p.epochs for d in found for p in grid
                if os.path.exists(os.path.join(run_dir(d.task.name, p), RUN_RESULT_FILE)))
     progress = Progress("run_glue", total=int(total), unit="train examples", start=int(done))
     count, number = len(found) * len(grid), 0
@@ -532,7 +583,7 @@ def averages(summary):
     paper = [e["chosen"]["results"].get(e["task"].metric) for e in summary.values()
              if e["task"].in_paper_average]
     glue_scores = [task_score(e["chosen"]["results"], e["task"]) for e in summary.values()]
-    mean = lambda values: (None if not values or None in values  # noqa: E731
+    mean = lambda values: (None if not values or None in values
                            else sum(values) / len(values))
     return mean(paper), mean(glue_scores)
 
@@ -550,7 +601,7 @@ def table_rows(summary, grid, timing):
     """The table: a header, a row per grid point (each task's dev score by its metric), the
     chosen runs' row with the averages, and the chosen settings."""
     entries = list(summary.values())
-    header = ["setting"] + [f"{e['task'].name} ({METRIC_NAMES[e['task'].metric]})"
+    header = ["setting"] + [f"{e['task'].column} ({METRIC_NAMES[e['task'].metric]})"
                             for e in entries] + ["Average (paper)", "GLUE score"]
     rows = []
     for point in grid:
