@@ -179,6 +179,9 @@ def test_bad_input(sweep, files, tmp_path):
     assert_refused("run.run_glue", sweep_line(empty, out, files)[3:],
                    "holds no GLUE task", tmp_path)
     assert not out.exists()
+    assert_refused("run.run_glue", sweep_line(files["data"], out, files)[3:] + ["--restarts=0"],
+                   "--restarts=0: must be a positive integer", tmp_path)
+    assert not out.exists()
     for grid, expected in (({"learning_rates": ["0"]}, "learning_rates: must be in (0, 1)"),
                            ({"batch_sizes": ["8.5"]}, "batch_sizes: must be positive"),
                            ({"epochs": ["-1"]}, "epochs: must be in"),
