@@ -167,7 +167,7 @@ def test_a_killed_sweep_redoes_no_finished_run(sweep):
     assert "ETA" in output and "run 4/4" in output
 
 
-def test_bad_input(sweep, files, tmp_path):
+def test_bad_input(files, tmp_path):
     """Issue 35: a data_dir without a GLUE task, a grid value out of range, a test file
     without its index column: one error line, exit 2, nothing written."""
     from bert_tf.errors import InputError
