@@ -234,7 +234,7 @@ _POSITIVE_INTEGERS = (
     "max_predictions_per_seq", "max_eval_steps", "shuffle_buffer_size", "doc_stride",
     "n_best_size", "max_answer_length", "top_k", "vocab_size", "dupe_factor", "num_workers",
     "output_shards", "window_bytes", "num_documents", "min_frequency", "limit_alphabet",
-    "num_words", "min_count", "loss_scale_growth_steps", "max_sequences_per_row")
+    "num_words", "min_count", "loss_scale_growth_steps", "max_sequences_per_row", "restarts")
 _NON_NEGATIVE_NUMBERS = (
     "num_gpus", "num_train_steps", "num_warmup_steps", "num_train_epochs", "finetune_epochs",
     "weight_decay_rate", "max_query_length", "num_unused", "seed", "random_seed",

@@ -232,7 +232,8 @@ def test_leftover_temporary_files_are_skipped_and_cleaned(tmp_path):
 COMMAND_LINES = ["data_tools.build_vocab", "data_tools.create_pretraining_data",
                  "data_tools.demo_corpus", "data_tools.extend_vocab", "run.run_pretraining",
                  "run.extract_features", "run.run_classifier", "run.run_ner", "run.run_squad",
-                 "run.run_multiple_choice", "run.export_savedmodel", "run.demo"]
+                 "run.run_multiple_choice", "run.export_savedmodel", "run.demo",
+                 "run.run_glue"]
 
 
 @pytest.mark.parametrize("module", COMMAND_LINES)

@@ -34,7 +34,7 @@ from bert_tf import _requirements
 LINUX_PLATFORMS = ["manylinux2014_x86_64"] + [f"manylinux_2_{v}_x86_64" for v in range(17, 36)]
 WHEEL_SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "bert_tf", "run", "data_tools")
 CONSOLE_SCRIPTS = ("bert_tf_demo", "build_vocab", "create_pretraining_data", "run_pretraining",
-                   "run_classifier", "run_ner", "run_squad", "run_multiple_choice",
+                   "run_classifier", "run_glue", "run_ner", "run_squad", "run_multiple_choice",
                    "export_savedmodel", "extract_features", "extend_vocab")
 # Third-party modules the code imports -> where setup.cfg declares them (None: install_requires).
 IMPORTED = {"tensorflow": ("cpu", "gpu", "tpu"), "tensorflow_text": ("cpu", "gpu"),

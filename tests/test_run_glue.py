@@ -1,0 +1,197 @@
+"""run.run_glue: the paper's GLUE grid on slices of real GLUE data with a tiny model.
+
+One sweep (2 learning rates, 1 epoch) over STS-B and RTE slices is killed (SIGKILL) as soon as
+its first run is recorded, then run again to the end; the tests read what it left:
+- the chosen run per task is the one whose eval_results.txt (the runner's, per run) has the
+  best dev score by the task's metric, and the submission is that run's predictions;
+- the submission files hold every row of each real test file, in order, keyed by its index
+  column, with the leaderboard's header and label strings (read from the test files with the
+  csv module, not by our reader);
+- the second sweep redid no finished run and prepared no task's records again;
+- bad input: one `error:` line, exit 2, nothing written.
+"""
+import csv
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import (
+    PROJECT_ROOT,
+    SHARED_DATA,
+    UNCASED_VOCAB,
+    assert_refused,
+    command_env,
+    require_path,
+)
+from test_bad_input import TINY
+
+GLUE = SHARED_DATA / "glue_data"
+TASKS = {"STS-B": "eval_spearman", "RTE": "eval_accuracy"}
+GRID = ["--learning_rates=1e-3,1e-4", "--epochs=1", "--batch_sizes=8"]
+SLICE = {"train": 40, "dev": 20, "test": 20}
+
+
+def copy_slice(source, target):
+    """The header and the first rows of each GLUE file of `source` (SLICE)."""
+    target.mkdir(parents=True)
+    for split, rows in SLICE.items():
+        lines = (source / f"{split}.tsv").read_text(encoding="utf-8").splitlines(True)
+        (target / f"{split}.tsv").write_text("".join(lines[:rows + 1]), encoding="utf-8")
+
+
+def sweep_line(data_dir, output_dir, files, *extra):
+    return [sys.executable, "-m", "run.run_glue", f"--data_dir={data_dir}",
+            f"--output_dir={output_dir}", f"--vocab_file={files['vocab']}",
+            f"--bert_config_file={files['config']}", f"--init_checkpoint={files['checkpoint']}",
+            "--max_seq_length=32", "--seed=3", *GRID, *extra]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    require_path(GLUE)
+    root = tmp_path_factory.mktemp("glue")
+    for task in TASKS:
+        copy_slice(GLUE / task, root / "data" / task)
+    from bert_tf.model.checkpoints import write_tf1_checkpoint
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
+    config = dict(TINY, vocab_size=30522)
+    (root / "bert_config.json").write_text(json.dumps(config))
+    checkpoint = write_tf1_checkpoint(BertEncoder(BertConfig.from_dict(config)),
+                                      root / "encoder" / "model.ckpt")
+    return {"root": root, "data": root / "data", "vocab": require_path(UNCASED_VOCAB),
+            "config": root / "bert_config.json", "checkpoint": checkpoint}
+
+
+def run_results(output_dir):
+    return sorted((output_dir / "STS-B").glob("runs/*/run_result.json")) + sorted(
+        (output_dir / "RTE").glob("runs/*/run_result.json"))
+
+
+@pytest.fixture(scope="module")
+def sweep(files):
+    """The sweep killed after its first recorded run, then run again: (output_dir, the first
+    sweep's recorded runs {path: (bytes, mtime)}, the records' markers' mtimes, the second
+    sweep's output)."""
+    output_dir = files["root"] / "out"
+    line = sweep_line(files["data"], output_dir, files)
+    process = subprocess.Popen(line, cwd=PROJECT_ROOT, env=command_env(),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    while not run_results(output_dir) and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = {path: (path.read_bytes(), path.stat().st_mtime_ns)
+                for path in run_results(output_dir)}
+    markers = {path: path.stat().st_mtime_ns
+               for path in output_dir.glob("*/records/prepared.json")}
+    second = subprocess.run(line, check=False, cwd=PROJECT_ROOT, env=command_env(),
+                            capture_output=True,
+                            text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    return output_dir, finished, markers, second.stderr
+
+
+def eval_results(run_dir):
+    """{key: float} of the runner's eval_results.txt."""
+    values = {}
+    for line in (run_dir / "eval_results.txt").read_text().splitlines():
+        key, value = line.split(" = ")
+        values[key] = float(value)
+    return values
+
+
+def test_the_chosen_run_is_the_best_on_dev(sweep):
+    """Issue 35.3: per task, the chosen run (whose predictions are the submission, whose score
+    the table's "chosen on dev" row gives) has the best dev score of the runs' own
+    eval_results.txt (the first in grid order among equal ones)."""
+    output_dir, _, _, _ = sweep
+    table = list(csv.reader((output_dir / "results.tsv").read_text().splitlines(),
+                            delimiter="\t"))
+    header, chosen_row = table[0], next(row for row in table if row[0] == "chosen on dev")
+    for task, metric in TASKS.items():
+        runs = [output_dir / task / "runs" / name
+                for name in ("lr0.001_bs8_ep1_r0", "lr0.0001_bs8_ep1_r0")]
+        scores = [eval_results(run)[metric] for run in runs]
+        best = runs[scores.index(max(scores))]
+        assert ((output_dir / "submission" / f"{task}.tsv").read_bytes()
+                == (best / "submission" / f"{task}.tsv").read_bytes())
+        column = next(i for i, name in enumerate(header) if name.startswith(task + " "))
+        assert float(chosen_row[column]) == pytest.approx(100 * max(scores), abs=0.051)
+    assert "GLUE score" in header and (output_dir / "results.md").exists()
+
+
+def test_submission_has_every_test_row_in_order(sweep, files):
+    """Issue 35.3: each submission file is `index<TAB>prediction`, then one row per row of the
+    task's test file, in its order, keyed by its index column, with a label of the task (RTE:
+    entailment / not_entailment; STS-B: a number); the zip holds the same files."""
+    import zipfile
+    output_dir, _, _, _ = sweep
+    valid = {"RTE": lambda value: value in ("entailment", "not_entailment"),
+             "STS-B": lambda value: float(value) == float(value)}
+    archive = zipfile.ZipFile(output_dir / "submission.zip")
+    assert sorted(archive.namelist()) == ["RTE.tsv", "STS-B.tsv"]
+    for task in TASKS:
+        with open(files["data"] / task / "test.tsv", newline="", encoding="utf-8") as f:
+            test_rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+        indices = [row[test_rows[0].index("index")] for row in test_rows[1:]]
+        assert len(indices) == SLICE["test"]
+        text = (output_dir / "submission" / f"{task}.tsv").read_text()
+        assert archive.read(f"{task}.tsv").decode() == text
+        lines = text.splitlines()
+        assert lines[0] == "index\tprediction"
+        rows = [line.split("\t") for line in lines[1:]]
+        assert [row[0] for row in rows] == indices
+        assert all(len(row) == 2 and valid[task](row[1]) for row in rows), rows
+
+
+def test_a_killed_sweep_redoes_no_finished_run(sweep):
+    """Issue 35.3: the sweep killed after its first recorded run, run again, kept every run
+    recorded (same file, same time), said so, prepared no records again, and finished the
+    grid."""
+    output_dir, finished, markers, output = sweep
+    assert finished and markers
+    for path, (data, mtime) in finished.items():
+        assert path.read_bytes() == data and path.stat().st_mtime_ns == mtime
+        assert f"{path.parent.name}: run " in output
+    assert output.count("finished earlier") == len(finished)
+    for path, mtime in markers.items():
+        assert path.stat().st_mtime_ns == mtime
+    assert len(run_results(output_dir)) == 4
+    assert "ETA" in output and "run 4/4" in output
+
+
+def test_bad_input(files, tmp_path):
+    """Issue 35: a data_dir without a GLUE task, a grid value out of range, a test file
+    without its index column: one error line, exit 2, nothing written."""
+    from bert_tf.errors import InputError
+    from bert_tf.tasks.classification import glue_sweep
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    out = tmp_path / "out"
+    assert_refused("run.run_glue", sweep_line(empty, out, files)[3:],
+                   "holds no GLUE task", tmp_path)
+    assert not out.exists()
+    assert_refused("run.run_glue", sweep_line(files["data"], out, files)[3:] + ["--restarts=0"],
+                   "--restarts=0: must be a positive integer", tmp_path)
+    assert not out.exists()
+    for grid, expected in (({"learning_rates": ["0"]}, "learning_rates: must be in (0, 1)"),
+                           ({"batch_sizes": ["8.5"]}, "batch_sizes: must be positive"),
+                           ({"epochs": ["-1"]}, "epochs: must be in"),
+                           ({"restarts": 0}, "restarts: must be an integer")):
+        with pytest.raises(InputError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+            glue_sweep.make_grid(**grid)
+    data = tmp_path / "data"
+    shutil.copytree(files["data"], data)
+    test_file = data / "RTE" / "test.tsv"
+    test_file.write_text(test_file.read_text().replace("index\t", "id\t", 1))
+    with pytest.raises(InputError, match="test.tsv.*has no 'index' column"):
+        glue_sweep.run_sweep(str(data), str(out), None, 32, glue_sweep.make_grid(), None)
+    assert not out.exists()
