@@ -27,7 +27,11 @@ from bert_tf.progress import Progress, format_duration
 from bert_tf.tasks.base import Records
 from bert_tf.tasks.classification import glue
 from bert_tf.tasks.classification.reader import FileLayout
+from bert_tf.tasks.classification.task import (TASK_METRICS, ClassificationConfig,
+                                               ClassificationTask, prepare_task)
 from bert_tf.tasks.preprocessor import read_splits
+from bert_tf.text.fast_tokenization import FastTokenizer
+from bert_tf.training import runner
 
 
 @dataclasses.dataclass(frozen=True)
@@ -280,33 +284,26 @@ class Clock:
         return eval_start - self.start, end - eval_start
 
 
-def submission_task_class():
-    """ClassificationTask whose predictions are written as a submission file (imported late:
-    TensorFlow)."""
-    from bert_tf.tasks.classification.task import ClassificationTask
+class SubmissionTask(ClassificationTask):
+    """Predicts a test set into `path`: `index<TAB>prediction` rows, the test file's indices,
+    the label's name (STS-B: the score)."""
 
-    class SubmissionTask(ClassificationTask):
-        """Predicts a test set into `path`: `index<TAB>prediction` rows, the test file's
-        indices, the label's name (STS-B: the score)."""
+    def __init__(self, config, path, indices):
+        super().__init__(config)
+        self.path, self.indices = path, indices
 
-        def __init__(self, config, path, indices):
-            super().__init__(config)
-            self.path, self.indices = path, indices
-
-        def write_predictions(self, outputs, output_dir):
-            outputs = self.per_example(outputs)
-            values = outputs["probabilities"][outputs["is_real_example"] > 0]
-            if len(values) != len(self.indices):
-                raise InputError(f"{len(values)} predictions for the {len(self.indices)} rows "
-                                 f"of the test file of {self.path}")
-            if self.config.regression:
-                labels = [f"{float(row[0]):.3f}" for row in values]
-            else:
-                labels = [self.config.labels[int(row.argmax())] for row in values]
-            write_submission(self.path, self.indices, labels)
-            return [self.path]
-
-    return SubmissionTask
+    def write_predictions(self, outputs, output_dir):
+        outputs = self.per_example(outputs)
+        values = outputs["probabilities"][outputs["is_real_example"] > 0]
+        if len(values) != len(self.indices):
+            raise InputError(f"{len(values)} predictions for the {len(self.indices)} rows of "
+                             f"the test file of {self.path}")
+        if self.config.regression:
+            labels = [f"{float(row[0]):.3f}" for row in values]
+        else:
+            labels = [self.config.labels[int(row.argmax())] for row in values]
+        write_submission(self.path, self.indices, labels)
+        return [self.path]
 
 
 def write_submission(path, indices, labels):
@@ -357,7 +354,6 @@ def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, 
       check_model: called once with a function building the model (the command line checks
         init_checkpoint with it), before any record is written.
     """
-    from bert_tf.training import runner
 
     log = log or runner.log
     output_dir = os.fspath(output_dir)
@@ -385,19 +381,9 @@ def quiet_retracing_warnings():
 
 def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, tasks,
                bucket_by_length, warmup_proportion, check_model, log):
-    from bert_tf.tasks.classification.task import (
-        TASK_METRICS,
-        ClassificationConfig,
-        ClassificationTask,
-        prepare_task,
-    )
-    from bert_tf.text.fast_tokenization import FastTokenizer
-    from bert_tf.training import runner
-
     found = find_tasks(data_dir, tasks)
     io_utils.check_writable_dir(output_dir)
     tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
-    SubmissionTask = submission_task_class()
     sweep_start = time.monotonic()
 
     # Every task's files read and checked before any record is written (bad input: nothing
