@@ -11,12 +11,12 @@ side initialises its own classifier head (one GLUE sweep has 1-output and 2-outp
 
   ours          `python -m run.run_glue --data_dir=<glue> --tasks=MRPC,RTE
                 --init_checkpoint=<MiniLM dir> --bucket_by_length --max_seq_length=128
-                --learning_rates=... --epochs=3 --seed=42`; or, with --ours_dir, the runs a
+                --learning_rates=... --epochs=3 --seed=<--seed>`; or, with --ours_dir, the runs a
                 sweep recorded there (<task>/runs/*/run_result.json), chosen by the same rule.
   transformers  BertForSequenceClassification.from_pretrained(<MiniLM dir>, num_labels=2) +
                 Trainer for each learning rate, with bench.finetuning.accuracy's arguments (batch
                 32, the same number of steps as run_classifier counts, warmup 10%, linear decay,
-                weight decay 0.01, clipping 1.0, Adam epsilon 1e-6, seed 42), dev scored here.
+                weight decay 0.01, clipping 1.0, Adam epsilon 1e-6, --seed), dev scored here.
 
 The rule on both sides: the best dev score by the task's metric (MRPC F1, RTE accuracy), the
 first learning rate of the grid among equal ones (bert_tf.tasks.classification.glue_sweep).
@@ -43,7 +43,6 @@ from bench.common import (
 
 BATCH = 32
 MAX_SEQ_LENGTH = 128
-SEED = 42
 # (text_a column, text_b column, label column, labels in our order) of each task's TSV.
 COLUMNS = {"MRPC": (3, 4, 0, ("0", "1")),
            "RTE": (1, 2, 3, ("entailment", "not_entailment"))}
@@ -95,13 +94,13 @@ def hf_child(spec):
                       "steps": int(trainer.state.global_step)}))
 
 
-def run_transformers(task, learning_rate, epochs, work, glue_dir):
+def run_transformers(task, learning_rate, epochs, work, glue_dir, seed):
     data_dir = os.path.join(glue_dir, task)
     with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
         num_train = sum(1 for _ in f) - 1
     steps = int(num_train / BATCH * epochs)  # run_classifier's count
-    spec = {"task": task, "data_dir": data_dir, "init_dir": minilm_dir(), "seed": SEED,
-            "output_dir": os.path.join(work, f"hf-{task}-lr{learning_rate:g}"),
+    spec = {"task": task, "data_dir": data_dir, "init_dir": minilm_dir(), "seed": seed,
+            "output_dir": os.path.join(work, f"hf-{task}-lr{learning_rate:g}-seed{seed}"),
             "learning_rate": learning_rate, "steps": steps, "warmup": int(steps * 0.1)}
     start = time.perf_counter()
     result = subprocess.run(module_command(__spec__.name, "--hf_child", json.dumps(spec),
@@ -118,13 +117,13 @@ def run_transformers(task, learning_rate, epochs, work, glue_dir):
 
 
 # ---- Ours.
-def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir):
+def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir, seed):
     command = [sys.executable, "-m", "run.run_glue", f"--data_dir={glue_dir}",
                f"--tasks={','.join(tasks)}", f"--init_checkpoint={minilm_dir()}",
                f"--output_dir={output_dir}", "--bucket_by_length",
                f"--max_seq_length={MAX_SEQ_LENGTH}",
                f"--learning_rates={','.join(f'{lr:g}' for lr in learning_rates)}",
-               f"--epochs={epochs:g}", f"--seed={SEED}", f"--eval_batch_size={BATCH}",
+               f"--epochs={epochs:g}", f"--seed={seed}", f"--eval_batch_size={BATCH}",
                f"--predict_batch_size={BATCH}"]
     print("ours: " + " ".join(command[1:]), flush=True)
     subprocess.run(command, cwd=PROJECT_ROOT, check=True)
@@ -153,6 +152,7 @@ def main():
     parser.add_argument("--tasks", default="MRPC,RTE")
     parser.add_argument("--learning_rates", default="5e-5,4e-5,3e-5,2e-5")
     parser.add_argument("--epochs", type=float, default=3.0)
+    parser.add_argument("--seed", type=int, default=42, help="both sides' seed")
     parser.add_argument("--data_dir", default=GLUE_DIR,
                         help="the GLUE data (e.g. training files cut to their first rows)")
     parser.add_argument("--ours_dir", help="a finished run_glue sweep's output_dir (default: "
@@ -170,14 +170,15 @@ def main():
     os.makedirs(work, exist_ok=True)
     ours_dir = args.ours_dir or os.path.join(work, "ours")
     if not args.ours_dir:
-        run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir)
+        run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir, args.seed)
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; batch {BATCH}, {args.epochs:g} epochs, "
-          f"max_seq_length {MAX_SEQ_LENGTH}, seed {SEED}; data {args.data_dir}; ours "
+          f"max_seq_length {MAX_SEQ_LENGTH}, seed {args.seed}; data {args.data_dir}; ours "
           f"{ours_dir}; work dir {work}", flush=True)
     print(f"\n{'task':<6}{'metric':<15}{'lr':>8}{'ours':>8}{'transformers':>14}"
           f"{'ours s':>9}{'theirs s':>10}")
     # transformers first: --ours_dir may be a sweep still running beside it.
-    theirs_of = {task: {lr: run_transformers(task, lr, args.epochs, work, args.data_dir)
+    theirs_of = {task: {lr: run_transformers(task, lr, args.epochs, work, args.data_dir,
+                                             args.seed)
                         for lr in learning_rates} for task in tasks}
     summary = []
     for task in tasks:
