@@ -195,3 +195,25 @@ def test_bad_input(files, tmp_path):
     with pytest.raises(InputError, match="test.tsv.*has no 'index' column"):
         glue_sweep.run_sweep(str(data), str(out), None, 32, glue_sweep.make_grid(), None)
     assert not out.exists()
+
+
+def test_records_of_other_inputs_are_refused(sweep, files, tmp_path):
+    """A sweep started again on changed data (or another max_seq_length) does not train on the
+    records an earlier sweep prepared: one error line naming their prepared.json, exit 2,
+    nothing changed."""
+    output_dir = sweep[0]
+    data = tmp_path / "data"
+    shutil.copytree(files["data"], data)
+    dev = data / "RTE" / "dev.tsv"
+    dev.write_text(dev.read_text(encoding="utf-8").replace("entailment", "not_entailment", 1),
+                   encoding="utf-8")
+    marker = output_dir / "RTE" / "records" / "prepared.json"
+    assert_refused("run.run_glue", sweep_line(data, output_dir, files)[3:],
+                   f"error: {marker}: an earlier sweep prepared these records from other "
+                   f"inputs (data differ)", output_dir)
+    marker = output_dir / "STS-B" / "records" / "prepared.json"
+    assert_refused("run.run_glue",
+                   [flag for flag in sweep_line(files["data"], output_dir, files)[3:]
+                    if not flag.startswith("--max_seq_length")] + ["--max_seq_length=24"],
+                   f"error: {marker}: an earlier sweep prepared these records from other "
+                   f"inputs (max_seq_length differ)", output_dir)

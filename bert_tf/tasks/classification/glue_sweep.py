@@ -11,6 +11,7 @@ finished, written atomically: a sweep started again skips it), submission/ and s
 """
 import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -247,6 +248,35 @@ def _test_set_processor(task_data, test_set):
 
 
 # ---- The runs.
+def inputs_fingerprint(source_folder, files, max_seq_length):
+    """What a task's records are made from: each .tsv file of `source_folder` (its size and
+    SHA-256), the vocabulary's (its SHA-256), the casing and max_seq_length."""
+    def sha256(path):
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+
+    data = {name: [os.path.getsize(os.path.join(source_folder, name)),
+                   sha256(os.path.join(source_folder, name))]
+            for name in sorted(os.listdir(source_folder)) if name.endswith(".tsv")}
+    return {"data": data, "vocab_file": sha256(files.vocab_file),
+            "do_lower_case": bool(files.do_lower_case), "max_seq_length": max_seq_length}
+
+
+def check_prepared_inputs(records_folder, inputs):
+    """An InputError naming the records' PREPARED_FILE when an earlier sweep prepared them from
+    other inputs (`inputs_fingerprint`): the runs would train on stale records."""
+    marker = os.path.join(records_folder, PREPARED_FILE)
+    recorded = _read_json(marker).get("inputs")
+    if recorded != inputs:
+        changed = sorted(key for key in inputs if (recorded or {}).get(key) != inputs[key])
+        raise file_error(marker, f"an earlier sweep prepared these records from other inputs "
+                                 f"({', '.join(changed)} differ): give a new --output_dir, or "
+                                 f"remove {records_folder} to prepare them again")
+
+
 def _write_json(path, value):
     with io_utils.atomic_open(path) as f:
         json.dump(value, f, indent=1, sort_keys=True)
@@ -396,16 +426,22 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
     def is_prepared(folder):
         return os.path.exists(os.path.join(folder, PREPARED_FILE))
 
-    examples = {}
+    examples, inputs = {}, {}
     for data in found:
+        inputs[records_dir(data)] = inputs_fingerprint(data.folder, files, max_seq_length)
         if not is_prepared(records_dir(data)):
             examples[data.task.name] = read_splits(glue.get_processor(data.task.processor),
                                                    data.folder, ("train", "eval", "predict"))
         for test_set in data.task.test_sets[1:]:
-            if (test_set.submission in data.indices
-                    and not is_prepared(records_dir(data, test_set))):
+            if test_set.submission in data.indices:
                 processor, folder = _test_set_processor(data, test_set)
-                examples[test_set.submission] = read_splits(processor, folder, ("predict",))
+                inputs[records_dir(data, test_set)] = inputs_fingerprint(folder, files,
+                                                                         max_seq_length)
+                if not is_prepared(records_dir(data, test_set)):
+                    examples[test_set.submission] = read_splits(processor, folder, ("predict",))
+    for folder, fingerprint in inputs.items():
+        if is_prepared(folder):
+            check_prepared_inputs(folder, fingerprint)
     for name, splits in examples.items():
         if "train" in splits:
             check_steps(name, len(splits["train"]), grid)
@@ -429,6 +465,7 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
                                     # them); prepare's count of one epoch at batch 1 is unused.
                                     train_batch_size=1, num_train_epochs=1.0, **options)
             record = {"num_train": prepared.num_train, "seconds": time.monotonic() - started,
+                      "inputs": inputs[folder],
                       "records": {mode: [os.path.basename(r.paths[0]), r.count]
                                   for mode, r in prepared.task.config.records.items()}}
             _write_json(marker, record)
