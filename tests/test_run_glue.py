@@ -197,10 +197,11 @@ def test_bad_input(files, tmp_path):
     assert not out.exists()
 
 
-def test_records_of_other_inputs_are_refused(sweep, files, tmp_path):
+def test_a_sweep_started_again_on_other_inputs_is_refused(sweep, files, tmp_path):
     """A sweep started again on changed data (or another max_seq_length) does not train on the
-    records an earlier sweep prepared: one error line naming their prepared.json, exit 2,
-    nothing changed."""
+    records an earlier sweep prepared, nor with other run settings (another seed) beside the
+    runs it finished: one error line naming its prepared.json or sweep.json, exit 2, nothing
+    changed."""
     output_dir = sweep[0]
     data = tmp_path / "data"
     shutil.copytree(files["data"], data)
@@ -217,3 +218,8 @@ def test_records_of_other_inputs_are_refused(sweep, files, tmp_path):
                     if not flag.startswith("--max_seq_length")] + ["--max_seq_length=24"],
                    f"error: {marker}: an earlier sweep prepared these records from other "
                    f"inputs (max_seq_length differ)", output_dir)
+    flags = [flag for flag in sweep_line(files["data"], output_dir, files)[3:]
+             if not flag.startswith("--seed")] + ["--seed=4"]
+    assert_refused("run.run_glue", flags,
+                   f"error: {output_dir / 'sweep.json'}: an earlier sweep in this output_dir ran "
+                   f"with other settings (seed differ)", output_dir)

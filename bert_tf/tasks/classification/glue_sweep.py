@@ -6,7 +6,8 @@ and how they are averaged: docs/fine_tuning.md (run_glue).
 
 Layout of output_dir: <task>/records (the task's records, `prepared.json` once they are
 complete), <task>/runs/<grid point> (each run's output_dir; `run_result.json` once it is
-finished, written atomically: a sweep started again skips it), submission/ and submission.zip
+finished, written atomically: a sweep started again skips it), sweep.json (the run settings
+every run shares: a sweep started again must have the same), submission/ and submission.zip
 (one file per task, `index<TAB>prediction`), results.md and results.tsv.
 """
 import contextlib
@@ -104,6 +105,7 @@ PAPER_BATCH_SIZES = (32,)
 PAPER_EPOCHS = (3.0,)
 
 PREPARED_FILE = "prepared.json"
+SWEEP_FILE = "sweep.json"
 RUN_RESULT_FILE = "run_result.json"
 
 
@@ -277,6 +279,24 @@ def check_prepared_inputs(records_folder, inputs):
                                  f"remove {records_folder} to prepare them again")
 
 
+def check_sweep_settings(output_dir, settings):
+    """An InputError naming output_dir/SWEEP_FILE when an earlier sweep there recorded other
+    run settings than `settings` (the ones every run shares: init_checkpoint, seed, optimizer,
+    ...): its finished runs would be reused beside runs of other settings. Returns `settings`
+    as recorded (JSON)."""
+    settings = json.loads(json.dumps(settings, sort_keys=True, default=str))
+    path = os.path.join(output_dir, SWEEP_FILE)
+    if os.path.exists(path):
+        recorded = _read_json(path)
+        changed = sorted(key for key in set(recorded) | set(settings)
+                         if recorded.get(key) != settings.get(key))
+        if changed:
+            raise file_error(path, f"an earlier sweep in this output_dir ran with other "
+                                   f"settings ({', '.join(changed)} differ): give a new "
+                                   f"--output_dir, or the same settings to continue it")
+    return settings
+
+
 def _write_json(path, value):
     with io_utils.atomic_open(path) as f:
         json.dump(value, f, indent=1, sort_keys=True)
@@ -413,6 +433,9 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
                bucket_by_length, warmup_proportion, check_model, log):
     found = find_tasks(data_dir, tasks)
     io_utils.check_writable_dir(output_dir)
+    shared_settings = check_sweep_settings(output_dir, dict(
+        dataclasses.asdict(base_settings), bucket_by_length=bucket_by_length,
+        warmup_proportion=warmup_proportion))
     tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
     sweep_start = time.monotonic()
 
@@ -491,6 +514,10 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
                     data, examples.get(test_set.submission), records_dir(data, test_set))
                 seconds += more
         prepared[name] = (task, num_train, predict_tasks, seconds)
+
+    # Recorded once the model and every task's records passed their checks (nothing of a
+    # refused sweep is left), before its first run.
+    _write_json(os.path.join(output_dir, SWEEP_FILE), shared_settings)
 
     # The whole sweep's ETA counts training examples (examples x epochs) still to run.
     def run_dir(name, point):
