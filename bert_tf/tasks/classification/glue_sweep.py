@@ -24,7 +24,7 @@ import zipfile
 
 from bert_tf import io_utils
 from bert_tf.data.tsv import read_rows
-from bert_tf.errors import InputError, argument_error, file_error
+from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.progress import Progress, format_duration
 from bert_tf.tasks.base import Records
 from bert_tf.tasks.classification import glue
@@ -275,8 +275,9 @@ def check_prepared_inputs(records_folder, inputs):
     if recorded != inputs:
         changed = sorted(key for key in inputs if (recorded or {}).get(key) != inputs[key])
         raise file_error(marker, f"an earlier sweep prepared these records from other inputs "
-                                 f"({', '.join(changed)} differ): give a new --output_dir, or "
-                                 f"remove {records_folder} to prepare them again")
+                                 f"({', '.join(changed)} differ): give a new "
+                                 f"{arg('output_dir')}, or remove {records_folder} to prepare "
+                                 f"them again")
 
 
 def check_sweep_settings(output_dir, settings):
@@ -293,7 +294,7 @@ def check_sweep_settings(output_dir, settings):
         if changed:
             raise file_error(path, f"an earlier sweep in this output_dir ran with other "
                                    f"settings ({', '.join(changed)} differ): give a new "
-                                   f"--output_dir, or the same settings to continue it")
+                                   f"{arg('output_dir')}, or the same settings to continue it")
     return settings
 
 
