@@ -250,26 +250,25 @@ def _test_set_processor(task_data, test_set):
 
 
 # ---- The runs.
-def inputs_fingerprint(source_folder, files, max_seq_length):
-    """What a task's records are made from: each .tsv file of `source_folder` (its size and
-    SHA-256), the vocabulary's (its SHA-256), the casing and max_seq_length."""
-    def sha256(path):
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        return digest.hexdigest()
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
-    data = {name: [os.path.getsize(os.path.join(source_folder, name)),
-                   sha256(os.path.join(source_folder, name))]
+
+def data_fingerprint(source_folder):
+    """Each .tsv file of `source_folder`: [its size, its SHA-256]."""
+    return {name: [os.path.getsize(os.path.join(source_folder, name)),
+                   _sha256(os.path.join(source_folder, name))]
             for name in sorted(os.listdir(source_folder)) if name.endswith(".tsv")}
-    return {"data": data, "vocab_file": sha256(files.vocab_file),
-            "do_lower_case": bool(files.do_lower_case), "max_seq_length": max_seq_length}
 
 
 def check_prepared_inputs(records_folder, inputs):
     """An InputError naming the records' PREPARED_FILE when an earlier sweep prepared them from
-    other inputs (`inputs_fingerprint`): the runs would train on stale records."""
+    other inputs (`inputs`: its data's `data_fingerprint`, the vocabulary's SHA-256, the casing
+    and max_seq_length): the runs would train on stale records."""
     marker = os.path.join(records_folder, PREPARED_FILE)
     recorded = _read_json(marker).get("inputs")
     if recorded != inputs:
@@ -450,17 +449,27 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
     def is_prepared(folder):
         return os.path.exists(os.path.join(folder, PREPARED_FILE))
 
+    # What each records folder is made from; a folder's data (MNLI's serves three test sets)
+    # and the vocabulary are read once.
+    model_inputs = {"vocab_file": _sha256(files.vocab_file),
+                    "do_lower_case": bool(files.do_lower_case), "max_seq_length": max_seq_length}
+    folder_data = {}
+
+    def fingerprint(source_folder):
+        if source_folder not in folder_data:
+            folder_data[source_folder] = data_fingerprint(source_folder)
+        return dict(model_inputs, data=folder_data[source_folder])
+
     examples, inputs = {}, {}
     for data in found:
-        inputs[records_dir(data)] = inputs_fingerprint(data.folder, files, max_seq_length)
+        inputs[records_dir(data)] = fingerprint(data.folder)
         if not is_prepared(records_dir(data)):
             examples[data.task.name] = read_splits(glue.get_processor(data.task.processor),
                                                    data.folder, ("train", "eval", "predict"))
         for test_set in data.task.test_sets[1:]:
             if test_set.submission in data.indices:
                 processor, folder = _test_set_processor(data, test_set)
-                inputs[records_dir(data, test_set)] = inputs_fingerprint(folder, files,
-                                                                         max_seq_length)
+                inputs[records_dir(data, test_set)] = fingerprint(folder)
                 if not is_prepared(records_dir(data, test_set)):
                     examples[test_set.submission] = read_splits(processor, folder, ("predict",))
     for folder, fingerprint in inputs.items():
