@@ -223,3 +223,37 @@ def test_a_sweep_started_again_on_other_inputs_is_refused(sweep, files, tmp_path
     assert_refused("run.run_glue", flags,
                    f"error: {output_dir / 'sweep.json'}: an earlier sweep in this output_dir ran "
                    f"with other settings (seed differ)", output_dir)
+
+
+def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):
+    """Every model a sweep's runs build (trained, evaluated, the chosen one predicting) is
+    freed when its run ends: a sweep's memory does not grow by a model and its optimizer per
+    run."""
+    import gc
+    import weakref
+
+    from bert_tf.api import resolve_model_files
+    from bert_tf.tasks.classification import glue_sweep
+    from bert_tf.tasks.classification.task import ClassificationTask
+    from bert_tf.training.settings import RunSettings
+
+    models = []
+    build_model = ClassificationTask.build_model
+
+    def recorded_build_model(task):
+        model = build_model(task)
+        models.append(weakref.ref(model))
+        return model
+
+    monkeypatch.setattr(ClassificationTask, "build_model", recorded_build_model)
+    model_files = resolve_model_files(str(files["checkpoint"]), str(files["config"]),
+                                      str(files["vocab"]))
+    settings = RunSettings(output_dir=None, do_train=True, do_eval=True, do_predict=True,
+                           init_checkpoint=str(files["checkpoint"]), seed=3,
+                           vocab_file=model_files.vocab_file)
+    glue_sweep.run_sweep(str(files["data"]), str(tmp_path / "out"), model_files, 32,
+                         glue_sweep.make_grid(["1e-3", "1e-4"], ["8"], ["1"]), settings,
+                         tasks=["RTE"], log=lambda message: None)
+    gc.collect()
+    assert len(models) >= 3  # 2 runs and the chosen run's predict
+    assert [ref() for ref in models if ref() is not None] == []

@@ -520,21 +520,24 @@ def iterate_outputs(strategy, model, task, dataset_fn, num_steps, mode="predict"
         yield {name: value.numpy() for name, value in step(iterator).items()}
 
 
-# task -> {(model, strategy, mode): compiled step}; an entry goes with its task.
+# model -> {(task, strategy, mode): compiled step}; an entry goes with its model. The steps
+# hold the model weakly: a value that held its own key would keep it, and every model an
+# eval or predict ran (each run of a sweep), for good.
 _GATHER_STEPS = weakref.WeakKeyDictionary()
 
 
 def _gather_step(strategy, model, task, mode):
-    """The compiled eval/predict step, kept while the task lives: a second call (the Python
-    API, eval then predict on one model) does not trace again."""
-    cache = _GATHER_STEPS.setdefault(task, {})
-    key = (model, strategy, mode)
+    """The compiled eval/predict step, kept while the model lives: a second call (eval during
+    training, the Python API's predictions on one model) does not trace again."""
+    cache = _GATHER_STEPS.setdefault(model, {})
+    key = (task, strategy, mode)
     if key in cache:
         return cache[key]
     outputs_of = task.eval_outputs if mode == "eval" else task.predict_outputs
+    model_ref = weakref.ref(model)
 
     def replica_step(batch):
-        outputs = outputs_of(batch, task.outputs(model, batch, training=False))
+        outputs = outputs_of(batch, task.outputs(model_ref(), batch, training=False))
         if EXAMPLE_INDEX in batch:
             outputs = dict(outputs, **{EXAMPLE_INDEX: batch[EXAMPLE_INDEX]})
         return outputs
