@@ -279,21 +279,19 @@ def check_best_metric(task):
     runner.check_best_metric(task, run_settings())
 
 
-def preparation_options(eval_batch_size=True):
+def preparation_options():
     """The arguments of a task's `prepare_task` (bert_tf.tasks.*) that come from the shared
     flags: batch sizes (eval and predict sets are padded to them), the training steps' inputs,
     the --init_checkpoint and --best_metric checks made before any record is written, and the
     log."""
     from bert_tf.training import runner
-    options = dict(predict_batch_size=FLAGS.predict_batch_size,
-                   train_batch_size=FLAGS.train_batch_size,
-                   num_train_epochs=FLAGS.num_train_epochs,
-                   warmup_proportion=FLAGS.warmup_proportion,
-                   check_model=check_init_checkpoint, check_task=check_best_metric,
-                   log=runner.log)
-    if eval_batch_size:
-        options["eval_batch_size"] = FLAGS.eval_batch_size
-    return options
+    return dict(eval_batch_size=FLAGS.eval_batch_size,
+                predict_batch_size=FLAGS.predict_batch_size,
+                train_batch_size=FLAGS.train_batch_size,
+                num_train_epochs=FLAGS.num_train_epochs,
+                warmup_proportion=FLAGS.warmup_proportion,
+                check_model=check_init_checkpoint, check_task=check_best_metric,
+                log=runner.log)
 
 
 def run_prepared(prepared, vocab_file, do_lower_case):

@@ -11,7 +11,9 @@ random.Random(12345)), records (train.tf_record and eval.tf_record in --output_d
 optimizer and output files (predictions.json, nbest_predictions.json, and null_odds.json with
 --version_2_with_negative; bert_tf.tasks.squad.postprocess) as google-research/bert's run_squad.py,
 plus: the official evaluation's numbers in eval_results.txt when --predict_file has answers (exact
-match and F1; SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.tasks.squad.metrics), a count of
+match and F1; SQuAD 2.0 HasAns/NoAns and best thresholds; bert_tf.tasks.squad.metrics), --do_eval
+(those numbers without the prediction files; with --eval_during_training after every checkpoint,
+for the best checkpoint by F1 and early stopping), a count of
 the training answers skipped because their text is not at their offset (the original only warns),
 the time post-processing takes, a model directory as --init_checkpoint (a Hugging Face directory, or
 a training run's output_dir, whose options are then the defaults), and the strategy, precision and
@@ -65,19 +67,12 @@ flags.DEFINE_float("null_score_diff_threshold", 0.0,
 
 def check_flags():
     """The original's validate_flags_or_throw, plus what it leaves to a traceback."""
-    if FLAGS.do_eval:
-        raise flag_error("do_eval", "run_squad has no eval mode (as the original): "
-                                    "--do_predict scores --predict_file when it has answers")
-    for name in ("keep_best_checkpoint", "early_stopping_patience", "best_metric"):
-        if FLAGS[name].value:
-            raise flag_error(name, "not for run_squad: it does not evaluate during training "
-                                   "(--do_predict scores --predict_file after training)")
     if FLAGS.bucket_by_length:
         raise flag_error("bucket_by_length", "not for run_squad: the original's loss and n-best "
                                              "include the padding positions")
     if FLAGS.do_train:
         common_flags.check_required("train_file")
-    if FLAGS.do_predict:
+    if FLAGS.do_predict or FLAGS.do_eval:
         common_flags.check_required("predict_file")
 
 
@@ -100,13 +95,14 @@ def main(argv):
         files.config, FastTokenizer(files.vocab_file, do_lower_case=do_lower_case),
         FLAGS.max_seq_length, FLAGS.output_dir,
         train_file=FLAGS.train_file if FLAGS.do_train else None,
-        predict_file=FLAGS.predict_file if FLAGS.do_predict else None,
+        predict_file=FLAGS.predict_file if FLAGS.do_predict or FLAGS.do_eval else None,
+        evaluate=FLAGS.do_eval,
         doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
         version_2_with_negative=FLAGS.version_2_with_negative,
         verbose_logging=FLAGS.verbose_logging, n_best_size=FLAGS.n_best_size,
         max_answer_length=FLAGS.max_answer_length, do_lower_case=do_lower_case,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-        **common_flags.preparation_options(eval_batch_size=False))
+        **common_flags.preparation_options())
     common_flags.run_prepared(prepared, files.vocab_file, do_lower_case)
 
 

@@ -364,3 +364,84 @@ def check_export_packs_as_run_squad(workspace, output_dir, exported):
               for s in best(start_logits) for e in best(end_logits) if s <= e < s + 30]
     np.testing.assert_allclose(served["score"].numpy()[0], max(scores) if scores else 0.0,
                                rtol=1e-5, atol=1e-5)
+
+
+def eval_history(log, metric):
+    """{global_step: metric} of the evaluations during training in a run's log (the blocks
+    before the final one, which holds best_step)."""
+    import re
+    history = {}
+    for block in log.split("***** Eval results *****")[1:]:
+        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
+        if "best_step" not in values:
+            history[int(values["global_step"])] = float(values[metric])
+    return history
+
+
+def test_eval_during_training_keeps_the_best_f1(workspace, tmp_path):
+    """--do_eval scores --predict_file after every checkpoint (the official v1.1 numbers);
+    the kept checkpoint is the first of the best F1 among them, and the predictions come from
+    it: their F1 (the official evaluation of predictions.json) is that evaluation's."""
+    from bert_tf.tasks.squad import metrics as squad_metrics
+
+    output_dir = tmp_path / "out"
+    log = run(squad_command(workspace, output_dir, do_train=True, do_eval=True, do_predict=True,
+                            eval_during_training=True, keep_best_checkpoint=True,
+                            early_stopping_patience=3, train_file=workspace["files"]["train"],
+                            predict_file=workspace["files"]["1.1"],
+                            init_checkpoint=workspace["checkpoint"], train_batch_size=8,
+                            eval_batch_size=6, predict_batch_size=4, num_train_epochs=2,
+                            learning_rate=3e-3, warmup_proportion=0, save_checkpoints_steps=1,
+                            seed=3))
+    history = eval_history(log, "f1")
+    best_step = min(history, key=lambda step: (-history[step], step))
+    # The oracle of the stop: the third evaluation in a row not above the best before it.
+    best, without, stop = -1.0, 0, None
+    for step in sorted(history):
+        without = 0 if history[step] > best else without + 1
+        best = max(best, history[step])
+        if without == 3:
+            stop = step
+            break
+    # The data make it stop early, after a best that is not the last evaluation.
+    assert stop is not None and stop == max(history) and best_step < stop, history
+    results = dict(line.split(" = ") for line in
+                   (output_dir / "eval_results.txt").read_text().splitlines())
+    assert int(results["best_step"]) == int(results["global_step"]) == best_step
+    assert int(results["early_stopping_step"]) == stop
+    assert float(results["f1"]) == pytest.approx(history[best_step], abs=1e-6)
+    dataset = json.loads(workspace["files"]["1.1"].read_text())["data"]
+    predictions = json.loads((output_dir / "predictions.json").read_text())
+    assert squad_metrics.evaluate_v1(dataset, predictions)["f1"] == pytest.approx(
+        history[best_step], abs=1e-6)
+    with open(output_dir / "best" / "best_checkpoint.json") as f:
+        assert json.load(f)["checkpoint"] == f"model.ckpt-{best_step}"
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ({"do_eval": True}, "--predict_file: is required"),
+    ({"do_eval": True, "predict_file": "TRAIN"}, None),
+    ({"do_train": True, "train_file": "TRAIN", "keep_best_checkpoint": True},
+     "--keep_best_checkpoint"),
+])
+def test_eval_needs_a_scored_predict_file(workspace, tmp_path, flags, expected):
+    """--do_eval without --predict_file, or with one whose questions have no answers (a test
+    file), and the best checkpoint without evaluation: one error line, nothing written."""
+    from conftest import assert_one_line_error
+    test_file = tmp_path / "test.json"
+    data = json.loads(workspace["files"]["1.1"].read_text())
+    for article in data["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                del qa["answers"]
+    test_file.write_text(json.dumps(data), "utf-8")
+    flags = {name: test_file if value == "TRAIN" and name == "predict_file" else
+             workspace["files"]["train"] if value == "TRAIN" else value
+             for name, value in flags.items()}
+    output_dir = tmp_path / "out"
+    line = assert_one_line_error("run.run_squad", dict(
+        vocab_file=workspace["vocab"], bert_config_file=workspace["config"],
+        output_dir=output_dir, **WINDOWS, **flags), expected or "--predict_file")
+    if expected is None:
+        assert f"{test_file}: no question has an answer" in line
+    assert not output_dir.exists() or not os.listdir(output_dir)

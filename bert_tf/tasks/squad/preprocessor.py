@@ -328,6 +328,16 @@ def require_windows(path, examples, features, argument="predict_file"):
                                        f"holds no token)")
 
 
+def has_answers(dataset):
+    """True if the SQuAD file's questions carry answers (a dev set), so it can be scored."""
+    for entry in dataset:
+        for paragraph in entry.get("paragraphs", ()):
+            for qa in paragraph.get("qas", ()):
+                if qa.get("answers") or "is_impossible" in qa:
+                    return True
+    return False
+
+
 def read_examples(path, is_training, version_2_with_negative=False, verbose_logging=False,
                   log=print):
     """(the file's parsed "data" list, its SquadExamples); the training answers skipped (their
@@ -350,15 +360,16 @@ def read_examples(path, is_training, version_2_with_negative=False, verbose_logg
 class SquadPreprocessor(Preprocessor):
     """run_squad's records: the training questions' windows (shuffled as the original; the
     training steps count questions) in train.tf_record, the predict file's windows in
-    eval.tf_record. After `read`, `predict_data` is (the predict file's "data" list, its
-    SquadExamples, their windows) for post-processing. A served question and context are
-    packed as a first window (`question_context_inputs`)."""
+    eval.tf_record, which eval also reads when `evaluate` (the file must then have answers to
+    score). After `read`, `predict_data` is (the predict file's "data" list, its SquadExamples,
+    their windows) for post-processing. A served question and context are packed as a first
+    window (`question_context_inputs`)."""
     counted_as = "questions"
     record_files = {"train": "train.tf_record", "predict": "eval.tf_record"}
 
     def __init__(self, tokenizer, max_seq_length, train_file=None, predict_file=None,
                  doc_stride=128, max_query_length=64, version_2_with_negative=False,
-                 verbose_logging=False, log=print):
+                 verbose_logging=False, log=print, evaluate=False):
         check_window_flags(max_seq_length, doc_stride, max_query_length)
         super().__init__(tokenizer, max_seq_length)
         self.max_query_length = max_query_length
@@ -367,6 +378,7 @@ class SquadPreprocessor(Preprocessor):
         self.files = {"train": train_file, "predict": predict_file}
         self.reading = dict(version_2_with_negative=version_2_with_negative,
                             verbose_logging=verbose_logging, log=log)
+        self.evaluate = evaluate
         self.predict_data = None
 
     def read(self):
@@ -376,6 +388,10 @@ class SquadPreprocessor(Preprocessor):
             shuffle_training_examples(splits["train"])
         if self.files["predict"]:
             dataset, examples = read_examples(self.files["predict"], False, **self.reading)
+            if self.evaluate and not has_answers(dataset):
+                raise argument_error("predict_file", f"{self.files['predict']}: no question "
+                                                     f"has an answer to evaluate against "
+                                                     f"(eval scores a dev file)")
             features = convert_examples_to_features(examples, is_training=False,
                                                     **self.windows)
             require_windows(self.files["predict"], examples, features)

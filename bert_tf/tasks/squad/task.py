@@ -1,9 +1,12 @@
 """SQuAD 1.1 / 2.0 question answering: the original run_squad's model and loss as a Task; its
 predictions go through the original's post-processing (`postprocess`) and, when the predict
 file has answers, the official evaluation (`metrics`). A question without a window is
-predicted "empty", as the original (SQuAD 2.0: ""). docs/fine_tuning.md (run_squad).
+predicted "empty", as the original (SQuAD 2.0: ""). Beyond the original, eval scores the
+predict file's windows the same way (for the best checkpoint and early stopping during
+training). docs/fine_tuning.md (run_squad).
 """
 import dataclasses
+import math
 import os
 import time
 
@@ -14,21 +17,12 @@ from bert_tf.tasks import registry
 from bert_tf.tasks.preprocessor import prepare, split_options
 from bert_tf.tasks.squad import metrics, postprocess
 from bert_tf.tasks.squad.preprocessor import (PADDING_UNIQUE_ID, SquadPreprocessor,
-                                           squad_feature_spec)
+                                           has_answers, squad_feature_spec)
 from bert_tf.tasks.base import Task, TaskConfig
 from bert_tf.training import runner
 from bert_tf.training.results import format_results, write_results
 
 
-
-def has_answers(dataset):
-    """True if the SQuAD file's questions carry answers (a dev set), so it can be scored."""
-    for entry in dataset:
-        for paragraph in entry.get("paragraphs", ()):
-            for qa in paragraph.get("qas", ()):
-                if qa.get("answers") or "is_impossible" in qa:
-                    return True
-    return False
 
 
 @dataclasses.dataclass
@@ -91,40 +85,82 @@ class SquadTask(Task):
                        + cross_entropy(outputs["end_logits"], batch["end_positions"])) / 2.0
         return {"loss": tf.reduce_sum(per_example) / normalizers["examples"]}
 
+    # ---- Eval: the predict file's windows (the same records), scored as predict scores them.
+    def eval_outputs(self, batch, outputs):
+        return self.predict_outputs(batch, outputs)
+
+    def eval_results(self, outputs, global_step, batch_size):
+        predictions, _, null_odds = self._predictions(outputs)
+        return dict(self._score(predictions, null_odds), global_step=global_step)
+
+    def main_metric(self):
+        return "f1"
+
+    def eval_metric_names(self):
+        if not self.config.version_2_with_negative:
+            return {"exact_match", "f1", "global_step"}
+        if self.predict_data is None:
+            return None
+        # SQuAD 2.0's HasAns_* / NoAns_* keys are there when the file has such questions.
+        names = {"exact", "f1", "total", "best_exact", "best_exact_thresh", "best_f1",
+                 "best_f1_thresh", "global_step"}
+        has_answer = set(metrics.make_qid_to_has_ans(self.predict_data[0]).values())
+        for prefix, present in (("HasAns", True in has_answer), ("NoAns", False in has_answer)):
+            if present:
+                names.update(f"{prefix}_{key}" for key in ("exact", "f1", "total"))
+        return names
+
+    def _score(self, predictions, null_odds):
+        """The official evaluation script's numbers for the predict file."""
+        dataset = self.predict_data[0]
+        if self.config.version_2_with_negative:
+            return metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
+        return metrics.evaluate_v1(dataset, predictions)
+
     # ---- Predict.
     def predict_outputs(self, batch, outputs):
         return {"unique_ids": batch["unique_ids"],
                 "start_logits": tf.cast(outputs["start_logits"], tf.float32),
                 "end_logits": tf.cast(outputs["end_logits"], tf.float32)}
 
-    def write_predictions(self, outputs, output_dir):
-        """The original's three prediction files, then eval_results.txt if the file has
-        answers (the official script's numbers)."""
+    def _predictions(self, outputs, paths=None):
+        """(predictions, nbest, null_odds) of the predict file from the outputs of its records
+        (padding left out) by the original's post-processing; with `paths`, also written
+        there (the original's three files)."""
         config = self.config
-        dataset, examples, features = self.predict_data
+        _, examples, features = self.predict_data
         if not features:  # nothing ran: no window to take logits from
             raise ValueError("no predict window: check the predict file with bert_tf.tasks."
                              "squad.preprocessor.require_windows before running predict")
         real = outputs["unique_ids"] != PADDING_UNIQUE_ID
         started = time.perf_counter()
+        arguments = (examples, features, outputs["unique_ids"][real],
+                     outputs["start_logits"][real], outputs["end_logits"][real],
+                     config.n_best_size, config.max_answer_length, config.do_lower_case)
+        options = dict(version_2_with_negative=config.version_2_with_negative,
+                       null_score_diff_threshold=config.null_score_diff_threshold,
+                       log=self.log if config.verbose_logging else None)
+        if paths is None:
+            answers = postprocess.compute_predictions(*arguments, **options)
+        else:
+            answers = postprocess.write_predictions(*arguments, *paths, **options)
+        self.log(f"post-processing: {len(examples)} questions, {len(features)} windows in "
+                 f"{time.perf_counter() - started:.1f} s")
+        return answers
+
+    def write_predictions(self, outputs, output_dir):
+        """The original's three prediction files, then eval_results.txt if the file has
+        answers (the official script's numbers) and the run did not evaluate (its eval wrote
+        eval_results.txt, with the best checkpoint's keys when it chose one)."""
+        config = self.config
         paths = [os.path.join(output_dir, name) for name in (
             postprocess.PREDICTIONS_FILE, postprocess.NBEST_FILE,
             postprocess.NULL_ODDS_FILE)]
-        predictions, _, null_odds = postprocess.write_predictions(
-            examples, features, outputs["unique_ids"][real], outputs["start_logits"][real],
-            outputs["end_logits"][real], config.n_best_size, config.max_answer_length,
-            config.do_lower_case, *paths, version_2_with_negative=config.version_2_with_negative,
-            null_score_diff_threshold=config.null_score_diff_threshold,
-            log=self.log if config.verbose_logging else None)
-        self.log(f"post-processing: {len(examples)} questions, {len(features)} windows in "
-                 f"{time.perf_counter() - started:.1f} s")
+        predictions, _, null_odds = self._predictions(outputs, paths)
         if not config.version_2_with_negative:
             paths.pop()
-        if has_answers(dataset):
-            if config.version_2_with_negative:
-                results = metrics.evaluate_v2(dataset, predictions, na_probs=null_odds)
-            else:
-                results = metrics.evaluate_v1(dataset, predictions)
+        if "eval" not in config.records and has_answers(self.predict_data[0]):
+            results = self._score(predictions, null_odds)
             paths.append(write_results(results, output_dir))
             print("***** Eval results *****\n" + format_results(results), end="", flush=True)
         return paths
@@ -205,7 +241,8 @@ class SquadTask(Task):
 
 def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_file=None,
                  predict_file=None, doc_stride=128, max_query_length=64,
-                 version_2_with_negative=False, verbose_logging=False, **options):
+                 version_2_with_negative=False, verbose_logging=False, evaluate=False,
+                 **options):
     """Reads the SQuAD files, writes their records (`SquadPreprocessor`, by
     `bert_tf.tasks.preprocessor.prepare`) and returns the PreparedTask (a SquadTask; num_train
     counts the training questions, as the original counts its steps).
@@ -220,20 +257,31 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
       predict_file: SQuAD json to predict (None: no predict); windows padded to a multiple of
         predict_batch_size (if given).
       version_2_with_negative, verbose_logging: the original's flags.
+      evaluate: eval reads the predict file's records too, and scores them (the file must
+        have answers); they are then padded to a multiple of both eval_batch_size and
+        predict_batch_size.
       options: `prepare`'s (predict_batch_size, training steps, check_model, log) and
         SquadConfig's post-processing fields (n_best_size, max_answer_length, do_lower_case,
         null_score_diff_threshold).
     """
     prepare_options, task_options = split_options(options)
     log = prepare_options["log"] = prepare_options.get("log") or runner.log
+    eval_batch_size = prepare_options.pop("eval_batch_size", None)
+    if evaluate and eval_batch_size:
+        prepare_options["predict_batch_size"] = math.lcm(
+            eval_batch_size, prepare_options.get("predict_batch_size") or eval_batch_size)
     preprocessor = SquadPreprocessor(
         tokenizer, max_seq_length, train_file, predict_file, doc_stride, max_query_length,
-        version_2_with_negative, verbose_logging, log)
+        version_2_with_negative, verbose_logging, log, evaluate=evaluate)
     config = SquadConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                          max_query_length=max_query_length,
                          version_2_with_negative=version_2_with_negative,
                          verbose_logging=verbose_logging, **task_options)
-    return prepare(preprocessor,
-                   lambda records: SquadTask(dataclasses.replace(config, records=records),
-                                             preprocessor.predict_data, log=log),
-                   output_dir, **prepare_options)
+
+    def make_task(records):
+        if evaluate and "predict" in records:
+            records = dict(records, eval=records["predict"])
+        return SquadTask(dataclasses.replace(config, records=records), preprocessor.predict_data,
+                         log=log)
+
+    return prepare(preprocessor, make_task, output_dir, **prepare_options)
