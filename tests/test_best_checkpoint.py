@@ -9,7 +9,8 @@
   stops after the patience, eval_results.txt holds the best step's results (best_step,
   best_eval_loss, early_stopping_step) and test_results.tsv is what that checkpoint predicts
   (the Python API from the folder, not the latest checkpoint); a rerun with more epochs
-  resumes with the best so far;
+  resumes with the best so far; a run killed between a checkpoint and its evaluation's record
+  evaluates that checkpoint when it resumes;
 - bad flags: one error line naming the flag, exit 2, nothing left behind.
 """
 import json
@@ -340,6 +341,55 @@ def test_predictions_come_from_the_best_checkpoint(trained, workspace):
     assert not latest.endswith(f"-{results['best_step']}")
     files = dataclasses.replace(model_files(output_dir), checkpoint=latest)
     assert np.abs(load_classifier(files).predict(texts, pairs) - run_probabilities).max() > 1e-4
+
+
+class Killed(Exception):
+    """A run killed from outside."""
+
+
+@pytest.mark.slow
+def test_a_checkpoint_saved_but_not_evaluated_is_evaluated_on_resume(workspace, tmp_path,
+                                                                     monkeypatch):
+    """A run killed after its step-3 checkpoint was saved, before that checkpoint's evaluation
+    was recorded: the rerun resumes at step 3 and evaluates that checkpoint first, so every
+    checkpoint is compared, as in a run not killed."""
+    from bert_tf.model.config import BertConfig
+    from bert_tf.tasks.classification import glue
+    from bert_tf.tasks.classification.task import prepare_task
+    from bert_tf.tasks.preprocessor import read_splits
+    from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.training import runner
+
+    processor = glue.get_processor("mrpc")
+    output_dir = tmp_path / "out"
+    prepared = prepare_task(
+        BertConfig.from_dict(TINY), read_splits(processor, workspace["data"], ("train", "eval")),
+        processor.get_labels(), FastTokenizer(str(workspace["vocab"])), 32, output_dir,
+        task_name="mrpc", eval_batch_size=8, train_batch_size=8, num_train_epochs=1.0,
+        log=lambda line: None)
+    settings = RunSettings(output_dir=str(output_dir), do_train=True, do_eval=True,
+                           eval_during_training=True, keep_best_checkpoint=True,
+                           best_metric=METRIC, save_checkpoints_steps=1, num_train_steps=5,
+                           train_batch_size=8, learning_rate=0.01, seed=1)
+    update = BestCheckpoint.update
+
+    def killed_before_recording_step_3(best, step, *args, **kwargs):
+        if step == 3:
+            raise Killed
+        return update(best, step, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(BestCheckpoint, "update", killed_before_recording_step_3)
+        with pytest.raises(Killed):
+            runner.run(prepared.task, settings, log=lambda line: None)
+    record_path = output_dir / "best" / RECORD_FILE
+    assert [step for step, _ in json.loads(record_path.read_text())["selection"][
+        "evaluations"]] == [1, 2]
+    logged = []
+    runner.run(prepared.task, settings, log=logged.append)
+    assert "step 3: the restored checkpoint has no recorded evaluation: evaluating it" in logged
+    record = json.loads(record_path.read_text())
+    assert [step for step, _ in record["selection"]["evaluations"]] == [1, 2, 3, 4, 5]
 
 
 @pytest.mark.slow

@@ -37,12 +37,14 @@ TPUStrategy is in scope. Off, the same math runs as plain TensorFlow ops with au
 outputs and gradients are the same up to float rounding either way (tests/test_model.py), and
 dropout draws the same bits, so a seeded run drops the same elements.
 """
+import contextlib
 import functools
 import math
 import os
 
 import keras
 import tensorflow as tf
+from tensorflow.python.framework import ops as tf_ops
 
 from bert_tf.model import quantization
 
@@ -83,6 +85,26 @@ def cpu_kernels_enabled():
 def _gpu_visible():
     # Asked by every layer call: list the devices once (they do not change in a process).
     return bool(tf.config.list_logical_devices("GPU"))
+
+
+@contextlib.contextmanager
+def releasing_custom_gradients():
+    """Within the block, models are built, traced and trained as usual; when it ends, the
+    gradient functions that `tf.custom_gradient` registered for graphs traced inside are
+    dropped. TensorFlow 2.20-2.21 keeps each one in its global gradient registry for good, and
+    with it the forward graph and the variables that graph captured
+    (tensorflow/tensorflow#97697): a process that trains model after model (a GLUE sweep's
+    runs, the Python API) would keep every one. A graph traced inside cannot be differentiated
+    after the block."""
+    registry = getattr(getattr(tf_ops, "_gradient_registry", None), "_registry", None)
+    before = set(registry) if isinstance(registry, dict) else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            for name in [name for name in registry
+                         if name not in before and name.startswith("CustomGradient-")]:
+                del registry[name]
 
 
 def truncated_normal(stddev, seed=None):

@@ -345,7 +345,7 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None, optional=No
 
 
 def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, log=print,
-          on_checkpoint=None, deterministic_input=False, should_stop=None):
+          on_checkpoint=None, deterministic_input=False, should_stop=None, on_resume=None):
     """Trains until optimizer.iterations == settings.num_train_steps; returns the last metrics.
 
     `settings`: the run's RunSettings (bert_tf.training.settings; output_dir, num_train_steps,
@@ -355,8 +355,9 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     train_batch_size / replicas examples. If output_dir has a checkpoint (ours, or one
     `task.restore_foreign` continues), training resumes from it; otherwise `init_fn()` (if
     given) initialises the model (e.g. from --init_checkpoint). `on_checkpoint(step)` runs
-    after each checkpoint is saved (eval during training); `should_stop()`, asked after the
-    restore and after each `on_checkpoint`, ends training early when True (early stopping).
+    after each checkpoint is saved (eval during training), `on_resume(step)` after a checkpoint
+    is restored; `should_stop()`, asked after the restore and after each `on_checkpoint`, ends
+    training early when True (early stopping).
     `deterministic_input`: the input
     order is a function of the seed (or file order), so a resumed run replays its input up
     to the restored step and trains on what an uninterrupted run would (float16: to the
@@ -397,6 +398,8 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
         log(f"resuming from {restored} at step {global_step(optimizer)}"
             + (f" (loss scale {_loss_scale(optimizer):g}, {skipped} steps skipped so far)"
                if scaled else ""))
+        if on_resume is not None:
+            on_resume(global_step(optimizer))
     elif init_fn is not None:
         init_fn()
     if not chief:

@@ -311,63 +311,70 @@ def run(task, settings, log=log, export=None):
     if settings.cpu_kernels is not None:
         layers.set_cpu_kernels(settings.cpu_kernels)
     try:
-        with strategy.scope():
-            model = task.build_model()
-            optimizer = build_optimizer(model, settings)
-        if settings.recompute_layers and not layers.set_recompute(model):
-            log(f"note: {arg('recompute_layers')}: the {task.name} model has no transformer "
-                f"layer to recompute")
-        # The optimizer only when it trains: eval, predict and extract_features use none.
-        log(f"*** {task.name}: strategy {strategy_name} with {strategy.num_replicas_in_sync} "
-            f"replica(s); mixed_precision={settings.mixed_precision} "
-            f"jit_compile={settings.jit_compile}"
-            + (f" optimizer={settings.optimizer}" if settings.do_train else "")
-            + (" recompute_layers=True" if settings.recompute_layers else ""))
-
-        results = None
-        if settings.do_train:
-            if is_chief(strategy):
-                write_model_directory(task, settings)
-            results, evaluated = _train(task, strategy, model, optimizer, settings, log, best)
-        if settings.do_eval or settings.do_predict:
-            if settings.do_train:
-                step = loops.global_step(optimizer)
-                if best is not None and best.best_checkpoint and best.selection.best_step != step:
-                    step = restore_best(model, best.best_checkpoint, best.selection.best_step,
-                                        log)
-            else:
-                if settings.output_dir and tf.train.latest_checkpoint(settings.output_dir):
-                    # Its checkpoints hold the optimizer (slots, step); none are needed to
-                    # predict from init_checkpoint.
-                    with strategy.scope():
-                        optimizer.build(model.trainable_variables)
-                step = restore_for_inference(task, model, optimizer, settings, log)
-            if settings.do_eval and best is not None and step in evaluated:
-                # The model is the one evaluated at `step` during training: its results, now
-                # with the best checkpoint's keys.
-                results = evaluated[step]
-                chosen = dict(results, **best.result_lines())
-                if is_chief(strategy):
-                    write_results(chosen, settings.output_dir)
-                print("***** Eval results *****\n" + format_results(chosen), end="",
-                      flush=True)
-            elif settings.do_eval:
-                results = evaluate(task, strategy, model, settings, step, log,
-                                   best.result_lines() if best is not None else None)
-            if settings.do_predict:
-                predict(task, strategy, model, settings, log)
-        if export is not None:
-            export(task, model, log)
-        if best is not None and not is_chief(strategy):
-            # This worker's copy of the best checkpoint (the chief's is output_dir/best).
-            remove_path(best.directory)
-            with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(best.directory))
-        return results
+        with layers.releasing_custom_gradients():
+            return _run_model(task, settings, log, export, strategy, strategy_name, best)
     finally:
         keras.mixed_precision.set_global_policy(policy)
         layers.set_cpu_kernels(cpu_kernels)
         logging.set_verbosity(verbosity)
+
+
+def _run_model(task, settings, log, export, strategy, strategy_name, best):
+    """`run`'s work once the process-wide state is set: the model, train, eval, predict,
+    export."""
+    with strategy.scope():
+        model = task.build_model()
+        optimizer = build_optimizer(model, settings)
+    if settings.recompute_layers and not layers.set_recompute(model):
+        log(f"note: {arg('recompute_layers')}: the {task.name} model has no transformer "
+            f"layer to recompute")
+    # The optimizer only when it trains: eval, predict and extract_features use none.
+    log(f"*** {task.name}: strategy {strategy_name} with {strategy.num_replicas_in_sync} "
+        f"replica(s); mixed_precision={settings.mixed_precision} "
+        f"jit_compile={settings.jit_compile}"
+        + (f" optimizer={settings.optimizer}" if settings.do_train else "")
+        + (" recompute_layers=True" if settings.recompute_layers else ""))
+
+    results = None
+    if settings.do_train:
+        if is_chief(strategy):
+            write_model_directory(task, settings)
+        results, evaluated = _train(task, strategy, model, optimizer, settings, log, best)
+    if settings.do_eval or settings.do_predict:
+        if settings.do_train:
+            step = loops.global_step(optimizer)
+            if best is not None and best.best_checkpoint and best.selection.best_step != step:
+                step = restore_best(model, best.best_checkpoint, best.selection.best_step,
+                                    log)
+        else:
+            if settings.output_dir and tf.train.latest_checkpoint(settings.output_dir):
+                # Its checkpoints hold the optimizer (slots, step); none are needed to
+                # predict from init_checkpoint.
+                with strategy.scope():
+                    optimizer.build(model.trainable_variables)
+            step = restore_for_inference(task, model, optimizer, settings, log)
+        if settings.do_eval and best is not None and step in evaluated:
+            # The model is the one evaluated at `step` during training: its results, now
+            # with the best checkpoint's keys.
+            results = evaluated[step]
+            chosen = dict(results, **best.result_lines())
+            if is_chief(strategy):
+                write_results(chosen, settings.output_dir)
+            print("***** Eval results *****\n" + format_results(chosen), end="",
+                  flush=True)
+        elif settings.do_eval:
+            results = evaluate(task, strategy, model, settings, step, log,
+                               best.result_lines() if best is not None else None)
+        if settings.do_predict:
+            predict(task, strategy, model, settings, log)
+    if export is not None:
+        export(task, model, log)
+    if best is not None and not is_chief(strategy):
+        # This worker's copy of the best checkpoint (the chief's is output_dir/best).
+        remove_path(best.directory)
+        with contextlib.suppress(OSError):
+            os.rmdir(os.path.dirname(best.directory))
+    return results
 
 
 def write_model_directory(task, settings):
@@ -423,6 +430,17 @@ def _train(task, strategy, model, optimizer, settings, log, best=None):
 
     on_checkpoint = (evaluate_at_checkpoint
                      if settings.do_eval and settings.eval_during_training else None)
+
+    def evaluate_restored_checkpoint(step):
+        # A run killed after a checkpoint was saved but before its evaluation was recorded:
+        # that checkpoint is evaluated now, so it is compared as in a run not killed.
+        evaluations = best.selection.evaluations
+        if on_checkpoint is not None and not best.selection.stopped and (
+                not evaluations or evaluations[-1][0] < step):
+            log(f"step {step}: the restored checkpoint has no recorded evaluation: "
+                f"evaluating it")
+            evaluate_at_checkpoint(step)
+
     should_stop = None
     if best is not None:
         if best.resume(_resumed_step(settings.output_dir)):
@@ -444,6 +462,8 @@ def _train(task, strategy, model, optimizer, settings, log, best=None):
                                                      settings.seed),
                                      settings, init_fn=init_fn, log=log,
                                      on_checkpoint=on_checkpoint, should_stop=should_stop,
+                                     on_resume=(evaluate_restored_checkpoint
+                                                if best is not None else None),
                                      deterministic_input=(settings.seed is not None
                                                           or task.config.deterministic_input))
     except loops.NonFiniteLossError as e:
