@@ -522,6 +522,38 @@ def test_command_lines_evaluate_predict_and_export_as_the_run(trained, tmp_path)
                                expected(**inputs)["probabilities"], atol=1e-6)
 
 
+@pytest.mark.slow
+def test_command_line_keeps_the_best_checkpoint(trained, tmp_path):
+    """run_multiple_choice with evaluation every 2 steps keeps the checkpoint of the lowest
+    dev loss among them and evaluates it last (eval_results.txt: its step and values)."""
+    from conftest import run_command_line
+
+    root = trained["root"]
+    output_dir = tmp_path / "out"
+    status, output = run_command_line("run.run_multiple_choice", dict(
+        vocab_file=root / "vocab.txt", bert_config_file=root / "bert_config.json",
+        init_checkpoint=root / "out", max_seq_length=DEMO_SEQ, task_name="tsv",
+        data_dir=root / "data", context_column="context", ending_columns=ENDINGS,
+        label_column="label", skip_header=True, output_dir=output_dir, do_train=True,
+        do_eval=True, eval_during_training=True, keep_best_checkpoint=True,
+        best_metric="eval_loss", save_checkpoints_steps=2, num_train_epochs=0.04,
+        learning_rate=5e-3, warmup_proportion=0, eval_batch_size=40, seed=1))
+    assert status == 0, output[-3000:]
+    history = {}
+    for block in output.split("***** Eval results *****")[1:]:
+        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
+        if "best_step" not in values:
+            history[int(values["global_step"])] = float(values["eval_loss"])
+    steps = sorted(history)
+    assert len(steps) >= 3 and steps == list(range(2, steps[-1] + 1, 2)), steps
+    best_step = min(history, key=lambda step: (history[step], step))
+    results = dict(line.split(" = ") for line in
+                   (output_dir / "eval_results.txt").read_text().splitlines())
+    assert int(results["best_step"]) == int(results["global_step"]) == best_step
+    assert float(results["eval_loss"]) == pytest.approx(history[best_step], abs=1e-6)
+    assert (output_dir / "best" / f"model.ckpt-{best_step}.index").exists()
+
+
 def bad_swag_dir(root):
     data = swag_dir(root / "swag")
     (data / "val.csv").write_text(SWAG_TRAIN.replace(",3\n1,", ",7\n1,"))  # line 2's label

