@@ -403,8 +403,3 @@ def test_bad_best_metric_is_one_error_line(workspace, tmp_path):
         keep_best_checkpoint=True, best_metric="eval_matthews_corrcoef"),
         "--best_metric: 'eval_matthews_corrcoef' is not in the task's eval results")
     assert os.listdir(output_dir) == ["mine.txt"]
-    assert_one_line_error("run.run_squad", dict(
-        vocab_file=workspace["vocab"], bert_config_file=workspace["config"],
-        output_dir=output_dir, do_train=True, train_file=workspace["data"] / "train.tsv",
-        keep_best_checkpoint=True), "--keep_best_checkpoint: not for run_squad")
-    assert os.listdir(output_dir) == ["mine.txt"]
