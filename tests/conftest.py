@@ -57,6 +57,19 @@ def strategy_line(output):
     return lines[0]
 
 
+def eval_history(log, metric):
+    """{global_step: metric} of a run's evaluations during training, from its log's "*****
+    Eval results *****" blocks (not the final one of a run keeping its best checkpoint, which
+    adds best_step)."""
+    import re
+    history = {}
+    for block in log.split("***** Eval results *****")[1:]:
+        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
+        if "best_step" not in values:
+            history[int(values["global_step"])] = float(values[metric])
+    return history
+
+
 def snapshot(root):
     """{path: bytes} of every file under root, and every directory (bytes None)."""
     root = pathlib.Path(root)

@@ -16,7 +16,6 @@
 import json
 import math
 import os
-import re
 
 import pytest
 
@@ -25,7 +24,7 @@ from bert_tf.model.checkpoints import BEST_RECORD_FILE as RECORD_FILE
 from bert_tf.training.best_checkpoint import (BestCheckpoint, Selection,
                                               greater_is_better)
 from bert_tf.training.settings import RunSettings
-from conftest import assert_one_line_error, run_command_line
+from conftest import assert_one_line_error, eval_history, run_command_line
 
 
 # ---- The rule.
@@ -229,17 +228,6 @@ def classifier_flags(workspace, output_dir, **extra):
     return flags
 
 
-def eval_history(log):
-    """{global_step: METRIC} of the evaluations during training in the log (the "***** Eval
-    results *****" blocks before the final one, which holds best_step)."""
-    history = {}
-    for block in log.split("***** Eval results *****")[1:]:
-        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
-        if "best_step" not in values:
-            history[int(values["global_step"])] = float(values[METRIC])
-    return history
-
-
 def read_results(path):
     with open(path) as f:
         return dict(line.rstrip("\n").split(" = ") for line in f)
@@ -269,8 +257,8 @@ def trained(workspace):
 @pytest.mark.slow
 def test_chosen_step_is_the_best_of_the_evaluations(trained):
     output_dir, (first, second) = trained
-    history = eval_history(first)
-    history.update(eval_history(second))
+    history = eval_history(first, METRIC)
+    history.update(eval_history(second, METRIC))
     # The oracle: the first step of the lowest loss among the steps evaluated.
     steps = sorted(history)
     best_step = min(steps, key=lambda s: (history[s], s))
@@ -281,9 +269,9 @@ def test_chosen_step_is_the_best_of_the_evaluations(trained):
     assert int(results["global_step"]) == best_step
     assert float(results[METRIC]) == history[best_step]
     # The resumed run went on from the first's record, its evaluations after step 3.
-    assert sorted(eval_history(first)) == [1, 2, 3]
+    assert sorted(eval_history(first, METRIC)) == [1, 2, 3]
     assert "resuming from" in second and f"best {METRIC} so far" in second
-    assert min(eval_history(second)) == 4
+    assert min(eval_history(second, METRIC)) == 4
     with open(output_dir / "best" / RECORD_FILE) as f:
         record = json.load(f)
     assert [step for step, _ in record["selection"]["evaluations"]] == steps
@@ -298,8 +286,8 @@ def test_chosen_step_is_the_best_of_the_evaluations(trained):
 @pytest.mark.slow
 def test_training_stops_after_the_patience(trained):
     output_dir, (first, second) = trained
-    history = eval_history(first)
-    history.update(eval_history(second))
+    history = eval_history(first, METRIC)
+    history.update(eval_history(second, METRIC))
     steps = sorted(history)
     # The oracle: the step of the second evaluation in a row not below the best before it.
     best, without, stop = math.inf, 0, None

@@ -526,7 +526,7 @@ def test_command_lines_evaluate_predict_and_export_as_the_run(trained, tmp_path)
 def test_command_line_keeps_the_best_checkpoint(trained, tmp_path):
     """run_multiple_choice with evaluation every 2 steps keeps the checkpoint of the lowest
     dev loss among them and evaluates it last (eval_results.txt: its step and values)."""
-    from conftest import run_command_line
+    from conftest import eval_history, run_command_line
 
     root = trained["root"]
     output_dir = tmp_path / "out"
@@ -539,11 +539,7 @@ def test_command_line_keeps_the_best_checkpoint(trained, tmp_path):
         best_metric="eval_loss", save_checkpoints_steps=2, num_train_epochs=0.04,
         learning_rate=5e-3, warmup_proportion=0, eval_batch_size=40, seed=1))
     assert status == 0, output[-3000:]
-    history = {}
-    for block in output.split("***** Eval results *****")[1:]:
-        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
-        if "best_step" not in values:
-            history[int(values["global_step"])] = float(values["eval_loss"])
+    history = eval_history(output, "eval_loss")
     steps = sorted(history)
     assert len(steps) >= 3 and steps == list(range(2, steps[-1] + 1, 2)), steps
     best_step = min(history, key=lambda step: (history[step], step))

@@ -6,14 +6,13 @@ keeping the checkpoint of the best entity F1) must learn entities, and the entit
 eval_results.txt must be seqeval's on the predictions file the run wrote (which must hold every
 word of the eval file, in order, with its gold tag), both the kept checkpoint's.
 """
-import re
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT, command_env, minilm_directory, require_module
+from conftest import PROJECT_ROOT, command_env, eval_history, minilm_directory, require_module
 
 pytestmark = pytest.mark.slow
 
@@ -90,11 +89,7 @@ def test_entity_scores_are_seqevals_on_the_written_predictions(trained):
         np.mean([g == p for gs, ps in zip(gold, predicted) for g, p in zip(gs, ps)]), abs=1e-6)
     # The kept checkpoint: the first of the best entity F1 among the evaluations at steps 11,
     # 22, 33 and 44 (the log's blocks before the final one, which adds best_step).
-    history = {}
-    for block in log.split("***** Eval results *****")[1:]:
-        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
-        if "best_step" not in values:
-            history[int(values["global_step"])] = float(values["eval_f1"])
+    history = eval_history(log, "eval_f1")
     assert sorted(history) == [11, 22, 33, 44]
     best_step = min(history, key=lambda step: (-history[step], step))
     assert results["global_step"] == results["best_step"] == best_step

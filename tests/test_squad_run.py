@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import stub_estimator
+from conftest import eval_history, stub_estimator
 from test_classifier_run import run, tf1_tensor_shapes
 
 pytestmark = pytest.mark.slow
@@ -364,18 +364,6 @@ def check_export_packs_as_run_squad(workspace, output_dir, exported):
               for s in best(start_logits) for e in best(end_logits) if s <= e < s + 30]
     np.testing.assert_allclose(served["score"].numpy()[0], max(scores) if scores else 0.0,
                                rtol=1e-5, atol=1e-5)
-
-
-def eval_history(log, metric):
-    """{global_step: metric} of the evaluations during training in a run's log (the blocks
-    before the final one, which holds best_step)."""
-    import re
-    history = {}
-    for block in log.split("***** Eval results *****")[1:]:
-        values = dict(re.findall(r"^(\w+) = (\S+)$", block, re.M))
-        if "best_step" not in values:
-            history[int(values["global_step"])] = float(values[metric])
-    return history
 
 
 def test_eval_during_training_keeps_the_best_f1(workspace, tmp_path):
