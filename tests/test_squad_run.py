@@ -407,14 +407,14 @@ def test_eval_during_training_keeps_the_best_f1(workspace, tmp_path):
 
 
 @pytest.mark.parametrize("flags, expected", [
-    ({"do_eval": True}, "--predict_file: is required"),
     ({"do_eval": True, "predict_file": "TRAIN"}, None),
     ({"do_train": True, "train_file": "TRAIN", "keep_best_checkpoint": True},
      "--keep_best_checkpoint"),
 ])
 def test_eval_needs_a_scored_predict_file(workspace, tmp_path, flags, expected):
-    """--do_eval without --predict_file, or with one whose questions have no answers (a test
-    file), and the best checkpoint without evaluation: one error line, nothing written."""
+    """--do_eval with a --predict_file whose questions have no answers (a test file), and the
+    best checkpoint without evaluation: one error line, nothing written (--do_eval without
+    --predict_file: tests/test_finetuning_errors.py)."""
     from conftest import assert_one_line_error
     test_file = tmp_path / "test.json"
     data = json.loads(workspace["files"]["1.1"].read_text())

@@ -532,12 +532,13 @@ _GATHER_STEPS = weakref.WeakKeyDictionary()
 def _gather_step(strategy, model, task, mode):
     """The compiled eval/predict step, kept while the model lives: a second call (eval during
     training, the Python API's predictions on one model) does not trace again."""
-    cache = _GATHER_STEPS.setdefault(model, {})
+    # A task that runs no model (model None) gets a step of its own each time.
+    cache = {} if model is None else _GATHER_STEPS.setdefault(model, {})
     key = (task, strategy, mode)
     if key in cache:
         return cache[key]
     outputs_of = task.eval_outputs if mode == "eval" else task.predict_outputs
-    model_ref = weakref.ref(model)
+    model_ref = (lambda: None) if model is None else weakref.ref(model)
 
     def replica_step(batch):
         outputs = outputs_of(batch, task.outputs(model_ref(), batch, training=False))
