@@ -323,6 +323,32 @@ def test_train_then_predict_answers_every_question(workspace, tmp_path):
     check_export_packs_as_run_squad(workspace, output_dir, tmp_path / "exported")
 
 
+def test_eval_and_predict_infer_once(workspace, tmp_path):
+    """--do_eval --do_predict read the same windows with the same weights: one inference pass
+    and one post-processing, and predictions.json scores (the official v1.1 evaluation) as
+    eval_results.txt says."""
+    from bert_tf.tasks.squad import metrics as squad_metrics
+
+    output_dir = tmp_path / "out"
+    log = run(squad_command(workspace, output_dir, do_train=True, do_eval=True, do_predict=True,
+                            train_file=workspace["files"]["train"],
+                            predict_file=workspace["files"]["1.1"],
+                            init_checkpoint=workspace["checkpoint"], train_batch_size=8,
+                            eval_batch_size=6, predict_batch_size=4, num_train_epochs=0.5,
+                            save_checkpoints_steps=1000))
+    assert log.count("***** Running evaluation") == 1
+    assert "***** Running prediction" not in log
+    assert log.count("post-processing:") == 1
+    results = dict(line.split(" = ") for line in
+                   (output_dir / "eval_results.txt").read_text().splitlines())
+    dataset = json.loads(workspace["files"]["1.1"].read_text())["data"]
+    predictions = json.loads((output_dir / "predictions.json").read_text())
+    scores = squad_metrics.evaluate_v1(dataset, predictions)
+    assert scores["f1"] == pytest.approx(float(results["f1"]), abs=1e-6)
+    assert scores["exact_match"] == pytest.approx(float(results["exact_match"]), abs=1e-6)
+    assert (output_dir / "nbest_predictions.json").exists()
+
+
 def check_export_packs_as_run_squad(workspace, output_dir, exported):
     """The --export_dir's serve_text_pair packs a question as the run did: cut to its
     --max_query_length (24 here, not export_savedmodel's default 64): its logits are the

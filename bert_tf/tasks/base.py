@@ -71,6 +71,9 @@ class Task(abc.ABC):
       streams_predictions: `write_predictions` gets an iterator over each predict step's
         outputs (dicts of numpy arrays, in the dataset's order) as the model produces them,
         instead of every record's at once: for outputs too large to hold (extract_features).
+      predicts_eval_outputs: `eval_outputs` are `predict_outputs` (SQuAD scores its predict
+        file): when eval and predict read the same records, a run that does both infers once
+        and hands eval's outputs to `write_predictions`.
       token_id_rank: the rank of the token ids the model takes, and `serving_default` serves:
         2 ([batch, length]), or 3 for multiple choice ([batch, choices, length]).
     """
@@ -81,6 +84,7 @@ class Task(abc.ABC):
     train_metric_names = ("loss",)
     sequence_features = None
     streams_predictions = False
+    predicts_eval_outputs = False
     token_id_rank = 2
 
     def __init__(self, config):

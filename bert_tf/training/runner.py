@@ -236,16 +236,30 @@ def _num_steps(task, mode, batch_size, settings):
     return count // batch_size
 
 
-def evaluate(task, strategy, model, settings, step, log=log, extra_results=None):
-    """Runs eval on every eval record; writes eval_results.txt (with `extra_results`, the
-    best checkpoint's keys) and summaries; returns results."""
-    batch_size = settings.eval_batch_size
-    num_steps = _num_steps(task, "eval", batch_size, settings)
-    log(f"***** Running evaluation *****  batch size {batch_size}, {num_steps} steps")
-    with naming_damaged_records(task, "eval"):
-        outputs = loops.gather_outputs(strategy, model, task,
-                                          task.dataset_fn("eval", batch_size), num_steps, "eval")
-    results = task.eval_results(outputs, step, batch_size)
+def _inference_steps(task, settings, mode, log):
+    """(batch size, steps) of eval or predict, logged."""
+    batch_size = settings.eval_batch_size if mode == "eval" else settings.predict_batch_size
+    num_steps = _num_steps(task, mode, batch_size, settings)
+    log(f"***** Running {'evaluation' if mode == 'eval' else 'prediction'} *****  "
+        f"batch size {batch_size}, {num_steps} steps")
+    return batch_size, num_steps
+
+
+def gather(task, strategy, model, settings, mode, log=log):
+    """Every `mode` record's outputs (eval_outputs or predict_outputs), in file order."""
+    batch_size, num_steps = _inference_steps(task, settings, mode, log)
+    with naming_damaged_records(task, mode):
+        return loops.gather_outputs(strategy, model, task, task.dataset_fn(mode, batch_size),
+                                    num_steps, mode)
+
+
+def evaluate(task, strategy, model, settings, step, log=log, extra_results=None, outputs=None):
+    """Runs eval on every eval record (or takes its gathered `outputs`); writes
+    eval_results.txt (with `extra_results`, the best checkpoint's keys) and summaries; returns
+    results."""
+    if outputs is None:
+        outputs = gather(task, strategy, model, settings, "eval", log)
+    results = task.eval_results(outputs, step, settings.eval_batch_size)
     if is_chief(strategy):
         write_results(dict(results, **(extra_results or {})), settings.output_dir)
         for path in task.write_eval_outputs(outputs, settings.output_dir):
@@ -261,12 +275,11 @@ def evaluate(task, strategy, model, settings, step, log=log, extra_results=None)
     return results
 
 
-def predict(task, strategy, model, settings, log=log):
-    """Runs predict on every predict record; the task writes its files; returns their paths."""
-    batch_size = settings.predict_batch_size
-    num_steps = _num_steps(task, "predict", batch_size, settings)
-    log(f"***** Running prediction *****  batch size {batch_size}, {num_steps} steps")
+def predict(task, strategy, model, settings, log=log, outputs=None):
+    """Runs predict on every predict record (or takes its gathered `outputs`); the task writes
+    its files; returns their paths."""
     if task.streams_predictions:  # the task writes each step's outputs as they come
+        batch_size, num_steps = _inference_steps(task, settings, "predict", log)
         with naming_damaged_records(task, "predict"):
             outputs = loops.iterate_outputs(strategy, model, task,
                                             task.dataset_fn("predict", batch_size), num_steps,
@@ -277,10 +290,10 @@ def predict(task, strategy, model, settings, log=log):
                 return []
             paths = task.write_predictions(outputs, settings.output_dir)
     else:
-        with naming_damaged_records(task, "predict"):
-            outputs = loops.gather_outputs(strategy, model, task,
-                                           task.dataset_fn("predict", batch_size), num_steps,
-                                           "predict")
+        if outputs is None:
+            outputs = gather(task, strategy, model, settings, "predict", log)
+        else:
+            log("prediction: the evaluation's outputs (the same records and weights)")
         if not is_chief(strategy):
             return []
         paths = task.write_predictions(outputs, settings.output_dir)
@@ -353,6 +366,7 @@ def _run_model(task, settings, log, export, strategy, strategy_name, best):
                 with strategy.scope():
                     optimizer.build(model.trainable_variables)
             step = restore_for_inference(task, model, optimizer, settings, log)
+        outputs = None  # eval's, when predict takes them
         if settings.do_eval and best is not None and step in evaluated:
             # The model is the one evaluated at `step` during training: its results, now
             # with the best checkpoint's keys.
@@ -363,10 +377,15 @@ def _run_model(task, settings, log, export, strategy, strategy_name, best):
             print("***** Eval results *****\n" + format_results(chosen), end="",
                   flush=True)
         elif settings.do_eval:
+            records = task.config.records
+            if (settings.do_predict and task.predicts_eval_outputs
+                    and records["eval"] == records["predict"]):
+                # Predict would read the same records with the same weights: one pass.
+                outputs = gather(task, strategy, model, settings, "eval", log)
             results = evaluate(task, strategy, model, settings, step, log,
-                               best.result_lines() if best is not None else None)
+                               best.result_lines() if best is not None else None, outputs)
         if settings.do_predict:
-            predict(task, strategy, model, settings, log)
+            predict(task, strategy, model, settings, log, outputs)
     if export is not None:
         export(task, model, log)
     if best is not None and not is_chief(strategy):

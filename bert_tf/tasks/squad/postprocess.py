@@ -449,12 +449,21 @@ def write_predictions(examples, features, unique_ids, start_logits, end_logits, 
 
     Returns (predictions, nbest, null_odds) as `compute_predictions`.
     """
-    predictions, nbest, null_odds = compute_predictions(
+    answers = compute_predictions(
         examples, features, unique_ids, start_logits, end_logits, n_best_size,
         max_answer_length, do_lower_case, version_2_with_negative=version_2_with_negative,
         null_score_diff_threshold=null_score_diff_threshold, log=log)
+    write_files(answers, output_prediction_file, output_nbest_file, output_null_log_odds_file,
+                version_2_with_negative)
+    return answers
+
+
+def write_files(answers, output_prediction_file, output_nbest_file, output_null_log_odds_file,
+                version_2_with_negative=False):
+    """Writes `compute_predictions`' (predictions, nbest, null_odds) as the original's files:
+    null_odds.json only for SQuAD 2.0."""
+    predictions, nbest, null_odds = answers
     write_json(output_prediction_file, predictions)
     write_json(output_nbest_file, nbest)
     if version_2_with_negative:
         write_json(output_null_log_odds_file, null_odds)
-    return predictions, nbest, null_odds

@@ -58,10 +58,15 @@ class SquadTask(Task):
     Config = SquadConfig
     Preprocessor = SquadPreprocessor
 
+    predicts_eval_outputs = True
+
     def __init__(self, config, predict_data=None, log=print):
         super().__init__(config)
         self.predict_data = predict_data
         self.log = log
+        # (outputs, answers) of the last post-processing: predict's files from the final
+        # eval's outputs are written without post-processing them again.
+        self._processed = (None, None)
 
     # ---- Data.
     def feature_spec(self, mode):
@@ -132,20 +137,22 @@ class SquadTask(Task):
         if not features:  # nothing ran: no window to take logits from
             raise ValueError("no predict window: check the predict file with bert_tf.tasks."
                              "squad.preprocessor.require_windows before running predict")
-        real = outputs["unique_ids"] != PADDING_UNIQUE_ID
-        started = time.perf_counter()
-        arguments = (examples, features, outputs["unique_ids"][real],
-                     outputs["start_logits"][real], outputs["end_logits"][real],
-                     config.n_best_size, config.max_answer_length, config.do_lower_case)
-        options = dict(version_2_with_negative=config.version_2_with_negative,
-                       null_score_diff_threshold=config.null_score_diff_threshold,
-                       log=self.log if config.verbose_logging else None)
-        if paths is None:
-            answers = postprocess.compute_predictions(*arguments, **options)
+        if self._processed[0] is outputs:
+            answers = self._processed[1]
         else:
-            answers = postprocess.write_predictions(*arguments, *paths, **options)
-        self.log(f"post-processing: {len(examples)} questions, {len(features)} windows in "
-                 f"{time.perf_counter() - started:.1f} s")
+            real = outputs["unique_ids"] != PADDING_UNIQUE_ID
+            started = time.perf_counter()
+            answers = postprocess.compute_predictions(
+                examples, features, outputs["unique_ids"][real], outputs["start_logits"][real],
+                outputs["end_logits"][real], config.n_best_size, config.max_answer_length,
+                config.do_lower_case, version_2_with_negative=config.version_2_with_negative,
+                null_score_diff_threshold=config.null_score_diff_threshold,
+                log=self.log if config.verbose_logging else None)
+            self.log(f"post-processing: {len(examples)} questions, {len(features)} windows in "
+                     f"{time.perf_counter() - started:.1f} s")
+            self._processed = (outputs, answers)
+        if paths is not None:
+            postprocess.write_files(answers, *paths, config.version_2_with_negative)
         return answers
 
     def write_predictions(self, outputs, output_dir):
