@@ -102,18 +102,12 @@ class SquadTask(Task):
         return "f1"
 
     def eval_metric_names(self):
-        if not self.config.version_2_with_negative:
-            return {"exact_match", "f1", "global_step"}
+        """The official script's keys for the predict file (SQuAD 2.0's HasAns_* / NoAns_*
+        are there when it has such questions): those of its score of empty answers."""
         if self.predict_data is None:
             return None
-        # SQuAD 2.0's HasAns_* / NoAns_* keys are there when the file has such questions.
-        names = {"exact", "f1", "total", "best_exact", "best_exact_thresh", "best_f1",
-                 "best_f1_thresh", "global_step"}
-        has_answer = set(metrics.make_qid_to_has_ans(self.predict_data[0]).values())
-        for prefix, present in (("HasAns", True in has_answer), ("NoAns", False in has_answer)):
-            if present:
-                names.update(f"{prefix}_{key}" for key in ("exact", "f1", "total"))
-        return names
+        empty = {qid: "" for qid in metrics.make_qid_to_has_ans(self.predict_data[0])}
+        return set(self._score(empty, dict.fromkeys(empty, 0.0))) | {"global_step"}
 
     def _score(self, predictions, null_odds):
         """The official evaluation script's numbers for the predict file."""
