@@ -16,14 +16,16 @@ checkpoint in the original naming with a classifier head (output_weights / outpu
 - bad input exits with a one-line error naming the flag or file.
 """
 import contextlib
+import json
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, kill_a_worker_and_resume,
-                      stub_estimator)
+from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, eval_history,
+                      kill_a_worker_and_resume, stub_estimator)
 
 pytestmark = pytest.mark.slow
 
@@ -323,19 +325,35 @@ def test_trained_checkpoint_in_the_original_naming_loads_in_the_original(
 
 def test_multi_worker_fine_tuning_resumes_after_a_worker_is_killed(workspace, tmp_path):
     """run_classifier on two MultiWorkerMirrored workers (64 MRPC rows, 12.5 epochs at batch 8:
-    100 steps); one worker is killed after the first checkpoint; restarted, both resume from
-    the last checkpoint and end with the weights of an uninterrupted run (the input replayed
-    to the step: --seed)."""
+    100 steps), evaluating every checkpoint and keeping the best; one worker is killed after
+    the first checkpoint; restarted, both resume from the last checkpoint and end with the
+    weights, the evaluations and the kept checkpoint of an uninterrupted run (the input
+    replayed to the step: --seed). The other worker's own best folder is gone."""
 
     def line_into(output_dir):
         return command(output_dir, **model_flags(
-            workspace, init_checkpoint=workspace["checkpoint"], do_train=True,
+            workspace, init_checkpoint=workspace["checkpoint"], do_train=True, do_eval=True,
+            eval_during_training=True, keep_best_checkpoint=True, eval_batch_size=8,
             train_batch_size=8, num_train_epochs=12.5, learning_rate=1e-4, seed=4,
             save_checkpoints_steps=20, iterations_per_loop=20,
             distribution_strategy="multi_worker_mirrored"))
 
-    step, output = kill_a_worker_and_resume(line_into, tmp_path / "straight", tmp_path / "killed",
-                                            100)
+    straight, killed = tmp_path / "straight", tmp_path / "killed"
+    step, output = kill_a_worker_and_resume(line_into, straight, killed, 100)
     assert "2 replica(s)" in output and f"[train] done: {100 - step} steps" in output
-    assert_same_checkpoints(tmp_path / "straight" / "model.ckpt-100",
-                            tmp_path / "killed" / "model.ckpt-100")
+    assert_same_checkpoints(straight / "model.ckpt-100", killed / "model.ckpt-100")
+    history = eval_history(output, "eval_accuracy")
+    # After the resume, each later checkpoint (and the one resumed from, unless its
+    # evaluation was recorded before the kill).
+    assert sorted(s for s in history if s > step) == list(range(step + 20, 101, 20))
+    assert set(history) <= set(range(step, 101, 20)), history
+    kept = {}
+    for output_dir in (straight, killed):
+        results = read_results(output_dir / "eval_results.txt")
+        with open(output_dir / "best" / "best_checkpoint.json") as f:
+            record = json.load(f)
+        assert record["checkpoint"] == f"model.ckpt-{int(results['best_step'])}"
+        assert results["global_step"] == results["best_step"]
+        assert not [name for name in os.listdir(output_dir) if name.startswith(".worker_")]
+        kept[output_dir.name] = results
+    assert kept["killed"] == pytest.approx(kept["straight"], abs=1e-6)
