@@ -158,6 +158,7 @@ class SquadTask(Task):
             postprocess.PREDICTIONS_FILE, postprocess.NBEST_FILE,
             postprocess.NULL_ODDS_FILE)]
         predictions, _, null_odds = self._predictions(outputs, paths)
+        self._processed = (None, None)  # the run's last use of them
         if not config.version_2_with_negative:
             paths.pop()
         if "eval" not in config.records and has_answers(self.predict_data[0]):
