@@ -11,7 +11,9 @@ side initialises its own classifier head (one GLUE sweep has 1-output and 2-outp
 
   ours          `python -m run.run_glue --data_dir=<glue> --tasks=MRPC,RTE
                 --init_checkpoint=<MiniLM dir> --bucket_by_length --max_seq_length=128
-                --learning_rates=... --epochs=3 --seed=<--seed>`; or, with --ours_dir, the runs a
+                --learning_rates=... --epochs=3 --seed=<--seed> --optimizer=<--optimizer>`
+                (adamw: the original's AdamWeightDecay, no bias correction; adam: with it, as
+                the Trainer's AdamW); or, with --ours_dir, the runs a
                 sweep recorded there (<task>/runs/*/run_result.json), chosen by the same rule.
   transformers  BertForSequenceClassification.from_pretrained(<MiniLM dir>, num_labels=2) +
                 Trainer for each learning rate, with bench.finetuning.accuracy's arguments (batch
@@ -117,14 +119,14 @@ def run_transformers(task, learning_rate, epochs, work, glue_dir, seed):
 
 
 # ---- Ours.
-def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir, seed):
+def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir, seed, optimizer):
     command = [sys.executable, "-m", "run.run_glue", f"--data_dir={glue_dir}",
                f"--tasks={','.join(tasks)}", f"--init_checkpoint={minilm_dir()}",
                f"--output_dir={output_dir}", "--bucket_by_length",
                f"--max_seq_length={MAX_SEQ_LENGTH}",
                f"--learning_rates={','.join(f'{lr:g}' for lr in learning_rates)}",
                f"--epochs={epochs:g}", f"--seed={seed}", f"--eval_batch_size={BATCH}",
-               f"--predict_batch_size={BATCH}"]
+               f"--predict_batch_size={BATCH}", f"--optimizer={optimizer}"]
     print("ours: " + " ".join(command[1:]), flush=True)
     subprocess.run(command, cwd=PROJECT_ROOT, check=True)
 
@@ -153,6 +155,9 @@ def main():
     parser.add_argument("--learning_rates", default="5e-5,4e-5,3e-5,2e-5")
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=42, help="both sides' seed")
+    parser.add_argument("--optimizer", default="adamw", choices=["adamw", "adam"],
+                        help="ours: the original's AdamWeightDecay (adamw, no bias correction) "
+                             "or adam (bias-corrected AdamW, as the Trainer's)")
     parser.add_argument("--data_dir", default=GLUE_DIR,
                         help="the GLUE data (e.g. training files cut to their first rows)")
     parser.add_argument("--ours_dir", help="a finished run_glue sweep's output_dir (default: "
@@ -170,7 +175,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     ours_dir = args.ours_dir or os.path.join(work, "ours")
     if not args.ours_dir:
-        run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir, args.seed)
+        run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir, args.seed,
+                 args.optimizer)
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; batch {BATCH}, {args.epochs:g} epochs, "
           f"max_seq_length {MAX_SEQ_LENGTH}, seed {args.seed}; data {args.data_dir}; ours "
           f"{ours_dir}; work dir {work}", flush=True)
