@@ -70,6 +70,12 @@ def eval_history(log, metric):
     return history
 
 
+def read_eval_results(path):
+    """{key: value as written} of an eval_results.txt ("key = value" lines)."""
+    with open(path) as f:
+        return dict(line.rstrip("\n").split(" = ") for line in f)
+
+
 def snapshot(root):
     """{path: bytes} of every file under root, and every directory (bytes None)."""
     root = pathlib.Path(root)

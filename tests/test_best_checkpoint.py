@@ -24,7 +24,8 @@ from bert_tf.model.checkpoints import BEST_RECORD_FILE as RECORD_FILE
 from bert_tf.training.best_checkpoint import (BestCheckpoint, Selection,
                                               greater_is_better)
 from bert_tf.training.settings import RunSettings
-from conftest import assert_one_line_error, eval_history, run_command_line
+from conftest import (assert_one_line_error, eval_history, read_eval_results,
+                      run_command_line)
 
 
 # ---- The rule.
@@ -228,11 +229,6 @@ def classifier_flags(workspace, output_dir, **extra):
     return flags
 
 
-def read_results(path):
-    with open(path) as f:
-        return dict(line.rstrip("\n").split(" = ") for line in f)
-
-
 METRIC = "eval_loss"  # lower is better; it moves at every step, where F1 of a tiny model jumps
 
 
@@ -262,7 +258,7 @@ def test_chosen_step_is_the_best_of_the_evaluations(trained):
     # The oracle: the first step of the lowest loss among the steps evaluated.
     steps = sorted(history)
     best_step = min(steps, key=lambda s: (history[s], s))
-    results = read_results(output_dir / "eval_results.txt")
+    results = read_eval_results(output_dir / "eval_results.txt")
     assert int(results["best_step"]) == best_step
     assert results[f"best_{METRIC}"] == f"{history[best_step]:.8g}".rstrip("0")
     # The final eval is the best checkpoint's (its results, at its step).
@@ -299,7 +295,7 @@ def test_training_stops_after_the_patience(trained):
             break
     assert stop is not None and stop < 12, history  # the data must make it stop early
     assert steps[-1] == stop  # no evaluation after the stop
-    results = read_results(output_dir / "eval_results.txt")
+    results = read_eval_results(output_dir / "eval_results.txt")
     assert int(results["early_stopping_step"]) == stop
     assert f"early stopping at step {stop}" in first + second
     assert int(results["best_step"]) != stop  # so the predictions below are not the latest's
@@ -325,7 +321,7 @@ def test_predictions_come_from_the_best_checkpoint(trained, workspace):
     best = load_classifier(output_dir).predict(texts, pairs)
     np.testing.assert_allclose(best, run_probabilities, atol=1e-5)
     latest = tf.train.latest_checkpoint(str(output_dir))
-    results = read_results(output_dir / "eval_results.txt")
+    results = read_eval_results(output_dir / "eval_results.txt")
     assert not latest.endswith(f"-{results['best_step']}")
     files = dataclasses.replace(model_files(output_dir), checkpoint=latest)
     assert np.abs(load_classifier(files).predict(texts, pairs) - run_probabilities).max() > 1e-4

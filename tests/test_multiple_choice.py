@@ -27,7 +27,7 @@ from bert_tf.errors import InputError
 from bert_tf.tasks import classification
 from bert_tf.tasks.multiple_choice import reader
 from bert_tf.tasks.multiple_choice import task as multiple_choice
-from conftest import assert_one_line_error, require_hf_venv
+from conftest import assert_one_line_error, read_eval_results, require_hf_venv
 
 SWAG_HEADER = (",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,"
                "ending3,label\n")
@@ -543,8 +543,7 @@ def test_command_line_keeps_the_best_checkpoint(trained, tmp_path):
     steps = sorted(history)
     assert len(steps) >= 3 and steps == list(range(2, steps[-1] + 1, 2)), steps
     best_step = min(history, key=lambda step: (history[step], step))
-    results = dict(line.split(" = ") for line in
-                   (output_dir / "eval_results.txt").read_text().splitlines())
+    results = read_eval_results(output_dir / "eval_results.txt")
     assert int(results["best_step"]) == int(results["global_step"]) == best_step
     assert float(results["eval_loss"]) == pytest.approx(history[best_step], abs=1e-6)
     assert (output_dir / "best" / f"model.ckpt-{best_step}.index").exists()

@@ -20,7 +20,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import eval_history, stub_estimator
+from conftest import eval_history, read_eval_results, stub_estimator
 from test_classifier_run import run, tf1_tensor_shapes
 
 pytestmark = pytest.mark.slow
@@ -184,8 +184,7 @@ def test_predictions_equal_the_originals(reference, refbert, ref_flags, workspac
                                           na_probs=theirs["null_odds.json"])
                 if version == "2.0" else
                 squad_metrics.evaluate_v1(dataset, theirs["predictions.json"]))
-    with open(output_dir / "eval_results.txt") as f:
-        written = dict(line.rstrip("\n").split(" = ") for line in f)
+    written = read_eval_results(output_dir / "eval_results.txt")
     assert set(written) == set(expected)
     for key, value in expected.items():
         assert float(written[key]) == pytest.approx(float(value), abs=1e-9), key
@@ -317,8 +316,7 @@ def test_train_then_predict_answers_every_question(workspace, tmp_path):
     predictions = json.loads((output_dir / "predictions.json").read_text())
     assert sorted(predictions) == sorted(questions)
     assert os.path.exists(output_dir / "train.tf_record")
-    results = dict(line.split(" = ") for line in
-                   (output_dir / "eval_results.txt").read_text().splitlines())
+    results = read_eval_results(output_dir / "eval_results.txt")
     assert set(results) == {"exact_match", "f1"}
     check_export_packs_as_run_squad(workspace, output_dir, tmp_path / "exported")
 
@@ -339,8 +337,7 @@ def test_eval_and_predict_infer_once(workspace, tmp_path):
     assert log.count("***** Running evaluation") == 1
     assert "***** Running prediction" not in log
     assert log.count("post-processing:") == 1
-    results = dict(line.split(" = ") for line in
-                   (output_dir / "eval_results.txt").read_text().splitlines())
+    results = read_eval_results(output_dir / "eval_results.txt")
     dataset = json.loads(workspace["files"]["1.1"].read_text())["data"]
     predictions = json.loads((output_dir / "predictions.json").read_text())
     scores = squad_metrics.evaluate_v1(dataset, predictions)
@@ -419,8 +416,7 @@ def test_eval_during_training_keeps_the_best_f1(workspace, tmp_path):
             break
     # The data make it stop early, after a best that is not the last evaluation.
     assert stop is not None and stop == max(history) and best_step < stop, history
-    results = dict(line.split(" = ") for line in
-                   (output_dir / "eval_results.txt").read_text().splitlines())
+    results = read_eval_results(output_dir / "eval_results.txt")
     assert int(results["best_step"]) == int(results["global_step"]) == best_step
     assert int(results["early_stopping_step"]) == stop
     assert float(results["f1"]) == pytest.approx(history[best_step], abs=1e-6)
