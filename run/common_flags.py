@@ -77,6 +77,10 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                           "example. Same results up to float rounding, faster; not on TPU (one "
                           "static shape there).")
     flags.DEFINE_integer("train_batch_size", train_batch_size, "Total batch size for training.")
+    flags.DEFINE_integer("shuffle_buffer_size", 100,
+                         "Records in the training shuffle buffer. The original's 100 keeps "
+                         "each record near its place in the files; the number of training "
+                         "records or more mixes the whole set.")
     flags.DEFINE_integer("eval_batch_size", eval_batch_size, "Total batch size for eval.")
     if predict_batch_size is not None:
         flags.DEFINE_integer("predict_batch_size", predict_batch_size,
@@ -282,14 +286,15 @@ def check_best_metric(task):
 def preparation_options():
     """The arguments of a task's `prepare_task` (bert_tf.tasks.*) that come from the shared
     flags: batch sizes (eval and predict sets are padded to them), the training steps' inputs,
-    the --init_checkpoint and --best_metric checks made before any record is written, and the
-    log."""
+    the shuffle buffer, the --init_checkpoint and --best_metric checks made before any record
+    is written, and the log."""
     from bert_tf.training import runner
     return dict(eval_batch_size=FLAGS.eval_batch_size,
                 predict_batch_size=FLAGS.predict_batch_size,
                 train_batch_size=FLAGS.train_batch_size,
                 num_train_epochs=FLAGS.num_train_epochs,
                 warmup_proportion=FLAGS.warmup_proportion,
+                shuffle_buffer_size=FLAGS.shuffle_buffer_size,
                 check_model=check_init_checkpoint, check_task=check_best_metric,
                 log=runner.log)
 

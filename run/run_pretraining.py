@@ -48,8 +48,6 @@ flags.DEFINE_integer("max_predictions_per_seq", 20,
 flags.DEFINE_integer("num_train_steps", 100000, "Number of training steps.")
 flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup steps.")
 flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-flags.DEFINE_integer("shuffle_buffer_size", 100, "Records in the training shuffle buffer "
-                     "(the original: 100).")
 flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm"],
                   "mlm_nsp: masked-LM + next-sentence (the original's); mlm: masked-LM only, "
                   "no next-sentence head (reads any records, ignoring next-sentence labels).")

@@ -11,7 +11,8 @@ side initialises its own classifier head (one GLUE sweep has 1-output and 2-outp
 
   ours          `python -m run.run_glue --data_dir=<glue> --tasks=MRPC,RTE
                 --init_checkpoint=<MiniLM dir> --bucket_by_length --max_seq_length=128
-                --learning_rates=... --epochs=3 --seed=<--seed> --optimizer=<--optimizer>`
+                --learning_rates=... --epochs=3 --seed=<--seed> --optimizer=<--optimizer>
+                --shuffle_buffer_size=<--shuffle_buffer_size>` (--no-bucket_by_length: without)
                 (adamw: the original's AdamWeightDecay, no bias correction; adam: with it, as
                 the Trainer's AdamW); or, with --ours_dir, the runs a
                 sweep recorded there (<task>/runs/*/run_result.json), chosen by the same rule.
@@ -119,10 +120,12 @@ def run_transformers(task, learning_rate, epochs, work, glue_dir, seed):
 
 
 # ---- Ours.
-def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir, seed, optimizer):
+def run_ours(tasks, learning_rates, epochs, output_dir, glue_dir, seed, optimizer,
+             shuffle_buffer_size, bucket_by_length):
     command = [sys.executable, "-m", "run.run_glue", f"--data_dir={glue_dir}",
                f"--tasks={','.join(tasks)}", f"--init_checkpoint={minilm_dir()}",
-               f"--output_dir={output_dir}", "--bucket_by_length",
+               f"--output_dir={output_dir}", f"--bucket_by_length={bucket_by_length}",
+               f"--shuffle_buffer_size={shuffle_buffer_size}",
                f"--max_seq_length={MAX_SEQ_LENGTH}",
                f"--learning_rates={','.join(f'{lr:g}' for lr in learning_rates)}",
                f"--epochs={epochs:g}", f"--seed={seed}", f"--eval_batch_size={BATCH}",
@@ -158,6 +161,13 @@ def main():
     parser.add_argument("--optimizer", default="adamw", choices=["adamw", "adam"],
                         help="ours: the original's AdamWeightDecay (adamw, no bias correction) "
                              "or adam (bias-corrected AdamW, as the Trainer's)")
+    parser.add_argument("--shuffle_buffer_size", type=int, default=100,
+                        help="ours: records in the training shuffle buffer (the original: 100; "
+                             "the training set's size or more: a uniform shuffle, as the "
+                             "Trainer's)")
+    parser.add_argument("--bucket_by_length", default=True,
+                        action=argparse.BooleanOptionalAction,
+                        help="ours: batches of similar lengths (faster; the Trainer's are not)")
     parser.add_argument("--data_dir", default=GLUE_DIR,
                         help="the GLUE data (e.g. training files cut to their first rows)")
     parser.add_argument("--ours_dir", help="a finished run_glue sweep's output_dir (default: "
@@ -176,7 +186,7 @@ def main():
     ours_dir = args.ours_dir or os.path.join(work, "ours")
     if not args.ours_dir:
         run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir, args.seed,
-                 args.optimizer)
+                 args.optimizer, args.shuffle_buffer_size, args.bucket_by_length)
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}; batch {BATCH}, {args.epochs:g} epochs, "
           f"max_seq_length {MAX_SEQ_LENGTH}, seed {args.seed}; data {args.data_dir}; ours "
           f"{ours_dir}; work dir {work}", flush=True)

@@ -392,7 +392,8 @@ def check_steps(task_name, num_train, grid):
 
 
 def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, tasks=None,
-              bucket_by_length=False, warmup_proportion=0.1, check_model=None, log=None):
+              bucket_by_length=False, shuffle_buffer_size=100, warmup_proportion=0.1,
+              check_model=None, log=None):
     """Runs the grid on every GLUE task of data_dir (or `tasks`), chooses, predicts, writes the
     submission and the tables; returns {task name: {"runs": [...], "chosen": run}}.
 
@@ -410,7 +411,8 @@ def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, 
     output_dir = os.fspath(output_dir)
     with quiet_retracing_warnings():
         return _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
-                          tasks, bucket_by_length, warmup_proportion, check_model, log)
+                          tasks, bucket_by_length, shuffle_buffer_size, warmup_proportion,
+                          check_model, log)
 
 
 class _NoRetracingWarning(logging.Filter):
@@ -431,12 +433,12 @@ def quiet_retracing_warnings():
 
 
 def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, tasks,
-               bucket_by_length, warmup_proportion, check_model, log):
+               bucket_by_length, shuffle_buffer_size, warmup_proportion, check_model, log):
     found = find_tasks(data_dir, tasks)
     io_utils.check_writable_dir(output_dir)
     shared_settings = check_sweep_settings(output_dir, dict(
         dataclasses.asdict(base_settings), bucket_by_length=bucket_by_length,
-        warmup_proportion=warmup_proportion))
+        shuffle_buffer_size=shuffle_buffer_size, warmup_proportion=warmup_proportion))
     tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
     sweep_start = time.monotonic()
 
@@ -486,7 +488,8 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
             bert_config=files.config, max_seq_length=max_seq_length, labels=labels,
             task_metric=TASK_METRICS.get(data.task.processor,
                                          "correlation" if labels is None else None),
-            bucket_by_length=bucket_by_length, records=records or {}))
+            bucket_by_length=bucket_by_length, shuffle_buffer_size=shuffle_buffer_size,
+            records=records or {}))
 
     # Runs that keep their best checkpoint (or stop early) choose it by the metric the sweep
     # chooses runs by (STS-B: Spearman's, where run_classifier's default is Pearson's), unless
