@@ -148,3 +148,33 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
     gathered = loops.gather_outputs(strategy, None, Echo(), make, 10, "predict")
     assert list(gathered) == ["label"]
     assert list(gathered["label"]) == list(range(40))
+
+
+def test_the_shuffle_buffer_bounds_how_far_a_record_moves(tmp_path):
+    """A task's training order through its config's shuffle_buffer_size (tf.data's buffer):
+    1 keeps file order; the original's 100 cannot bring a record forward by 100 places or
+    more; one as large as the records draws from all of them."""
+    from bert_tf.data.records import write_examples
+    from bert_tf.tasks.base import Records
+    from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
+
+    count = 400
+    path = str(tmp_path / "train.tf_record")
+    write_examples(path, [{"input_ids": [1] * 8, "input_mask": [1] * 8, "segment_ids": [0] * 8,
+                           "label_ids": i, "is_real_example": 1} for i in range(count)])
+
+    def first_epoch(buffer_size):
+        task = ClassificationTask(ClassificationConfig(
+            max_seq_length=8, labels=[str(i) for i in range(count)],
+            records={"train": Records((path,), count)}, shuffle_buffer_size=buffer_size))
+        batches = task.dataset_fn("train", 8, seed=1)().take(count // 8)
+        return [int(label) for batch in batches for label in batch["label_ids"]]
+
+    assert first_epoch(1) == list(range(count))
+    order = first_epoch(100)
+    # The record read k-th can be drawn once the buffer holds it: by the (k - 99)-th draw.
+    assert all(label <= place + 99 for place, label in enumerate(order))
+    assert order != list(range(count))
+    whole = first_epoch(count)
+    assert sorted(whole[:count // 2]) != sorted(order[:count // 2])
+    assert max(whole[:10]) >= 200  # from the whole set: 10 draws all below 200 is ~1e-3

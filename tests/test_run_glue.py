@@ -217,9 +217,9 @@ def test_bad_input(files, tmp_path):
 
 def test_a_sweep_started_again_on_other_inputs_is_refused(sweep, files, tmp_path):
     """A sweep started again on changed data (or another max_seq_length) does not train on the
-    records an earlier sweep prepared, nor with other run settings (another seed) beside the
-    runs it finished: one error line naming its prepared.json or sweep.json, exit 2, nothing
-    changed."""
+    records an earlier sweep prepared, nor with other run settings (another seed or shuffle
+    buffer) beside the runs it finished: one error line naming its prepared.json or
+    sweep.json, exit 2, nothing changed."""
     output_dir = sweep[0]
     data = tmp_path / "data"
     shutil.copytree(files["data"], data)
@@ -241,6 +241,10 @@ def test_a_sweep_started_again_on_other_inputs_is_refused(sweep, files, tmp_path
     assert_refused("run.run_glue", flags,
                    f"error: {output_dir / 'sweep.json'}: an earlier sweep in this output_dir ran "
                    f"with other settings (seed differ)", output_dir)
+    assert_refused("run.run_glue", sweep_line(files["data"], output_dir, files)[3:]
+                   + ["--shuffle_buffer_size=7"],
+                   f"error: {output_dir / 'sweep.json'}: an earlier sweep in this output_dir ran "
+                   f"with other settings (shuffle_buffer_size differ)", output_dir)
 
 
 def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):

@@ -175,13 +175,14 @@ RUN_COMMAND_LINES = ["run.run_pretraining", "run.run_classifier", "run.run_ner",
 # Shared flags that no RunSettings field reads: the command lines use them themselves.
 USED_BY_THE_COMMAND_LINES = {"bert_config_file", "vocab_file", "do_lower_case",
                              "num_train_epochs", "warmup_proportion", "bucket_by_length",
-                             "export_dir"}
+                             "shuffle_buffer_size", "export_dir"}
 
 
 @pytest.mark.parametrize("module", RUN_COMMAND_LINES)
 def test_every_settings_field_comes_from_its_flag_and_every_flag_is_read(module):
     """run/common_flags.run_settings maps each RunSettings field to its flag (a field without
-    one fails loudly), and each shared flag is read by a field or by the command lines."""
+    one fails loudly), and each shared flag is read by a field or by the command lines; a
+    fine-tuning command line gives its task (prepare_task) the shared task options."""
     import subprocess
     import sys
 
@@ -189,9 +190,14 @@ def test_every_settings_field_comes_from_its_flag_and_every_flag_is_read(module)
     script = (
         "import dataclasses, importlib, sys; from absl import flags\n"
         "importlib.import_module(sys.argv[1]); from run import common_flags\n"
-        "flags.FLAGS(['x', '--output_dir=/tmp/x', '--train_batch_size=7'])\n"
+        "flags.FLAGS(['x', '--output_dir=/tmp/x', '--train_batch_size=7',\n"
+        "             '--shuffle_buffer_size=9'])\n"
         "s = common_flags.run_settings(5, 1)\n"
         "assert (s.train_batch_size, s.num_train_steps, s.output_dir) == (7, 5, '/tmp/x'), s\n"
+        "if 'num_train_epochs' in flags.FLAGS:  # fine-tuning: prepare_task's options\n"
+        "    from bert_tf.tasks.preprocessor import split_options\n"
+        "    task_options = split_options(common_flags.preparation_options())[1]\n"
+        "    assert task_options == {'shuffle_buffer_size': 9}, task_options\n"
         "fields = {f.name for f in dataclasses.fields(s)}\n"
         "shared = set(flags.FLAGS.get_key_flags_for_module(common_flags))\n"
         "print(' '.join(sorted(f.name for f in shared if f.name not in fields)))\n")
