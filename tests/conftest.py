@@ -76,6 +76,14 @@ def read_eval_results(path):
         return dict(line.rstrip("\n").split(" = ") for line in f)
 
 
+def read_eval_numbers(path):
+    """{key: float} of an eval_results.txt, whose lines are sorted (the original writes its
+    keys sorted)."""
+    lines = pathlib.Path(path).read_text().splitlines()
+    assert lines == sorted(lines), lines
+    return {key: float(value) for key, value in (line.split(" = ") for line in lines)}
+
+
 def snapshot(root):
     """{path: bytes} of every file under root, and every directory (bytes None)."""
     root = pathlib.Path(root)

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, eval_history,
-                      kill_a_worker_and_resume, stub_estimator)
+                      kill_a_worker_and_resume, read_eval_numbers, stub_estimator)
 
 pytestmark = pytest.mark.slow
 
@@ -51,13 +51,6 @@ def run(line, expect=0, timeout=300):
     output = process.stdout + process.stderr
     assert process.returncode == expect, output[-4000:]
     return output
-
-
-def read_results(path):
-    with open(path) as f:
-        lines = f.read().splitlines()
-    assert lines == sorted(lines)
-    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
 
 
 def read_probabilities(path):
@@ -197,7 +190,7 @@ def test_eval_and_predict_equal_the_original(workspace, reference, refbert, eval
     output_dir, log = evaluated["padded"]
     assert "eval: 45 examples (+3 padding)" in log
     assert "predict: 30 examples (+2 padding)" in log
-    ours = read_results(output_dir / "eval_results.txt")
+    ours = read_eval_numbers(output_dir / "eval_results.txt")
     expected = reference_outputs(reference, refbert, workspace, workspace["checkpoint"], "dev",
                                  "eval")
     per_class = [f"eval_{name}_{label}" for name in ("precision", "recall", "f1")
@@ -261,7 +254,7 @@ def test_exported_savedmodel_predicts_as_the_run(evaluated, workspace):
 
 def test_bucketed_batches_give_the_same_numbers(evaluated):
     padded, bucketed = (evaluated[name][0] for name in ("padded", "bucketed"))
-    ours, theirs = (read_results(d / "eval_results.txt") for d in (padded, bucketed))
+    ours, theirs = (read_eval_numbers(d / "eval_results.txt") for d in (padded, bucketed))
     assert sorted(ours) == sorted(theirs)
     for key in ours:
         np.testing.assert_allclose(theirs[key], ours[key], rtol=1e-5, err_msg=key)
@@ -293,7 +286,7 @@ def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
     ours = task.eval_results(outputs, GLOBAL_STEP, 8)
     expected = reference_outputs(reference, refbert, workspace, workspace["checkpoint"], "dev",
                                  "eval", use_tpu=True)
-    unpadded = read_results(output_dir / "eval_results.txt")
+    unpadded = read_eval_numbers(output_dir / "eval_results.txt")
     assert abs(expected["loss"] - unpadded["loss"]) > 1e-4  # padding does change the loss
     for key, value in expected.items():
         np.testing.assert_allclose(float(ours[key]), value, rtol=1e-5, err_msg=key)
@@ -349,7 +342,7 @@ def test_multi_worker_fine_tuning_resumes_after_a_worker_is_killed(workspace, tm
     assert set(history) <= set(range(step, 101, 20)), history
     kept = {}
     for output_dir in (straight, killed):
-        results = read_results(output_dir / "eval_results.txt")
+        results = read_eval_numbers(output_dir / "eval_results.txt")
         with open(output_dir / "best" / "best_checkpoint.json") as f:
             record = json.load(f)
         assert record["checkpoint"] == f"model.ckpt-{int(results['best_step'])}"

@@ -16,7 +16,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import require_module, run_command_line
+from conftest import read_eval_numbers, require_module, run_command_line
 
 pytestmark = pytest.mark.slow
 
@@ -77,8 +77,7 @@ def test_eval_results_are_sklearns_on_the_written_predictions(run):
     assert probabilities.shape == (NUM_DEV, 3)
     predicted = (probabilities > np.float32(THRESHOLDS)).astype(int)
     assert 0 < predicted.mean() < 1  # not all one value: the comparisons below can fail
-    with open(output_dir / "eval_results.txt") as f:
-        results = {k: float(v) for k, v in (line.strip().split(" = ") for line in f)}
+    results = read_eval_numbers(output_dir / "eval_results.txt")
     expected = {
         "eval_micro_f1": sklearn_metrics.f1_score(gold, predicted, average="micro",
                                                   zero_division=0),

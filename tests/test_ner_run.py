@@ -12,7 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT, command_env, eval_history, minilm_directory, require_module
+from conftest import (PROJECT_ROOT, command_env, eval_history, minilm_directory,
+                      read_eval_numbers, require_module)
 
 pytestmark = pytest.mark.slow
 
@@ -73,8 +74,7 @@ def test_entity_scores_are_seqevals_on_the_written_predictions(trained):
     data, output_dir, log = trained
     train_sentences = [s for s in sentences_of(data / "train.txt", 0) if s != ["-DOCSTART-"]]
     assert f"train: {len(train_sentences)} sentences" in log
-    with open(output_dir / "eval_results.txt") as f:
-        results = {k: float(v) for k, v in (line.strip().split(" = ") for line in f)}
+    results = read_eval_numbers(output_dir / "eval_results.txt")
     predictions = output_dir / "eval_predictions.txt"
     gold, predicted = sentences_of(predictions, 1), sentences_of(predictions, 2)
     words = [w for sentence in sentences_of(predictions, 0) for w in sentence]

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 import pretraining_fixtures as fx
 from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, free_ports,
-                      kill_a_worker_and_resume)
+                      kill_a_worker_and_resume, read_eval_numbers)
 
 pytestmark = pytest.mark.slow
 
@@ -53,13 +53,6 @@ def run(line, env=None, timeout=240):
     output, _ = process.communicate(timeout=timeout)
     assert process.returncode == 0, output[-3000:]
     return output
-
-
-def read_eval_results(path):
-    with open(path) as f:
-        lines = f.read().splitlines()
-    assert lines == sorted(lines)
-    return {k: float(v) for k, v in (line.split(" = ") for line in lines)}
 
 
 def assert_same_results(ours, reference):
@@ -98,9 +91,10 @@ def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
         output, _ = process.communicate(timeout=240)
         assert process.returncode == 0, output[-3000:]
     # Our eval of the original's checkpoint (found as the latest in --output_dir).
-    assert_same_results(read_eval_results(os.path.join(original_dir, "eval_results.txt")), reference)
+    assert_same_results(read_eval_numbers(os.path.join(original_dir, "eval_results.txt")),
+                        reference)
     # Our 3 training steps from the original's initial weights = the original's 3 steps.
-    assert_same_results(read_eval_results(os.path.join(ours_dir, "eval_results.txt")), reference)
+    assert_same_results(read_eval_numbers(os.path.join(ours_dir, "eval_results.txt")), reference)
 
 
 def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_path):

@@ -25,6 +25,7 @@ from conftest import (
     UNCASED_VOCAB,
     assert_refused,
     command_env,
+    read_eval_numbers,
     require_path,
 )
 from test_bad_input import TINY
@@ -100,15 +101,6 @@ def sweep(files):
     return output_dir, finished, markers, second.stderr
 
 
-def eval_results(run_dir):
-    """{key: float} of the runner's eval_results.txt."""
-    values = {}
-    for line in (run_dir / "eval_results.txt").read_text().splitlines():
-        key, value = line.split(" = ")
-        values[key] = float(value)
-    return values
-
-
 def test_the_chosen_run_is_the_best_on_dev(sweep):
     """Issue 35.3: per task, the chosen run (whose predictions are the submission, whose score
     the table's "chosen on dev" row gives) has the best dev score of the runs' own
@@ -120,7 +112,7 @@ def test_the_chosen_run_is_the_best_on_dev(sweep):
     for task, metric in TASKS.items():
         runs = [output_dir / task / "runs" / name
                 for name in ("lr0.001_bs8_ep1_r0", "lr0.0001_bs8_ep1_r0")]
-        scores = [eval_results(run)[metric] for run in runs]
+        scores = [read_eval_numbers(run / "eval_results.txt")[metric] for run in runs]
         best = runs[scores.index(max(scores))]
         # Each run's score is its kept checkpoint's, the best of its evaluations by the
         # sweep's metric (STS-B: Spearman's, not run_classifier's default Pearson's).
@@ -130,8 +122,9 @@ def test_the_chosen_run_is_the_best_on_dev(sweep):
             assert record["selection"]["metric"] == metric
             assert [step for step, _ in evaluations] == [2, 4, 5]
             best_step, best_value = max(evaluations, key=lambda e: (e[1], -e[0]))
-            assert eval_results(run)["best_step"] == eval_results(run)["global_step"] == best_step
-            assert eval_results(run)[metric] == pytest.approx(best_value, abs=1e-6)
+            results = read_eval_numbers(run / "eval_results.txt")
+            assert results["best_step"] == results["global_step"] == best_step
+            assert results[metric] == pytest.approx(best_value, abs=1e-6)
         assert ((output_dir / "submission" / f"{task}.tsv").read_bytes()
                 == (best / "submission" / f"{task}.tsv").read_bytes())
         column = next(i for i, name in enumerate(header) if name.startswith(task + " "))
