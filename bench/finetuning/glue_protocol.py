@@ -163,8 +163,8 @@ def main():
                              "or adam (bias-corrected AdamW, as the Trainer's)")
     parser.add_argument("--shuffle_buffer_size", type=int, default=100,
                         help="ours: records in the training shuffle buffer (the original: 100; "
-                             "the training set's size or more: a uniform shuffle, as the "
-                             "Trainer's)")
+                             "the training set's size or more draws from the whole set, as "
+                             "the Trainer's new permutation each epoch)")
     parser.add_argument("--bucket_by_length", default=True,
                         action=argparse.BooleanOptionalAction,
                         help="ours: batches of similar lengths (faster; the Trainer's are not)")
