@@ -64,8 +64,9 @@ def main(argv):
     settings = common_flags.run_settings(vocab_file=files.vocab_file,
                                          do_lower_case=files.do_lower_case)
     glue_sweep.run_sweep(FLAGS.data_dir, FLAGS.output_dir, files, FLAGS.max_seq_length, grid,
-                         settings, tasks=FLAGS.tasks, bucket_by_length=FLAGS.bucket_by_length,
-                         shuffle_buffer_size=FLAGS.shuffle_buffer_size,
+                         settings, tasks=FLAGS.tasks,
+                         task_options=dict(bucket_by_length=FLAGS.bucket_by_length,
+                                           shuffle_buffer_size=FLAGS.shuffle_buffer_size),
                          warmup_proportion=FLAGS.warmup_proportion,
                          check_model=common_flags.check_init_checkpoint)
 

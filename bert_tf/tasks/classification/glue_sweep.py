@@ -392,8 +392,7 @@ def check_steps(task_name, num_train, grid):
 
 
 def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, tasks=None,
-              bucket_by_length=False, shuffle_buffer_size=100, warmup_proportion=0.1,
-              check_model=None, log=None):
+              task_options=None, warmup_proportion=0.1, check_model=None, log=None):
     """Runs the grid on every GLUE task of data_dir (or `tasks`), chooses, predicts, writes the
     submission and the tables; returns {task name: {"runs": [...], "chosen": run}}.
 
@@ -403,6 +402,8 @@ def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, 
       base_settings: RunSettings every run starts from (init_checkpoint, eval and predict batch
         sizes, strategy, precision, seed, ...); each run sets its output_dir, learning rate,
         batch size, steps and seed (`seed + restart` when a seed is given).
+      task_options: ClassificationConfig fields of every run's task (bucket_by_length,
+        shuffle_buffer_size, ...); recorded with the settings.
       check_model: called once with a function building the model (the command line checks
         init_checkpoint with it), before any record is written.
     """
@@ -411,8 +412,8 @@ def run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, 
     output_dir = os.fspath(output_dir)
     with quiet_retracing_warnings():
         return _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
-                          tasks, bucket_by_length, shuffle_buffer_size, warmup_proportion,
-                          check_model, log)
+                          tasks, dict(task_options or {}), warmup_proportion, check_model,
+                          log)
 
 
 class _NoRetracingWarning(logging.Filter):
@@ -433,12 +434,11 @@ def quiet_retracing_warnings():
 
 
 def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings, tasks,
-               bucket_by_length, shuffle_buffer_size, warmup_proportion, check_model, log):
+               task_options, warmup_proportion, check_model, log):
     found = find_tasks(data_dir, tasks)
     io_utils.check_writable_dir(output_dir)
     shared_settings = check_sweep_settings(output_dir, dict(
-        dataclasses.asdict(base_settings), bucket_by_length=bucket_by_length,
-        shuffle_buffer_size=shuffle_buffer_size, warmup_proportion=warmup_proportion))
+        dataclasses.asdict(base_settings), **task_options, warmup_proportion=warmup_proportion))
     tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
     sweep_start = time.monotonic()
 
@@ -488,8 +488,7 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
             bert_config=files.config, max_seq_length=max_seq_length, labels=labels,
             task_metric=TASK_METRICS.get(data.task.processor,
                                          "correlation" if labels is None else None),
-            bucket_by_length=bucket_by_length, shuffle_buffer_size=shuffle_buffer_size,
-            records=records or {}))
+            records=records or {}, **task_options))
 
     # Runs that keep their best checkpoint (or stop early) choose it by the metric the sweep
     # chooses runs by (STS-B: Spearman's, where run_classifier's default is Pearson's), unless
@@ -503,7 +502,7 @@ def _run_sweep(data_dir, output_dir, files, max_seq_length, grid, base_settings,
             check_metric(best_metric(data), classifier(data).eval_metric_names())
     options = dict(eval_batch_size=base_settings.eval_batch_size,
                    predict_batch_size=base_settings.predict_batch_size,
-                   bucket_by_length=bucket_by_length, log=log)
+                   log=log, **task_options)
 
     def prepared_task(data, splits, folder, check=None):
         """The task over the records of `splits` in `folder`, written now unless an earlier
