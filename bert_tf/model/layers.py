@@ -249,7 +249,12 @@ def _quantize_kernel(layer, name, mode):
         raise ValueError(f"layer {layer.name} is already quantized")
     values, scale, column_sums = quantization.quantize_kernel(getattr(layer, name).numpy())
     layer._tracker.unlock()
-    delattr(layer, name)
+    kernel = getattr(layer, name)
+    layer._untrack_variable(kernel)
+    # Past keras.Layer.__delattr__, which runs gc.collect() for each variable it deletes
+    # (seconds per model, once per kernel): the float kernel goes with its last reference.
+    super(keras.layers.Layer, layer).__delattr__(name)
+    del kernel
     layer.kernel_int8 = layer.add_weight(name=f"{name}_int8", shape=values.shape,
                                          initializer="zeros", dtype="int8", trainable=False)
     layer.kernel_scale = layer.add_weight(name=f"{name}_scale", shape=scale.shape,

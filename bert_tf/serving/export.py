@@ -44,7 +44,7 @@ def token_id_signature(task, model):
     returning `task.serving_outputs`."""
     spec = tf.TensorSpec([None] * task.token_id_rank, tf.int32)
 
-    @tf.function(input_signature=[spec, spec, spec])
+    @tf.function(input_signature=[spec, spec, spec], autograph=False)
     def serve(input_ids, input_mask, segment_ids):
         outputs = task.outputs(model, {"input_ids": input_ids, "input_mask": input_mask,
                                        "segment_ids": segment_ids}, training=False)

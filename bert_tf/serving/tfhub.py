@@ -89,11 +89,11 @@ def preprocessor_module(tokenizer, seq_length):
                     for s in segments]
         return hub_inputs(tokenizer.pack(*segments, max_seq_length=seq_length))
 
-    @tf.function(input_signature=[text])
+    @tf.function(input_signature=[text], autograph=False)
     def preprocess(texts):
         return pack([tokenizer.token_pieces(texts)], seq_length)
 
-    @tf.function(input_signature=[text])
+    @tf.function(input_signature=[text], autograph=False)
     def tokenize(texts):
         return tokenizer.token_pieces(texts)
 
@@ -103,7 +103,7 @@ def preprocessor_module(tokenizer, seq_length):
     special.update({name: vocab[token.encode()] for name, token in _SPECIAL_TOKENS.items()
                     if token.encode() in vocab})
 
-    @tf.function(input_signature=[])
+    @tf.function(input_signature=[], autograph=False)
     def get_special_tokens_dict():
         return {name: tf.constant(value, tf.int32) for name, value in special.items()}
 
@@ -140,14 +140,14 @@ def encoder_module(encoder, vocab_file=None, do_lower_case=True):
                 "sequence_output": tf.cast(outputs["sequence_output"], tf.float32),
                 "encoder_outputs": [tf.cast(x, tf.float32) for x in outputs["encoder_outputs"]]}
 
-    @tf.function
+    @tf.function(autograph=False)
     def call(inputs, training=False):
         return outputs_of(inputs, training)
 
     for training in (False, True):
         call.get_concrete_function(specs, training=training)
 
-    @tf.function(input_signature=[spec] * 3)
+    @tf.function(input_signature=[spec] * 3, autograph=False)
     def serve(input_word_ids, input_mask, input_type_ids):
         outputs = outputs_of({"input_word_ids": input_word_ids, "input_mask": input_mask,
                               "input_type_ids": input_type_ids}, False)

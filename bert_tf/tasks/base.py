@@ -224,18 +224,21 @@ class Task(abc.ABC):
         `serve_text_pair` (text_a, text_b), packed as the records (`Preprocessor.text_inputs`),
         returning `serving_outputs(..., from_text=True)`. A task whose answer is not per text
         (tags per word, a span) overrides them. Batches are cut to their longest text: the
-        model masks padding, so the outputs are the padded ones, for less work."""
+        model masks padding, so the outputs are the padded ones, for less work. Serving
+        functions here and in the tasks are traced with `autograph=False`: they are graph code
+        with no Python control flow on tensors, and AutoGraph's source conversion would cost
+        about 40% of an export."""
         text = tf.TensorSpec([None], tf.string)
 
         def serve(inputs):
             return self.serving_outputs(self.outputs(model, inputs, training=False),
                                         from_text=True)
 
-        @tf.function(input_signature=[text])
+        @tf.function(input_signature=[text], autograph=False)
         def serve_text(text):
             return serve(preprocessor.text_inputs(text))
 
-        @tf.function(input_signature=[text, text])
+        @tf.function(input_signature=[text, text], autograph=False)
         def serve_text_pair(text_a, text_b):
             return serve(preprocessor.text_inputs(text_a, text_b))
 

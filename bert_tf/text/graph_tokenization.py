@@ -6,9 +6,10 @@ word, [B, (words), (pieces)]; `token_pieces`: per basic token, [B, (tokens), (pi
 `id_to_token`: ids back to strings), and whose `bert_inputs` builds
 the model's inputs (`[CLS] a [SEP] (b [SEP])`, segment ids, mask, padded or truncated to
 `max_seq_length`, pairs truncated like the original's `_truncate_seq_pair`). Both are plain
-TensorFlow graph code made of core TensorFlow ops only: they run eagerly, inside `tf.function`,
-in `tf.data` pipelines and in a SavedModel that stock TensorFlow (and TensorFlow Serving, and
-`saved_model_cli run`) loads without tensorflow-text or any other custom op library.
+TensorFlow graph code made of core TensorFlow ops only, with no Python control flow on tensors
+(traced without AutoGraph): they run eagerly, inside `tf.function`, in `tf.data` pipelines and
+in a SavedModel that stock TensorFlow (and TensorFlow Serving, and `saved_model_cli run`) loads
+without tensorflow-text or any other custom op library.
 
 How the original's pipeline is expressed with graph ops. Its normalization acts on single
 characters (cleaning, CJK spacing, lower-casing, NFD + dropping Mn, punctuation splitting), so
@@ -175,7 +176,7 @@ class GraphTokenizer(tf.Module):
                 tf.constant(list(table), tf.int32), tf.constant(list(table.values()), tf.string)),
             default_value="\x00")  # never a replacement ("" is one): marks "keep the character"
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def basic_tokens(self, texts):
         """[B] strings -> [B, (tokens)] the original's BasicTokenizer tokens (UTF-8)."""
         code_points = tf.strings.unicode_decode(texts, "UTF-8", errors="ignore")
@@ -190,12 +191,12 @@ class GraphTokenizer(tf.Module):
         normalized = tf.strings.reduce_join(code_points.with_flat_values(chars), axis=-1)
         return tf.strings.split(normalized)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def tokenize(self, texts):
         """[B] strings -> [B, (pieces)] int32 word piece ids, FullTokenizer's ids."""
         return self.token_pieces(texts).merge_dims(1, 2)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def token_pieces(self, texts):
         """[B] strings -> [B, (tokens), (pieces)] int32: each BasicTokenizer token's word piece
         ids (`tokenize` before the merge; the shape of TF Hub preprocessors' `tokenize`, whose
@@ -203,7 +204,7 @@ class GraphTokenizer(tf.Module):
         words = self.basic_tokens(texts)
         return words.with_flat_values(self._wordpiece(words.flat_values))
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def word_pieces(self, texts):
         """[B] strings -> (words, pieces): the whitespace-separated words [B, (words)] (UTF-8,
         as `tf.strings.split`) and each word's piece ids [B, (words), (pieces)] int32, each word

@@ -70,7 +70,7 @@ class EncoderTask(Task):
         if self.config.pooling is None:
             return signatures
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         def embed_text(text):
             inputs = preprocessor.text_inputs(text)
             outputs = self.outputs(model, inputs, training=False)

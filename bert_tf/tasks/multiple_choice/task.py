@@ -93,7 +93,7 @@ class MultipleChoiceTask(ClassificationTask):
         records (`MultipleChoicePreprocessor.choice_inputs`)."""
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string),
-                                      tf.TensorSpec([None, None], tf.string)])
+                                      tf.TensorSpec([None, None], tf.string)], autograph=False)
         def serve_choices(context, endings):
             inputs = preprocessor.choice_inputs(*check_choice_inputs(context, endings))
             return self.serving_outputs(self.outputs(model, inputs, training=False),

@@ -159,7 +159,7 @@ class NerTask(Task):
         signatures = super().text_signatures(model, preprocessor)
         label_list = self.config.labels
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         def serve_text(text):
             inputs, words, first_piece, in_window = preprocessor.word_inputs(text)
             outputs = self.outputs(model, inputs, training=False)

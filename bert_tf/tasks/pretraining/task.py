@@ -444,7 +444,7 @@ class PretrainingTask(Task):
         (`MaskedTextPreprocessor.masked_text_inputs`). Adds `tokens`, the top-k token strings
         ("" in padding)."""
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
         def serve_text(text):
             inputs = preprocessor.masked_text_inputs(text)
             served = self.serving_outputs(self.outputs(model, inputs, training=False))

@@ -200,7 +200,7 @@ class SquadTask(Task):
         tokenizer = preprocessor.tokenizer
         n_best_size, max_answer_length = self.config.n_best_size, self.config.max_answer_length
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
         def serve_text_pair(text_a, text_b):
             inputs, query_length = preprocessor.question_context_inputs(text_a, text_b)
             outputs = self.serving_outputs(self.outputs(model, inputs, training=False))
