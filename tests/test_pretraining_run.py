@@ -196,21 +196,21 @@ def test_multi_worker_run_resumes_after_a_worker_is_killed(workspace):
 
     def line_into(output_dir):
         return command(workspace["config"], workspace["inputs"], str(output_dir), do_train=True,
-                       train_batch_size=8, num_train_steps=100, num_warmup_steps=10,
+                       train_batch_size=8, num_train_steps=60, num_warmup_steps=10,
                        save_checkpoints_steps=20, iterations_per_loop=20, log_steps=20, seed=3,
                        distribution_strategy="multi_worker_mirrored")
 
     step, output = kill_a_worker_and_resume(line_into, root / "mw_straight", root / "mw_killed",
-                                            100)
-    assert "2 replica(s)" in output and f"[train] done: {100 - step} steps" in output
-    assert_same_checkpoints(root / "mw_straight" / "model.ckpt-100",
-                            root / "mw_killed" / "model.ckpt-100")
+                                            60)
+    assert "2 replica(s)" in output and f"[train] done: {60 - step} steps" in output
+    assert_same_checkpoints(root / "mw_straight" / "model.ckpt-60",
+                            root / "mw_killed" / "model.ckpt-60")
 
 
 def test_resume_after_kill_9(workspace):
     output_dir = workspace["root"] / "resumed"
     line = command(workspace["config"], workspace["inputs"], str(output_dir), do_train=True,
-                   train_batch_size=4, num_train_steps=400, num_warmup_steps=10,
+                   train_batch_size=4, num_train_steps=200, num_warmup_steps=10,
                    save_checkpoints_steps=20, iterations_per_loop=20, log_steps=20, seed=1)
     process = start(line, log=subprocess.DEVNULL)
     deadline = time.monotonic() + 180
@@ -222,11 +222,11 @@ def test_resume_after_kill_9(workspace):
     process.wait()
     killed_at = tf.train.latest_checkpoint(str(output_dir))
     saved_step = int(killed_at.rsplit("-", 1)[1])
-    assert 20 <= saved_step < 400, "the run was not killed mid-way"
+    assert 20 <= saved_step < 200, "the run was not killed mid-way"
     output = run(line)
     assert f"resuming from {killed_at} at step {saved_step}" in output
-    assert tf.train.latest_checkpoint(str(output_dir)).endswith("model.ckpt-400")
-    assert f"[train] done: {400 - saved_step} steps" in output
+    assert tf.train.latest_checkpoint(str(output_dir)).endswith("model.ckpt-200")
+    assert f"[train] done: {200 - saved_step} steps" in output
 
 
 def test_bad_input_exits_with_a_message(workspace):
