@@ -247,9 +247,9 @@ def _quantize_kernel(layer, name, mode):
         raise NotImplementedError(f"{type(layer).__name__} quantizes to int8 only, not {mode}")
     if layer.kernel_int8 is not None:
         raise ValueError(f"layer {layer.name} is already quantized")
-    values, scale, column_sums = quantization.quantize_kernel(getattr(layer, name).numpy())
-    layer._tracker.unlock()
     kernel = getattr(layer, name)
+    values, scale, column_sums = quantization.quantize_kernel(kernel.numpy())
+    layer._tracker.unlock()
     layer._untrack_variable(kernel)
     # Past keras.Layer.__delattr__, which runs gc.collect() for each variable it deletes
     # (seconds per model, once per kernel): the float kernel goes with its last reference.
