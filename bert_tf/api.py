@@ -67,16 +67,23 @@ class ModelFiles:
 
 
 def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
-                        do_lower_case=True, do_lower_case_given=False, output_dir=None):
+                        do_lower_case=True, do_lower_case_given=False, output_dir=None,
+                        own_vocabulary=False):
     """The ModelFiles of a run (every command line's rule): config, vocabulary and casing from
     the model directory of the weights it reads (`bert_tf.model.directory.find`:
     init_checkpoint's, or output_dir's when the run continues a checkpoint there), unless given.
     A given config that describes other weights than the directory's, a given vocabulary with
     other tokens than its vocab.txt, or a casing given against the one it records is an
     InputError naming the argument (the run would be silently wrong); so is a vocabulary with
-    more entries than the model's vocab_size."""
+    more entries than the model's vocab_size. `own_vocabulary` (pretraining, on the records'
+    vocabulary, which may be the model's extended: `extend_vocab --mode=unused`): vocabulary
+    and casing are the given ones, or those of the output_dir a run continues, never taken
+    from or compared with init_checkpoint's directory; none is None, not an error."""
     folder = directory.find(init_checkpoint, output_dir)
     where = folder and f"{arg(folder.argument)}={folder.path}"
+    # The directory that says the vocabulary and casing.
+    vocab_folder = (None if own_vocabulary and folder is not None
+                    and folder.argument == "init_checkpoint" else folder)
     if bert_config_file:
         config = BertConfig.from_json_file(bert_config_file)
         if folder is not None and folder.config is not None:
@@ -96,26 +103,33 @@ def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
                                                  f"or a checkpoint with bert_config.json beside "
                                                  f"it)")
     if vocab_file:
-        if (folder is not None and folder.vocab_file is not None and os.path.isfile(vocab_file)
-                and not directory.same_vocabulary(vocab_file, folder.vocab_file)):
+        if (vocab_folder is not None and vocab_folder.vocab_file is not None
+                and os.path.isfile(vocab_file)
+                and not directory.same_vocabulary(vocab_file, vocab_folder.vocab_file)):
             raise argument_error("vocab_file", f"{vocab_file} is not the vocabulary of the model "
-                                               f"in {where} ({folder.vocab_file} has other "
+                                               f"in {where} ({vocab_folder.vocab_file} has other "
                                                f"tokens): leave {arg('vocab_file')} out to use "
                                                f"the model's own")
-    elif folder is not None and folder.vocab_file is not None:
-        vocab_file = folder.vocab_file
+    elif vocab_folder is not None and vocab_folder.vocab_file is not None:
+        vocab_file = vocab_folder.vocab_file
+    elif own_vocabulary:
+        pass
+    elif folder is not None and folder.config is not None:
+        raise argument_error("vocab_file", f"required: the model directory {where} has no "
+                                           f"vocabulary ({folder.vocab_place} not found)")
     else:
         raise argument_error("vocab_file", f"required (unless {arg('init_checkpoint')} is a "
                                            f"model directory with a vocab.txt)")
-    if folder is not None and folder.do_lower_case is not None:
-        if do_lower_case_given and bool(do_lower_case) != bool(folder.do_lower_case):
+    if vocab_folder is not None and vocab_folder.do_lower_case is not None:
+        if do_lower_case_given and bool(do_lower_case) != bool(vocab_folder.do_lower_case):
             raise argument_error("do_lower_case", f"{do_lower_case} is not the casing of the "
                                                   f"model in {where} (do_lower_case "
-                                                  f"{folder.do_lower_case}): leave "
+                                                  f"{vocab_folder.do_lower_case}): leave "
                                                   f"{arg('do_lower_case')} out to use it")
-        do_lower_case = folder.do_lower_case
-    tokenization.check_vocab_fits(vocab_file, config.vocab_size,
-                                  bert_config_file or (folder and folder.config_file))
+        do_lower_case = vocab_folder.do_lower_case
+    if vocab_file:
+        tokenization.check_vocab_fits(vocab_file, config.vocab_size,
+                                      bert_config_file or (folder and folder.config_file))
     return ModelFiles(init_checkpoint, config, vocab_file, do_lower_case,
                       folder.path if folder else None, folder.record if folder else None)
 
@@ -147,29 +161,37 @@ def load_tokenizer(files, do_lower_case=None):
     return FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
 
 
-def build_model(task, config, num_labels=None):
+def build_model(task, config, num_labels=None, record=None):
     """A fresh Keras model: "encoder" (BertEncoder), "pretraining" (BertPretrainer),
     "classifier" (BertClassifier, num_labels; 1 = regression), "squad" (BertSpanLabeler),
     "ner" (BertTokenClassifier, num_labels) or "multiple_choice" (BertMultipleChoice: [B, N, T]
-    inputs, a score per choice)."""
+    inputs, a score per choice). `record`: what a model directory records of a run of `task`
+    (`ModelFiles.task_record`), which gives the heads' shape: a masked-LM-only pretraining
+    objective, the labels' count when num_labels is not given."""
     if task not in TASK_MODELS:
         raise InputError(f"task must be one of {', '.join(TASK_MODELS)}, got {task!r}")
+    record = record or {}
     options = {}
     if task in ("classifier", "ner"):
         if not num_labels:
+            num_labels = (len(record["labels"]) if record.get("labels")
+                          else 1 if record.get("regression") else None)
+        if not num_labels:
             raise InputError(f"a {task} model needs num_labels")
         options["labels"] = [str(i) for i in range(num_labels)]
+    if task == "pretraining" and record.get("objective"):
+        options["objective"] = record["objective"]
     return registry.build(task, config, **options).build_model()
 
 
 def load_model(files, task="encoder", num_labels=None, require_all=None):
     """A model of `task` (see build_model) with the weights of `files` (a ModelFiles, model
-    directory or checkpoint). `require_all` (default: True for task heads) makes a checkpoint
-    that lacks some of the model's variables (e.g. the head) an error instead of leaving them
-    freshly initialised."""
+    directory or checkpoint), its heads shaped as the directory records. `require_all`
+    (default: True for task heads) makes a checkpoint that lacks some of the model's
+    variables (e.g. the head) an error instead of leaving them freshly initialised."""
     if not isinstance(files, ModelFiles):
         files = model_files(files)
-    model = build_model(task, files.config, num_labels)
+    model = build_model(task, files.config, num_labels, files.task_record(task))
     report = load_checkpoint(model, files.checkpoint)
     if task != "encoder" if require_all is None else require_all:
         require_complete(report, what=f"{task} model")

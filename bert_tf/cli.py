@@ -10,43 +10,25 @@ that importing a command line's module (tests, the demo's helpers) defines only 
 """
 import errno
 import fnmatch
-import importlib.abc
-import importlib.util
 import os
 import re
 import sys
-import tempfile
 
 from absl import flags
 
 from bert_tf.errors import InputError, flag_error, name_arguments_as_flags
 from bert_tf.io_utils import is_temporary_name, split_comma_list
+from bert_tf.tensorflow_start_up import LOG_PREFIX, StderrFiltered, quiet_tensorflow_import
 
 # TensorFlow's C++ INFO and WARNING lines (CPU feature guard, ...) hide our own progress lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-# What TensorFlow 2.20-2.21 print when a command line first imports it, whatever
-# TF_CPP_MIN_LOG_LEVEL says: they are logged by static initializers before TensorFlow reads its
-# log level, once by _pywrap_tensorflow_internal.so and again by _pywrap_profiler_plugin.so
-# (tf.profiler's extension has its own copy of that code; `import tensorflow` loads both), hence
-# the banner twice per process. `_QuietTensorFlowImport` drops them at that import.
-# A log line's prefix: absl's (2.21: "I0000 00:00:1795577489.206691   26926 ") or TensorFlow's
-# own (2.20: "2026-11-25 04:48:22.640903: I external/local_xla/xla/tsl/cuda/").
-_LOG_PREFIX = r"(?:{level}\d{{4}} [\d:. ]+\d+ |\d{{4}}-\d\d-\d\d [\d:.]+: {level} \S*?)"
-_START_UP_NOISE = re.compile(
-    r"WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR$"
-    + r"|" + _LOG_PREFIX.format(level="[IW]") + r"(port\.cc:\d+\] oneDNN custom operations are on"
-    r"|cudart_stub\.cc:\d+\] Could not find cuda drivers on your machine)")
-# On a machine without NVIDIA's driver, the CUDA build of TensorFlow (the `tensorflow` wheel)
-# logs this ERROR when it first lists devices: no GPU could be there, so it is noise.
-_NO_DRIVER_NOISE = re.compile(
-    _LOG_PREFIX.format(level="E") + r"cuda_platform\.cc:\d+\] failed call to cuInit")
 # On a CPU without float16 arithmetic (AVX512-FP16: AMD's Zen 4 and Zen 5, most Intel CPUs
 # before Sapphire Rapids), oneDNN's graph rewrite logs this ERROR once per process at the first
 # float16 op, and TensorFlow runs float16 in its Eigen kernels: the results are right, so it is
 # said once as a note (`quiet_float16_fallback_notice`).
 _FLOAT16_FALLBACK = re.compile(
-    _LOG_PREFIX.format(level="E") + r"util\.cc:\d+\] oneDNN supports DT_HALF only on platforms "
+    LOG_PREFIX.format(level="E") + r"util\.cc:\d+\] oneDNN supports DT_HALF only on platforms "
     r"with AVX-512")
 FLOAT16_FALLBACK_NOTE = (
     "note: --mixed_precision=float16: this CPU has no float16 arithmetic (AVX512-FP16), so "
@@ -57,82 +39,6 @@ FLOAT16_FALLBACK_NOTE = (
 # absl's help flags: it prints the usage (the module docstring, then the flags) and exits 1.
 HELP_FLAGS = ("--help", "-help", "-h", "-?", "--helpshort", "-helpshort", "--helpfull",
               "-helpfull", "--helpxml", "-helpxml")
-
-
-class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
-    """Imports TensorFlow, wherever a command line first does, with file descriptor 2 sent to a
-    temporary file; then lists the physical devices (what every command does first; it creates
-    no context, so device configuration stays possible) and writes back to stderr every line
-    but TensorFlow's start-up banner (`_START_UP_NOISE`, `_NO_DRIVER_NOISE`). Everything is
-    written back if the import fails."""
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "tensorflow":
-            return None
-        sys.meta_path.remove(self)  # one import only; the real finder finds it below
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def quiet_exec_module(module):
-            with _StderrFiltered():
-                exec_module(module)
-                module.config.list_physical_devices()
-
-        spec.loader = _Loader(spec.loader, quiet_exec_module)
-        return spec
-
-
-class _Loader(importlib.abc.Loader):
-    """`loader` with its exec_module replaced."""
-
-    def __init__(self, loader, exec_module):
-        self._loader, self.exec_module = loader, exec_module
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-class _StderrFiltered:
-    """Sends file descriptor 2 to a temporary file; on exit, writes its lines back to stderr,
-    without the lines `noise` matches (default: the start-up noise) unless an exception is
-    leaving. `dropped`: the lines left out."""
-
-    def __init__(self, noise=None):
-        self._noise = noise
-        self.dropped = []
-
-    def __enter__(self):
-        sys.stderr.flush()
-        self._file = tempfile.TemporaryFile()
-        self._saved = os.dup(2)
-        os.dup2(self._file.fileno(), 2)
-        return self
-
-    def __exit__(self, kind, value, traceback):
-        sys.stderr.flush()
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
-        self._file.seek(0)
-        text = self._file.read().decode("utf-8", "replace")
-        self._file.close()
-        kept = []
-        for line in text.splitlines(keepends=True):
-            (kept if kind is not None or not self._is_noise(line) else self.dropped).append(line)
-        if kept:
-            sys.stderr.write("".join(kept))
-            sys.stderr.flush()
-        return False
-
-    def _is_noise(self, line):
-        if self._noise is not None:
-            return bool(self._noise.match(line))
-        no_driver = not (os.path.exists("/proc/driver/nvidia") or os.path.exists("/dev/nvidiactl"))
-        return bool(_START_UP_NOISE.match(line) or (no_driver and _NO_DRIVER_NOISE.match(line)))
 
 
 def quiet_float16_fallback_notice():
@@ -146,7 +52,7 @@ def quiet_float16_fallback_notice():
     def product(a, b):
         return tf.matmul(a, b)
 
-    with _StderrFiltered(_FLOAT16_FALLBACK) as filtered:
+    with StderrFiltered(_FLOAT16_FALLBACK) as filtered:
         product(tf.ones([2, 2], tf.float16), tf.ones([2, 2], tf.float16))
     if filtered.dropped:
         print(FLOAT16_FALLBACK_NOTE, file=sys.stderr, flush=True)
@@ -159,9 +65,7 @@ def quiet_tensorflow_start_up():
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)  # a --verbosity flag, parsed later, overrides it
-    if "tensorflow" not in sys.modules and not any(
-            isinstance(finder, _QuietTensorFlowImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _QuietTensorFlowImport())
+    quiet_tensorflow_import()
 
 
 def run_main(main):
@@ -274,6 +178,15 @@ def permission_error_message(error):
     if tf is not None and isinstance(error, tf.errors.PermissionDeniedError):
         return error.message.splitlines()[0]
     return None
+
+
+def refuse_flags_that_cannot_act(inactive):
+    """`inactive`: {flag name: why it cannot act on this run's input or other flags}. The
+    first of them given on the command line is an InputError naming it: a flag that would be
+    silently ignored is bad input."""
+    for name, why in inactive.items():
+        if flags.FLAGS[name].present:
+            raise flag_error(name, f"cannot act: {why}")
 
 
 def expand_globs(patterns, flag_name):

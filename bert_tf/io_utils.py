@@ -128,6 +128,20 @@ def check_output_file(path, argument="output_file", inputs=None):
         raise argument_error(argument, f"{path}: {parent} is a file, not a directory")
 
 
+def decode_utf8(data, path, first_line_number=1):
+    """`data` (bytes of file `path`, its first line `first_line_number`; None: unknown)
+    decoded as UTF-8; a byte that is not UTF-8 is an InputError naming the file, line and
+    byte: every reader of text files says the same."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = (None if first_line_number is None
+                else first_line_number + data.count(b"\n", 0, e.start))
+        column = e.start - data.rfind(b"\n", 0, e.start)
+        raise file_error(path, f"not valid UTF-8 ({e.reason}: byte 0x{data[e.start]:02x} at "
+                               f"byte {column} of the line)", line) from None
+
+
 def check_input_file(path, argument="input_file", allow_empty=False, what="input file"):
     """An input file must exist, be a file (not a directory) and, unless `allow_empty`, hold
     something. Raises an InputError naming the argument and the path."""

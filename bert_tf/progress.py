@@ -26,8 +26,9 @@ class Progress:
       name: shown in brackets at the start of each line.
       total: total number of units, or None when unknown (then no ETA).
       unit: name of the counted unit ("steps", "documents", ...).
-      secondary_unit: optional second rate (e.g. "examples" while counting steps); pass its
-        increments to `update(..., secondary=n)`.
+      secondary_unit: optional second rate (e.g. "examples" while counting steps), or a tuple
+        of them ("sequences", "tokens"); pass their increments to `update(..., secondary=n)`
+        (a tuple of as many for a tuple).
       interval: minimum seconds between lines.
       stream: where to print (stderr by default, so stdout stays clean for results).
       start: units already done before this run (a resumed job); rates count only new work.
@@ -38,12 +39,13 @@ class Progress:
         self.name = name
         self.total = total
         self.unit = unit
-        self.secondary_unit = secondary_unit
+        self.secondary_units = ((secondary_unit,) if isinstance(secondary_unit, str)
+                                else tuple(secondary_unit or ()))
         self.interval = interval
         self.stream = stream or sys.stderr
         self.start_count = start
         self.count = start
-        self.secondary = 0
+        self.secondary = [0] * len(self.secondary_units)
         self.start_time = time.monotonic()
         self.last_print = self.start_time
 
@@ -63,19 +65,24 @@ class Progress:
         else:
             parts.append(f"{self.count} {self.unit}")
         parts.append(f"{rate:.2f} {self.unit}/s")
-        if self.secondary_unit:
-            elapsed = self.elapsed
-            parts.append(f"{self.secondary / elapsed if elapsed > 0 else 0.0:.1f} {self.secondary_unit}/s")
+        parts += self._secondary_rates()
         if self.total and rate > 0:
             parts.append(f"ETA {format_duration((self.total - self.count) / rate)}")
         for key, value in metrics.items():
             parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
         return f"[{self.name}] " + "  ".join(parts)
 
+    def _secondary_rates(self):
+        elapsed = self.elapsed
+        return [f"{total / elapsed if elapsed > 0 else 0.0:.1f} {unit}/s"
+                for unit, total in zip(self.secondary_units, self.secondary)]
+
     def update(self, n=1, secondary=0, force=False, **metrics):
         """Adds `n` units; prints a line if `interval` seconds passed (or `force`)."""
         self.count += n
-        self.secondary += secondary
+        values = secondary if isinstance(secondary, (tuple, list)) else (secondary,)
+        for i, value in enumerate(values[:len(self.secondary)]):
+            self.secondary[i] += value
         now = time.monotonic()
         if force or now - self.last_print >= self.interval:
             self.last_print = now
@@ -85,6 +92,7 @@ class Progress:
         """Prints the closing line: units done, wall time, mean rate and any totals given."""
         parts = [f"[{self.name}] done: {self.count - self.start_count} {self.unit} in "
                  f"{format_duration(self.elapsed)} ({self.rate():.2f} {self.unit}/s)"]
+        parts += self._secondary_rates()
         for key, value in totals.items():
             parts.append(f"{key}={value:.4g}" if isinstance(value, float) else f"{key}={value}")
         print("  ".join(parts), file=self.stream, flush=True)

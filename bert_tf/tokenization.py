@@ -43,7 +43,7 @@ import unicodedata
 import warnings
 
 from bert_tf.errors import arg, argument_error, file_error
-from bert_tf.io_utils import open_input
+from bert_tf.io_utils import decode_utf8, open_input
 
 _UNUSED_TOKEN_RE = re.compile(r"^\[unused\d+\]$")
 # The longest word WordPiece splits (the original's); a longer one is [UNK].
@@ -113,11 +113,7 @@ def load_vocab(vocab_file):
     first_line = {}
     duplicates = []
     for index, raw in enumerate(lines):
-        try:
-            token = raw.decode("utf-8").strip()
-        except UnicodeDecodeError as e:
-            raise file_error(vocab_file, f"not valid UTF-8 ({e.reason} at byte {e.start})",
-                             index + 1) from None
+        token = decode_utf8(raw, vocab_file, index + 1).strip()
         if token in vocab:
             duplicates.append((index, token, vocab[token]))
         else:

@@ -34,7 +34,7 @@ import sys
 
 from absl import flags
 
-from bert_tf.cli import expand_globs, run_main
+from bert_tf.cli import expand_globs, refuse_flags_that_cannot_act, run_main
 from bert_tf.errors import flag_error
 from bert_tf.io_utils import check_output_file, split_comma_list
 
@@ -139,8 +139,21 @@ def main(argv):
     # --help and flag errors come without numba's start-up.
     from bert_tf.tasks.pretraining import preprocessor as pretraining_data
 
-    if FLAGS.max_sequences_per_row is not None and not FLAGS.pack_sequences:
-        raise flag_error("max_sequences_per_row", "is only used with --pack_sequences")
+    streaming = (FLAGS.num_workers is not None or FLAGS.output_shards is not None
+                 or FLAGS.runner is not None)
+    inactive = {}
+    if not FLAGS.pack_sequences:
+        inactive["max_sequences_per_row"] = "only with --pack_sequences"
+    if FLAGS.masking == "dynamic":
+        for name in ("masked_lm_prob", "max_predictions_per_seq"):
+            inactive[name] = ("--masking=dynamic writes no masks; they are drawn when the "
+                              "records are read: give it to run_pretraining")
+    if not streaming:
+        inactive["window_bytes"] = ("only the streaming mode reads its input in windows "
+                                    "(--num_workers, --output_shards or --runner)")
+    if FLAGS.runner is None:
+        inactive["beam_options"] = "only with --runner (an Apache Beam pipeline)"
+    refuse_flags_that_cannot_act(inactive)
     # Dynamic masks differ every epoch: copies of the data with other masks are no longer
     # needed, so --dupe_factor is 1 unless given.
     dupe_factor = (FLAGS.dupe_factor if FLAGS.masking == "static" or FLAGS["dupe_factor"].present
@@ -161,8 +174,6 @@ def main(argv):
     output_files = split_comma_list(FLAGS.output_file)
     if not output_files:
         raise flag_error("output_file", "no output file given")
-    streaming = (FLAGS.num_workers is not None or FLAGS.output_shards is not None
-                 or FLAGS.runner is not None)
     if streaming:
         output_files = streaming_output_files(output_files, FLAGS.output_shards)
         num_workers = FLAGS.num_workers or os.cpu_count() or 1
@@ -184,9 +195,6 @@ def main(argv):
         print(f"  {path}", file=log)
         if "://" not in path and os.path.isfile(path) and os.path.getsize(path) == 0:
             print(f"warning: {path} is empty", file=log)
-    print("*** Writing to output files ***", file=log)
-    for path in output_files:
-        print(f"  {path}", file=log)
     if FLAGS.runner:
         # Apache Beam: optional, slow to import.
         from bert_tf.tasks.pretraining import beam as pretraining_beam
@@ -209,6 +217,11 @@ def main(argv):
             processes=(1 if FLAGS.tokenizer == "fast"
                        else pretraining_data.default_processes(input_files)),
             progress_interval=FLAGS.progress_interval)
+    # Named once written: an input that makes no record (an empty corpus) is an error that
+    # writes nothing.
+    print("*** Wrote output files ***", file=log)
+    for path in output_files:
+        print(f"  {path}", file=log)
     print(summary.format(), file=log)
 
 

@@ -205,8 +205,9 @@ def main(argv):
         json.dump(dict(SMALL_BERT_CONFIG, vocab_size=vocab_size), f, indent=2)
     timings["pretrain"] = run_stage(
         "pretrain", f"{RUN_PACKAGE}.run_pretraining", bert_config_file=config_file,
-        input_file=records, output_dir=model_dir, do_train=True, do_eval=True, train_batch_size=32,
-        eval_batch_size=32, max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=10,
+        vocab_file=vocab, do_lower_case=True, input_file=records, output_dir=model_dir,
+        do_train=True, do_eval=True, train_batch_size=32, eval_batch_size=32,
+        max_seq_length=FLAGS.max_seq_length, max_predictions_per_seq=10,
         num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_train_steps // 10,
         learning_rate=5e-4, save_checkpoints_steps=500, iterations_per_loop=100,
         max_eval_steps=20, log_steps=100, seed=FLAGS.seed)

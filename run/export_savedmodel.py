@@ -127,13 +127,10 @@ def build_task(config, vocab_file=None, max_seq_length=None, regression=False, r
         options.update(max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
                        max_answer_length=FLAGS.max_answer_length)
     if FLAGS.task == "pretraining":
-        from bert_tf.tokenization import load_vocab
+        from bert_tf.tasks.pretraining.task import masking_vocabulary
         if not vocab_file:
             raise flag_error("vocab_file", "required for --task=pretraining (the [MASK] id)")
-        vocab = load_vocab(vocab_file)
-        if "[MASK]" not in vocab:
-            raise flag_error("vocab_file", f"{vocab_file} has no [MASK] token")
-        options.update(mask_id=vocab["[MASK]"], top_k=FLAGS.top_k)
+        options.update(mask_id=masking_vocabulary(vocab_file)[0], top_k=FLAGS.top_k)
         if (record or {}).get("objective"):
             options.update(objective=record["objective"])
     return registry.build(FLAGS.task, config, **options)
@@ -167,7 +164,7 @@ def main(argv):
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
     from bert_tf.model.checkpoints import load_checkpoint, require_complete
     from bert_tf.io_utils import checkpoint_folder
-    check_export_dir(FLAGS.export_dir, FLAGS.format,
+    check_export_dir(FLAGS.export_dir,
                      keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})
     files = api.resolve_model_files(
         FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file, FLAGS.do_lower_case,

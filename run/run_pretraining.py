@@ -1,7 +1,8 @@
 """Masked-LM / next-sentence pretraining of BERT: the original's run_pretraining on TF2.
 
-    python -m run.run_pretraining --bert_config_file=bert_config.json \\
-        --input_file='records/*.tfrecord' --output_dir=model --do_train --do_eval \\
+    python -m run.run_pretraining --bert_config_file=bert_config.json --vocab_file=vocab.txt \\
+        --do_lower_case --input_file='records/*.tfrecord' --output_dir=model --do_train \\
+        --do_eval \\
         [--init_checkpoint=...] [--distribution_strategy=mirrored --num_gpus=8] \\
         [--mixed_precision=bfloat16] [--jit_compile]
 
@@ -29,7 +30,7 @@ output_dir/eval_results.txt.
 """
 from absl import flags
 
-from bert_tf.cli import expand_globs, run_main
+from bert_tf.cli import expand_globs, refuse_flags_that_cannot_act, run_main
 from bert_tf.errors import flag_error
 from . import common_flags
 
@@ -51,12 +52,19 @@ flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
 flags.DEFINE_enum("objective", "mlm_nsp", ["mlm_nsp", "mlm"],
                   "mlm_nsp: masked-LM + next-sentence (the original's); mlm: masked-LM only, "
                   "no next-sentence head (reads any records, ignoring next-sentence labels).")
-flags.DEFINE_float("masked_lm_prob", 0.15,
+flags.DEFINE_float("masked_lm_prob", None,
                    "Records with dynamic masks: the share of each sequence's tokens masked "
-                   "(the original create_pretraining_data's rule), in (0, 1).")
+                   "(the original create_pretraining_data's rule), in (0, 1); default 0.15. "
+                   "Records with static masks hold theirs: an error there.")
 flags.DEFINE_string("vocab_file", None,
-                    "Records with dynamic masks: the vocabulary they were made with (its [MASK] "
-                    "id; random replacements are drawn over its ids).")
+                    "The vocabulary the records were made with, copied into --output_dir so "
+                    "that it is a whole model directory (default when the run continues "
+                    "--output_dir: its vocab.txt). Records with dynamic masks need it (its "
+                    "[MASK] id; random replacements are drawn over its ids).")
+flags.DEFINE_bool("do_lower_case", None,
+                  "The casing of --vocab_file (create_pretraining_data's --do_lower_case), "
+                  "recorded in --output_dir with the vocabulary (default when the run "
+                  "continues --output_dir: its casing; otherwise not recorded).")
 flags.DEFINE_bool("deterministic_input", False,
                   "Train on the records in file order (repeated) instead of shuffled: the "
                   "same batches under every strategy; for reproducing runs.")
@@ -66,46 +74,53 @@ def main(argv):
     del argv
     from bert_tf.training.settings import check_request
 
-    common_flags.check_required("bert_config_file", "input_file", "output_dir")
+    common_flags.check_required("input_file", "output_dir")
     if FLAGS.export_dir:  # refused now rather than after the training it would follow
         raise flag_error("export_dir", "run_pretraining does not export; export its output_dir "
                                        "with run.export_savedmodel --task=encoder (or "
                                        "--task=pretraining for the masked-LM)")
     # The checks that need no TensorFlow first (it takes seconds to import).
     check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
-    if not 0 < FLAGS.masked_lm_prob < 1:
-        raise flag_error("masked_lm_prob", f"must be in (0, 1), got {FLAGS.masked_lm_prob}")
+    if FLAGS.deterministic_input:
+        refuse_flags_that_cannot_act({"shuffle_buffer_size": "--deterministic_input reads the "
+                                                             "records in file order, unshuffled"})
     input_files = expand_globs(FLAGS.input_file, "input_file")
-    mask_id = vocab_size = None
-    if FLAGS.vocab_file:
-        from bert_tf.tokenization import load_vocab
-        from bert_tf.io_utils import check_input_file
-        check_input_file(FLAGS.vocab_file, "vocab_file", what="vocabulary")
-        vocab = load_vocab(FLAGS.vocab_file)
-        if "[MASK]" not in vocab:
-            raise flag_error("vocab_file", f"{FLAGS.vocab_file} has no [MASK] token")
-        mask_id, vocab_size = vocab["[MASK]"], len(vocab)
-    # Then the task and the runner, which import TensorFlow.
+    # Then the model's files, the task and the runner, which import TensorFlow.
+    from bert_tf.api import resolve_model_files
+    from bert_tf.model import directory
     from bert_tf.tasks.pretraining.task import (PretrainingConfig, PretrainingTask,
-                                                pretraining_records)
+                                                masking_vocabulary, pretraining_records)
     from bert_tf.training import runner
 
     common_flags.start_strategy()
-    bert_config = common_flags.load_bert_config()
-    common_flags.check_max_seq_length(bert_config)
-    if vocab_size is not None and vocab_size > bert_config.vocab_size:
-        raise flag_error("vocab_file", f"{FLAGS.vocab_file} has {vocab_size} entries but the "
-                                       f"model's vocab_size is {bert_config.vocab_size} "
-                                       f"({FLAGS.bert_config_file})")
+    # The config: given, or the model directory's (--init_checkpoint's, or --output_dir's
+    # when the run continues it), which a given one must agree with. The vocabulary and
+    # casing are the records' (given), or those of the --output_dir the run continues.
+    files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                                FLAGS.do_lower_case, FLAGS["do_lower_case"].present,
+                                output_dir=FLAGS.output_dir, own_vocabulary=True)
+    if files.vocab_file is None:
+        refuse_flags_that_cannot_act({"do_lower_case": "it is the casing of the run's "
+                                                       "vocabulary, and no --vocab_file is given"})
+        runner.log("note: no --vocab_file: --output_dir will hold no vocab.txt; give the "
+                   "vocabulary the records were made with to make it a whole model directory")
+    common_flags.check_max_seq_length(files.config)
+    if FLAGS.do_train:
+        directory.check_output_dir(FLAGS.output_dir, files.config, files.vocab_file)
+    mask_id, vocab_size = masking_vocabulary(files.vocab_file)
     runner.log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
                + (" ..." if len(input_files) > 5 else ""))
     task = PretrainingTask(PretrainingConfig(
-        bert_config=bert_config, max_seq_length=FLAGS.max_seq_length,
+        bert_config=files.config, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         records=pretraining_records(input_files), shuffle_buffer_size=FLAGS.shuffle_buffer_size,
         deterministic_input=FLAGS.deterministic_input, objective=FLAGS.objective,
         masked_lm_prob=FLAGS.masked_lm_prob, mask_id=mask_id, vocab_size_for_masking=vocab_size))
-    runner.run(task, common_flags.run_settings(FLAGS.num_train_steps, FLAGS.num_warmup_steps))
+    # Before --output_dir is made: the checkpoint must fit the model (shapes, layers).
+    common_flags.check_init_checkpoint(task.build_model)
+    runner.run(task, common_flags.run_settings(
+        FLAGS.num_train_steps, FLAGS.num_warmup_steps, vocab_file=files.vocab_file,
+        do_lower_case=files.do_lower_case))
 
 
 def console_main():

@@ -5,6 +5,7 @@ package (`require_module`, `minilm_directory`) or the transformers peer's venv
 (`require_hf_venv`) skip with a message naming the path or what to install when it is absent,
 and fail instead when CI=true (`require`), so that CI can never pass by skipping its oracles.
 """
+import json
 import os
 import pathlib
 import sys
@@ -189,6 +190,37 @@ def shared_data():
 def uncased_vocab():
     """Path of the uncased BERT-Base WordPiece vocabulary (30,522 tokens)."""
     return require_path(UNCASED_VOCAB)
+
+
+PRETRAINING_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+                      "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
+                      "max_position_embeddings": 128, "type_vocab_size": 2}
+
+
+@pytest.fixture(scope="session")
+def pretraining_folders(tmp_path_factory, uncased_vocab, shared_data):
+    """run_pretraining output folders (2 steps on the original's sample_text records, given
+    --vocab_file): "mlm" (masked-LM only, given --do_lower_case) and "mlm_nsp" (the original's
+    objective and flags); "config" their BertConfig, "records" the records."""
+    from bert_tf.model.config import BertConfig
+    root = tmp_path_factory.mktemp("pretrained")
+    (root / "bert_config.json").write_text(json.dumps(PRETRAINING_CONFIG))
+    records = root / "records.tfrecord"
+    status, log = run_command_line("data_tools.create_pretraining_data", dict(
+        input_file=shared_data / "sample_text.txt", output_file=records,
+        vocab_file=uncased_vocab, max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1))
+    assert status == 0, log[-3000:]
+    folders = {"config": BertConfig.from_dict(PRETRAINING_CONFIG), "records": records}
+    for objective in ("mlm", "mlm_nsp"):
+        folders[objective] = root / objective
+        status, log = run_command_line("run.run_pretraining", dict(
+            bert_config_file=root / "bert_config.json", input_file=records,
+            output_dir=folders[objective], vocab_file=uncased_vocab, objective=objective,
+            do_lower_case=True if objective == "mlm" else None, do_train=True,
+            num_train_steps=2, num_warmup_steps=0, train_batch_size=4, max_seq_length=32,
+            max_predictions_per_seq=5, seed=1))
+        assert status == 0, log[-3000:]
+    return folders
 
 
 @pytest.fixture(scope="session")

@@ -110,7 +110,7 @@ def test_fine_tune_classifier_refuses_an_export_dir_before_any_work(google_layou
     for export_dir, message in (
             (tmp_path / "out", r"^export_dir: .*/out would replace output_dir's .*/out"),
             (folder, r"^export_dir: .* would replace init_checkpoint's "),
-            (mine, r"^export_dir: .*/mine is not empty and not a SavedModel exported by "
+            (mine, r"^export_dir: .*/mine is not empty and not an export of "
                    r"bert_tf")):
         with pytest.raises(InputError, match=message):
             api.fine_tune_classifier(files, rows, ["neg", "pos"], tmp_path / "out",
@@ -181,3 +181,59 @@ def test_fine_tune_a_multi_label_classifier(google_layout, tmp_path):
             list(reloaded.threshold)) == (["neg", "pos", "funny"], 16, True, [0.5, 0.5, 0.45])
     np.testing.assert_allclose(reloaded.predict(texts), probabilities, rtol=1e-5, atol=1e-6)
     assert reloaded.predict_labels(texts) == expected
+
+
+@pytest.fixture(scope="module")
+def exported_folders(google_layout, tmp_path_factory):
+    """The Google layout's encoder exported as a Hugging Face directory and a keras-hub
+    preset (bert_tf.serving.formats)."""
+    from bert_tf.model.config import BertConfig
+    from bert_tf.serving import formats
+    from bert_tf.tasks import registry
+    folder, encoder = google_layout
+    root = tmp_path_factory.mktemp("exported")
+    task = registry.build("encoder", BertConfig.from_dict(TINY), max_seq_length=32)
+    for export_format in ("huggingface", "keras_hub"):
+        formats.save(export_format, task, encoder, root / export_format,
+                     str(folder / "vocab.txt"), True, log=lambda line: None)
+    return {"huggingface": root / "huggingface", "keras_hub": root / "keras_hub"}
+
+
+@pytest.mark.parametrize("kind", ["google", "huggingface", "keras_hub", "pretraining_mlm",
+                                  "pretraining_mlm_nsp"])
+def test_the_readme_calls_run_on_every_kind_of_model_directory(
+        kind, google_layout, exported_folders, pretraining_folders, tmp_path):
+    """Issue 43.4: the README's calls on each kind of folder they accept, and
+    `api.load_model(folder, "pretraining")` on pretraining folders of either objective (its
+    heads as the folder records them). The oracle of each: the model the folder was written
+    from (the Google layout's encoder, exported), or the run's checkpoint restored by
+    TensorFlow's own tf.train.Checkpoint."""
+    import tensorflow as tf
+    from bert_tf import api
+    from bert_tf.model.models import BertPretrainer
+    objective = kind.split("_", 1)[1] if kind.startswith("pretraining_") else None
+    path = (google_layout[0] if kind == "google" else pretraining_folders[objective]
+            if objective else exported_folders[kind])
+    namespace = {"MODEL_DIR": str(path), "OUTPUT_DIR": str(tmp_path / "out")}
+    exec(readme_examples()[0], namespace)
+    inputs = namespace["inputs"]
+    if objective is None:
+        expected = google_layout[1]
+    else:
+        expected = BertPretrainer(pretraining_folders["config"],
+                                  next_sentence=objective == "mlm_nsp")
+        tf.train.Checkpoint(model=expected).read(
+            tf.train.latest_checkpoint(str(path))).expect_partial()
+        pretrainer = api.load_model(path, "pretraining")
+        assert ("next_sentence_log_probs" in pretrainer(
+            dict(inputs, masked_lm_positions=np.array([[1, 2]], np.int32)))) == (
+                objective == "mlm_nsp")
+        with_positions = dict(inputs, masked_lm_positions=np.array([[1, 2]], np.int32))
+        np.testing.assert_allclose(pretrainer(with_positions)["masked_lm_log_probs"],
+                                   expected(with_positions)["masked_lm_log_probs"],
+                                   rtol=1e-5, atol=1e-5)
+        expected = expected.encoder
+    np.testing.assert_allclose(np.asarray(namespace["vectors"]),
+                               np.asarray(expected(inputs)["pooled_output"]),
+                               rtol=1e-5, atol=1e-6)
+    assert namespace["embeddings"].shape == (1, TINY["hidden_size"])

@@ -322,7 +322,7 @@ def test_bad_flags_are_one_clear_line(module, flags, expected):
 def test_tensorflow_start_up_noise_is_recognised_in_both_log_formats():
     """The command lines drop TensorFlow's start-up banner as TensorFlow 2.21 (absl's prefix)
     and 2.20 (its own) write it, and nothing else."""
-    from bert_tf import cli
+    from bert_tf import tensorflow_start_up
     noise = [
         "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
         "I0000 00:00:1795577489.206691   26926 port.cc:153] oneDNN custom operations are on. x",
@@ -338,10 +338,62 @@ def test_tensorflow_start_up_noise_is_recognised_in_both_log_formats():
         "cuda_platform.cc:51] failed call to cuInit: INTERNAL: CUDA error"]
     kept = ["error: --output_dir: x", "W0000 00:00:1.0 1 saver.cc:1] a real warning",
             "2026-11-25 04:48:22.688560: E tensorflow/core/x.cc:1] a real error"]
-    assert all(cli._START_UP_NOISE.match(line) for line in noise)
-    assert all(cli._NO_DRIVER_NOISE.match(line) for line in no_driver)
-    assert not any(cli._START_UP_NOISE.match(line) or cli._NO_DRIVER_NOISE.match(line)
-                   for line in kept)
+    noise_re = tensorflow_start_up.START_UP_NOISE
+    no_driver_re = tensorflow_start_up.NO_DRIVER_NOISE
+    assert all(noise_re.match(line) for line in noise)
+    assert all(no_driver_re.match(line) for line in no_driver)
+    assert not any(noise_re.match(line) or no_driver_re.match(line) for line in kept)
+
+
+def test_importing_bert_tf_drops_the_start_up_banner_and_keeps_the_users_logging():
+    """Issue 43.8: a script that imports bert_tf (the API, a notebook) with
+    TF_CPP_MIN_LOG_LEVEL=3 sees none of TensorFlow's start-up lines (oneDNN's and the CUDA
+    stubs' banner, the cuInit ERROR), and its own logging configuration (absl's verbosity,
+    Python's root logger) is as it set it. The oracle: the same script importing TensorFlow
+    first, before bert_tf, prints the banner."""
+    banner = ("oneDNN custom operations are on", "Could not find cuda drivers",
+              "failed call to cuInit")
+    script = ("import logging, sys\n"
+              "from absl import logging as absl_logging\n"
+              "logging.basicConfig(level=logging.INFO)\n"
+              "absl_logging.set_verbosity(absl_logging.DEBUG)\n"
+              "{first}\n"
+              "from bert_tf import api\n"
+              "import tensorflow as tf\n"
+              "tf.config.list_physical_devices()\n"
+              "print(absl_logging.get_verbosity() == absl_logging.DEBUG,\n"
+              "      logging.getLogger().level == logging.INFO)\n")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+    def run(first):
+        return subprocess.run([sys.executable, "-c", script.format(first=first)],
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    ours = run("")
+    assert ours.returncode == 0 and ours.stdout.split() == ["True", "True"], ours.stderr
+    assert not any(text in ours.stderr for text in banner), ours.stderr
+    tensorflow_first = run("import tensorflow")
+    assert banner[0] in tensorflow_first.stderr, tensorflow_first.stderr
+
+
+@pytest.mark.parametrize("module,flags", [
+    ("data_tools.build_vocab", {"output_file": "{tmp}/vocab.txt", "vocab_size": "200"}),
+    ("data_tools.extend_vocab", {"vocab_file": "{vocab}",
+                                 "output_vocab_file": "{tmp}/vocab.txt"}),
+    ("data_tools.create_pretraining_data", {"vocab_file": "{vocab}",
+                                            "output_file": "{tmp}/o.tfrecord"}),
+])
+def test_undecodable_input_is_the_same_error_in_every_data_tool(tmp_path, uncased_vocab, module,
+                                                                 flags):
+    """Issue 43.9: bytes that are not UTF-8 stop every data tool with the file, line and byte
+    (build_vocab and extend_vocab as create_pretraining_data), exit 2, nothing written."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"a first line of text\nthe caf\xe9 line\nlast line\n")
+    flags = {name: value.format(tmp=tmp_path, vocab=uncased_vocab)
+             for name, value in flags.items()}
+    assert_refused(module, dict(flags, input_file=corpus),
+                   f"error: {corpus}:2: not valid UTF-8 (invalid continuation byte: byte 0xe9 "
+                   f"at byte 8 of the line)", tmp_path)
 
 
 # ---- Issue 31: input that would make a silently wrong model, and what the command lines print.
@@ -516,7 +568,7 @@ def test_oneDNN_float16_fallback_line_is_dropped_and_nothing_else():
     assert all(cli._FLOAT16_FALLBACK.match(line) for line in fallback)
     assert not any(cli._FLOAT16_FALLBACK.match(line) for line in kept)
     script = ("import os, sys; from bert_tf import cli\n"
-              "with cli._StderrFiltered(cli._FLOAT16_FALLBACK) as f:\n"
+              "with cli.StderrFiltered(cli._FLOAT16_FALLBACK) as f:\n"
               "    os.write(2, sys.argv[1].encode())\n"
               "print(len(f.dropped))\n")
     result = subprocess.run([sys.executable, "-c", script, "\n".join(fallback + kept) + "\n"],

@@ -117,14 +117,32 @@ def test_library_errors(tmp_path):
     with pytest.raises(InputError, match="blank.txt: no words"):
         vocab_learning.build_vocab([str(blank)], str(tmp_path / "v.txt"), 100, log=lambda m: None)
     assert not (tmp_path / "v.txt").exists()
-    # Bytes that are not UTF-8 are dropped (as the tokenizer drops them) and counted.
+    # Bytes that are not UTF-8 are an error naming the file and line, as in
+    # create_pretraining_data; nothing is written.
     mixed = tmp_path / "mixed.txt"
-    mixed.write_bytes(b"caf\xe9 latin-1 line\nfine line\n")
-    summary = vocab_learning.build_vocab([str(mixed)], str(tmp_path / "v.txt"), 100,
-                                         log=lambda m: None)
-    assert summary["undecodable_lines"] == 1 and summary["lines"] == 2
-    tokenizer = tokenization.FullTokenizer(str(tmp_path / "v.txt"))
-    assert "[UNK]" not in tokenizer.tokenize("caf latin-1 line fine")
+    mixed.write_bytes(b"fine line\ncaf\xe9 latin-1 line\n")
+    with pytest.raises(InputError, match=r"mixed.txt:2: not valid UTF-8 \(invalid "
+                                         r"continuation byte: byte 0xe9 at byte 4 of the line\)"):
+        vocab_learning.build_vocab([str(mixed)], str(tmp_path / "v.txt"), 100,
+                                   log=lambda m: None)
+    assert not (tmp_path / "v.txt").exists()
+
+
+def test_a_vocabulary_smaller_than_asked_is_a_warning_with_its_cause(tmp_path):
+    """A one-line corpus cannot give 8,000 pieces: the warning line says how many it gave and
+    why, and the file holds exactly that many."""
+    corpus = tmp_path / "one_line.txt"
+    corpus.write_text("the cat sat on the mat and the dog sat on the log\n")
+    lines = []
+    summary = vocab_learning.build_vocab([str(corpus)], str(tmp_path / "v.txt"), 8000,
+                                         log=lines.append)
+    written = (tmp_path / "v.txt").read_text().splitlines()
+    assert summary["vocab_size"] == len(written) < 8000
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    assert warnings == [f"warning: the vocabulary has {len(written)} entries, not the 8000 "
+                        f"asked for: the corpus (1 line) holds 8 distinct words, and WordPiece "
+                        f"merges no pair of pieces seen fewer than 2 times (min_frequency); "
+                        f"more text gives more entries"], lines
 
 
 def test_cli_errors_exit_2_with_a_message_naming_the_flag(tmp_path):

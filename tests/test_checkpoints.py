@@ -217,3 +217,114 @@ def test_hugging_face_shape_mismatch_and_damage_name_them(tmp_path):
     with pytest.raises(InputError, match=rf"{damaged / 'model.safetensors'}: cannot read "
                                          rf"safetensors file"):
         load_checkpoint(BertEncoder(config), damaged)
+
+
+def _edited_hf_directory(tmp_path, **changes):
+    """A copy of the real MiniLM directory whose config.json says `changes` (the weights as
+    they are)."""
+    import json
+    import shutil
+    edited = tmp_path / "edited"
+    shutil.copytree(minilm_directory(), edited)
+    config = json.loads((edited / "config.json").read_text())
+    config.update(changes)
+    (edited / "config.json").write_text(json.dumps(config))
+    return edited
+
+
+@pytest.mark.parametrize("layers", [4, 8])
+def test_a_config_that_does_not_describe_the_hugging_face_weights_is_refused(tmp_path, layers):
+    """config.json edited from 6 to 4 (or 8) layers keeps every shape: the model would run and
+    be silently wrong. The unmodified directory loads with nothing unused (the oracle: the
+    file's own 6 layers); the edited one is an error naming the directory, its config file and
+    both counts, whichever task's model reads it."""
+    from bert_tf import api
+    assert load_checkpoint(BertEncoder(hf_directory_files(minilm_directory())[0]),
+                           minilm_directory()).unused == []
+    edited = _edited_hf_directory(tmp_path, num_hidden_layers=layers)
+    message = (rf"^{edited}: holds 6 encoder layers but the model's config "
+               rf"\({edited}/config.json\) describes {layers} \(num_hidden_layers\): the config "
+               rf"does not describe these weights")
+    for task in ("encoder", "classifier", "pretraining"):
+        model = api.build_model(task, api.model_files(edited).config, num_labels=2)
+        with pytest.raises(InputError, match=message):
+            load_checkpoint(model, edited)
+
+
+@pytest.mark.parametrize("checkpoint_format", ["tf1", "tf2"])
+def test_a_config_with_other_layers_than_the_checkpoint_is_refused(tmp_path, checkpoint_format):
+    """The same for our TF2 checkpoints and the original's TF1 names: a 3-layer checkpoint
+    read with a config of 2 or 4 layers. The checkpoint's own config loads it whole."""
+    config = BertConfig.from_dict(SMALL_CONFIG)
+    pretrainer = BertPretrainer(config)
+    randomise(pretrainer, seed=5)
+    if checkpoint_format == "tf1":
+        path = write_tf1_checkpoint(pretrainer, str(tmp_path / "model.ckpt"))
+    else:
+        path = tf.train.Checkpoint(model=pretrainer).save(str(tmp_path / "model.ckpt"))
+    report = load_checkpoint(BertPretrainer(config), path)
+    assert report.new == [] and report.unused == [] and report.unused_layers == []
+    for layers in (2, 4):
+        for model in (BertEncoder(config.replace(num_hidden_layers=layers)),
+                      BertClassifier(config.replace(num_hidden_layers=layers), num_labels=2)):
+            with pytest.raises(InputError, match=rf"^{path}: holds 3 encoder layers but the "
+                                                 rf"model's config describes {layers} "
+                                                 rf"\(num_hidden_layers\)"):
+                load_checkpoint(model, path)
+
+
+def test_what_a_model_leaves_unused_is_said_with_its_reason(tmp_path):
+    """A classifier read from a pretraining checkpoint leaves the pretraining heads unused
+    (allowed, and said as such); a classifier's head is unused by an encoder (another task's
+    head)."""
+    config = BertConfig.from_dict(SMALL_CONFIG)
+    path = write_tf1_checkpoint(BertPretrainer(config), str(tmp_path / "pre" / "model.ckpt"))
+    report = load_checkpoint(BertClassifier(config, num_labels=2), path)
+    lines = str(report).splitlines()
+    assert any(line.startswith("  unused, the masked-LM head (pretraining's; this model has "
+                               "none): cls/predictions/") for line in lines), lines
+    assert any(line.startswith("  unused, the next-sentence head (pretraining's; this model has "
+                               "none): cls/seq_relationship/") for line in lines), lines
+    path = write_tf1_checkpoint(BertClassifier(config, num_labels=2),
+                                str(tmp_path / "cls" / "model.ckpt"))
+    lines = str(load_checkpoint(BertEncoder(config), path)).splitlines()
+    assert ("  unused, another task's head, or not a variable of this model: output_bias, "
+            "output_weights") in lines, lines
+
+
+def test_checkpoint_step_is_the_saved_step(tmp_path):
+    """The step eval reports for a checkpoint given as init_checkpoint: the original's
+    global_step, our optimizer's iterations (oracle: what was saved), 0 for weights alone."""
+    from bert_tf.model.checkpoints import checkpoint_step
+    config = BertConfig.from_dict(SMALL_CONFIG)
+    model = BertPretrainer(config)
+    tf1 = write_tf1_checkpoint(model, str(tmp_path / "tf1" / "model.ckpt-7"), global_step=7)
+    assert checkpoint_step(load_checkpoint(BertPretrainer(config), tf1)) == 7
+    optimizer = keras.optimizers.Adam()
+    optimizer.build(model.trainable_variables)
+    optimizer.iterations.assign(42)
+    tf2 = tf.train.Checkpoint(model=model, optimizer=optimizer).save(str(tmp_path / "tf2" / "c"))
+    assert checkpoint_step(load_checkpoint(BertPretrainer(config), tf2)) == 42
+    weights = write_tf1_checkpoint(model, str(tmp_path / "weights" / "model.ckpt"))
+    assert checkpoint_step(load_checkpoint(BertPretrainer(config), weights)) == 0
+    assert checkpoint_step(load_checkpoint(BertEncoder(hf_directory_files(
+        minilm_directory())[0]), minilm_directory())) == 0
+
+
+def test_other_state_a_checkpoint_carries_is_unused_not_refused(tmp_path):
+    """A checkpoint with state the loader has no name for (a moving average of a weight, a
+    fork's optimizer slot) loads, that state reported unused: only another layer count is a
+    config that does not describe the weights. Its folder's config, when it does not say the
+    other count, is not named as the one that does (the model was built from another)."""
+    from bert_tf.model.checkpoints import original_weights, write_named_checkpoint
+    config = BertConfig.from_dict(SMALL_CONFIG)
+    weights = original_weights(BertPretrainer(config))
+    extra = "bert/embeddings/word_embeddings/ExponentialMovingAverage"
+    weights[extra] = weights["bert/embeddings/word_embeddings"]
+    path = write_named_checkpoint(weights, str(tmp_path / "model.ckpt"))
+    report = load_checkpoint(BertPretrainer(config), path)
+    assert report.unused == [extra] and report.unused_layers == [] and report.new == []
+    _write_config(config, tmp_path)  # the folder's config: 3 layers, the checkpoint's own
+    with pytest.raises(InputError, match=rf"^{path}: holds 3 encoder layers but the model's "
+                                         rf"config describes 2 \(num_hidden_layers\)"):
+        load_checkpoint(BertEncoder(config.replace(num_hidden_layers=2)), path)

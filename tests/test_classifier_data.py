@@ -769,7 +769,7 @@ def test_bad_tsv_files(tmp_path):
     raises_input_error([f"{tmp_path / 'dev.tsv'}:1: has no column named 'text' "
                         "(text_a_column)"], processor.get_dev_examples, tmp_path)
     (tmp_path / "dev.tsv").write_bytes(b"text\tlabel\nfine\tpos\ncaf\xe9\tpos\n")
-    raises_input_error([f"{tmp_path / 'dev.tsv'}:3: is not valid UTF-8"],
+    raises_input_error([f"{tmp_path / 'dev.tsv'}:3: not valid UTF-8"],
                        processor.get_dev_examples, tmp_path)
     write(tmp_path / "dev.tsv", ["text\tlabel"])
     raises_input_error([f"{tmp_path / 'dev.tsv'}: has no examples"],

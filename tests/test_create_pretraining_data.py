@@ -520,6 +520,40 @@ def test_bad_input_errors_name_flag_or_file(shared_data, uncased_vocab, tmp_path
     assert not any(tmp_path.glob("o.tfrecord*")) and not any(tmp_path.glob(".o.tfrecord*"))
 
 
+@pytest.mark.parametrize("flags,named", [
+    (["--masking=dynamic", "--masked_lm_prob=0.3"], "--masked_lm_prob: cannot act: "
+                                                    "--masking=dynamic writes no masks"),
+    (["--masking=dynamic", "--max_predictions_per_seq=30"],
+     "--max_predictions_per_seq: cannot act: --masking=dynamic writes no masks"),
+    (["--window_bytes=5000"], "--window_bytes: cannot act: only the streaming mode"),
+    (["--beam_options=--project=p"], "--beam_options: cannot act: only with --runner"),
+])
+def test_a_flag_that_cannot_act_is_refused(shared_data, uncased_vocab, tmp_path, flags, named):
+    """Issue 43.3's family in the data tool: a flag that would be silently ignored (masks of
+    records whose masks are drawn when read; window sizes without windows) is an error naming
+    it, before any work, nothing written."""
+    out = tmp_path / "o.tfrecord"
+    message = error_of(f"--input_file={shared_data / 'sample_text.txt'}",
+                       f"--output_file={out}", f"--vocab_file={uncased_vocab}", *flags)
+    assert message.strip().splitlines()[-1].startswith(f"error: {named}"), message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_output_files_are_named_only_once_written(uncased_vocab, tmp_path):
+    """An input that makes no record is an error that writes nothing: the output files are
+    not announced as written before it (oracle: the folder, empty)."""
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "data_tools.create_pretraining_data", f"--input_file={empty}",
+         f"--output_file={tmp_path / 'o.tfrecord'}", f"--vocab_file={uncased_vocab}"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: --input_file: no text in")
+    assert "Writing to output files" not in result.stderr and "o.tfrecord" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.txt"]
+
+
 def test_killed_run_leaves_no_file_under_the_final_name(shared_data, uncased_vocab, tmp_path):
     corpus = tmp_path / "corpus.txt"
     text = (shared_data / "sample_text.txt").read_text(encoding="utf-8")

@@ -409,7 +409,7 @@ def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
         task = ours["task"]
         assert directory.recorded_task(path) == task.name
         assert api.model_files(path).task_record(task.name) == directory.task_record(
-            task, name != "ner")
+            task, name != "ner", vocab_file)
 
 
 @pytest.mark.slow
@@ -515,3 +515,81 @@ def test_the_command_line_refuses_a_vocabulary_without_mask_before_any_work(tmp_
         init_checkpoint=google, format="huggingface", max_seq_length=LENGTH,
         task="classifier", label_list="0,1", export_dir=tmp_path / "exported"),
         f"error: --vocab_file: {google / 'vocab.txt'} has no [MASK] token", tmp_path)
+
+
+ST_SIDE = r'''
+import json, sys, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+from sentence_transformers import SentenceTransformer
+jobs = json.load(open(sys.argv[1]))
+results = {}
+for name, path in jobs["paths"].items():
+    model = SentenceTransformer(path, device="cpu")
+    results[name] = {"mode": model[1].pooling_mode,
+                     "embedding": model.encode(jobs["texts"], convert_to_numpy=True).tolist()}
+json.dump(results, open(sys.argv[2], "w"))
+'''
+
+
+@pytest.mark.slow
+def test_each_pooling_is_the_sentence_transformers_pooling_of_that_name(tmp_path, uncased_vocab):
+    """An encoder exported with each of our poolings (cls, mean, max; not normalized) loads in
+    sentence-transformers with the pooling mode of that name, and its embeddings of two
+    sentences are ours (bert_tf.model.pooling on our sequence output) within 1e-5."""
+    python = require_hf_venv("sentence_transformers", "the oracle of the Hugging Face export")
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.pooling import pool
+    from bert_tf.serving import formats
+    from bert_tf.tasks import registry
+    from bert_tf.text.packing import pack_texts
+    from bert_tf.tokenization import FullTokenizer
+    texts = ["The cat sat on the mat.", "A longer sentence about nothing much at all."]
+    inputs = pack_texts(FullTokenizer(str(uncased_vocab), True), texts, max_seq_length=16)
+    config = BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1))
+    ours, paths = {}, {}
+    for seed, pooling in enumerate(("cls", "mean", "max")):
+        task = registry.build("encoder", config, max_seq_length=16, pooling=pooling,
+                              normalize=False)
+        model = task.build_model()
+        randomize(model, seed)
+        paths[pooling] = str(tmp_path / pooling)
+        formats.save("huggingface", task, model, paths[pooling], uncased_vocab,
+                     log=lambda message: None)
+        outputs = model(inputs)
+        ours[pooling] = pool(outputs["sequence_output"], inputs["input_mask"], pooling).numpy()
+    (tmp_path / "jobs.json").write_text(json.dumps({"paths": paths, "texts": texts}))
+    (tmp_path / "st_side.py").write_text(ST_SIDE)
+    result = subprocess.run([str(python), str(tmp_path / "st_side.py"),
+                             str(tmp_path / "jobs.json"), str(tmp_path / "results.json")],
+                            capture_output=True, text=True, timeout=600, check=False,
+                            env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    theirs = json.loads((tmp_path / "results.json").read_text())
+    for pooling, embedding in ours.items():
+        assert theirs[pooling]["mode"] == pooling
+        np.testing.assert_allclose(np.array(theirs[pooling]["embedding"]), embedding, atol=1e-5,
+                                   rtol=0, err_msg=pooling)
+
+
+def test_pad_token_id_is_the_vocabularys_pad(tmp_path, uncased_vocab):
+    """config.json's pad_token_id is [PAD]'s id in the exported vocabulary (its line number,
+    as BERT numbers tokens, and the id tokenizer.json gives it), here a vocabulary where [PAD]
+    is not on line 0."""
+    from tokenizers import Tokenizer
+
+    from bert_tf.model.config import BertConfig
+    from bert_tf.serving import formats
+    from bert_tf.tasks import registry
+    tokens = uncased_vocab.read_text(encoding="utf-8").split("\n")
+    tokens[0], tokens[7] = tokens[7], tokens[0]  # [PAD] on line 7
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tokens), encoding="utf-8")
+    config = BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1))
+    task = registry.build("classifier", config, max_seq_length=16, labels=["0", "1"])
+    export = tmp_path / "export"
+    formats.save("huggingface", task, task.build_model(), export, vocab, log=lambda message: None)
+    pad = (export / "vocab.txt").read_text(encoding="utf-8").split("\n").index("[PAD]")
+    assert pad == 7
+    assert json.loads((export / "config.json").read_text())["pad_token_id"] == pad
+    assert Tokenizer.from_file(str(export / "tokenizer.json")).token_to_id("[PAD]") == pad

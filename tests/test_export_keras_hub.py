@@ -23,7 +23,7 @@ import warnings
 import numpy as np
 import pytest
 
-from conftest import assert_refused, require_module, run_command_line
+from conftest import assert_one_line_error, assert_refused, require_module, run_command_line
 
 pytestmark = pytest.mark.slow
 
@@ -307,6 +307,37 @@ def test_a_preset_is_a_model_directory(kh, uncased_vocab, tmp_path):
                                 do_lower_case_given=True)
 
 
+def test_a_preset_without_its_vocabulary_or_with_an_edited_config_is_refused(kh, tmp_path):
+    """Issue 43.7 and 43.1: a preset lacking assets/tokenizer/vocabulary.txt names that file
+    (as a missing model.weights.h5 is named); a preset whose config.json says 1 layer where its
+    weights hold 2 is refused naming both (every shape agrees): by what our export recorded of
+    its weights, and without that record (a preset keras-hub wrote) by the weights left
+    unused."""
+    import json
+    no_vocab = tmp_path / "no_vocab"
+    shutil.copytree(kh["root"] / "encoder", no_vocab)
+    (no_vocab / "assets" / "tokenizer" / "vocabulary.txt").unlink()
+    assert_one_line_error("run.export_savedmodel", dict(
+        init_checkpoint=no_vocab, export_dir=tmp_path / "out"),
+        f"error: --vocab_file: required: the model directory --init_checkpoint={no_vocab} has "
+        f"no vocabulary ({no_vocab}/assets/tokenizer/vocabulary.txt not found)")
+    edited = tmp_path / "edited"
+    shutil.copytree(kh["root"] / "encoder", edited)
+    config = json.loads((edited / "config.json").read_text())
+    config["config"]["num_layers"] = 1
+    (edited / "config.json").write_text(json.dumps(config))
+    assert_one_line_error("run.export_savedmodel", dict(
+        init_checkpoint=edited, export_dir=tmp_path / "out"),
+        f"error: {edited / 'config.json'}: num_hidden_layers 1 is not what the model in "
+        f"{edited} was trained with (num_hidden_layers 2, {edited / 'bert_tf_model.json'})")
+    (edited / "bert_tf_model.json").unlink()
+    assert_one_line_error("run.export_savedmodel", dict(
+        init_checkpoint=edited, export_dir=tmp_path / "out", max_seq_length=MAX_SEQ_LENGTH),
+        f"error: {edited}: holds 2 encoder layers but the model's config "
+        f"({edited}/config.json) describes 1 (num_hidden_layers)")
+    assert not (tmp_path / "out").exists()
+
+
 def test_exporting_a_preset_again_writes_the_same_weights(kh):
     """Issue 34.2: a preset as --init_checkpoint, as export_savedmodel reads it (its config,
     vocabulary, casing and recorded labels the defaults, the weights through load_checkpoint):
@@ -438,9 +469,43 @@ def test_the_command_line_refuses_a_vocabulary_and_a_users_folder(kh):
     mine.mkdir()
     (mine / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match=f"export_dir.*{mine} is not empty and not an export"):
-        check_export_dir(mine, "keras_hub")
+        check_export_dir(mine)
     (root / "classifier" / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="export_dir.*notes.txt"):
-        check_export_dir(root / "classifier", "keras_hub")
+        check_export_dir(root / "classifier")
     (root / "classifier" / "notes.txt").unlink()
-    check_export_dir(root / "classifier", "keras_hub")  # an export as written: replaceable
+    check_export_dir(root / "classifier")  # an export as written: replaceable
+
+
+def test_the_masked_lm_preprocessor_masks_as_the_original(kh):
+    """The masked-LM preset's preprocessor, as keras-hub loads it, selects and replaces as the
+    original's create_pretraining_data and keras-hub's own BertMaskedLMPreprocessor defaults:
+    15% of the tokens, 80% of them [MASK], 10% a random token (10% kept)."""
+    loaded = load(kh, "masked_lm").preprocessor
+    default = kh["keras_hub"].models.BertMaskedLMPreprocessor(loaded.tokenizer)
+    for name, original in (("mask_selection_rate", 0.15), ("mask_token_rate", 0.8),
+                           ("random_token_rate", 0.1)):
+        assert getattr(loaded, name) == getattr(default, name) == original, name
+
+
+def test_a_preset_keeps_the_segments_and_the_hidden_dropout(kh, uncased_vocab, tmp_path):
+    """An encoder of 4 segment types, hidden dropout 0.2 and attention dropout 0, exported:
+    keras-hub's BertBackbone loads it with 4 segments and its one dropout rate the hidden one
+    (config.json's `dropout`), and our reader gives back the config's type_vocab_size."""
+    from bert_tf import api
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
+    from bert_tf.serving import formats
+    from bert_tf.tasks import registry
+    config = BertConfig.from_dict(dict(CONFIG, num_hidden_layers=1, type_vocab_size=4,
+                                       hidden_dropout_prob=0.2,
+                                       attention_probs_dropout_prob=0.0))
+    task = registry.build("encoder", config, max_seq_length=MAX_SEQ_LENGTH)
+    export = tmp_path / "segments"
+    formats.save("keras_hub", task, BertEncoder(config), export, str(uncased_vocab), True,
+                 log=lambda line: None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        backbone = kh["keras_hub"].models.BertBackbone.from_preset(str(export))
+    assert backbone.num_segments == 4 and backbone.dropout == 0.2
+    assert api.resolve_model_files(str(export)).config.type_vocab_size == 4

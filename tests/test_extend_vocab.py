@@ -304,3 +304,22 @@ def test_the_appended_folder_is_a_movable_model_directory(uncased_vocab, corpus,
         assert "Couldn't match files" not in log
         features[name] = (tmp_path / f"{name}.jsonl").read_text()
     assert features["here"] == features["moved"] and len(features["here"]) > 1000
+
+
+@pytest.mark.parametrize("layers", [1, 3])
+def test_append_refuses_a_config_that_does_not_describe_the_checkpoint(uncased_vocab, corpus,
+                                                                        tmp_path, layers):
+    """Issue 43.1 in extend_vocab: a config of 1 or 3 layers for a checkpoint of 2 would write a
+    resized checkpoint that its new config does not describe: refused naming the checkpoint
+    and both counts, no --output_dir made."""
+    _, checkpoint = write_tiny_checkpoint(tmp_path / "model")
+    # The checkpoint alone: its folder's own config would refuse the given one first.
+    (tmp_path / "model" / "bert_config.json").unlink()
+    (tmp_path / "edited.json").write_text(json.dumps(dict(TINY, num_hidden_layers=layers)))
+    assert_one_line_error("data_tools.extend_vocab", dict(
+        mode="append", init_checkpoint=checkpoint, bert_config_file=tmp_path / "edited.json",
+        vocab_file=uncased_vocab, input_file=corpus, num_words=20,
+        output_dir=tmp_path / "domain"),
+        f"error: {checkpoint}: holds 2 encoder layers but the model's config describes "
+        f"{layers} (num_hidden_layers)")
+    assert not (tmp_path / "domain").exists()

@@ -14,7 +14,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import assert_one_line_error, run_command_line, strategy_line
+from conftest import PRETRAINING_CONFIG, assert_one_line_error, run_command_line, strategy_line
 
 pytestmark = pytest.mark.slow
 
@@ -66,10 +66,28 @@ def test_a_trained_folder_holds_the_model_files(trained, uncased_vocab):
     record = json.loads((out / "bert_tf_model.json").read_text())
     assert record == {"task": "classifier", "do_lower_case": True,
                       "max_seq_length": MAX_SEQ_LENGTH, "labels": ["1", "0"],
-                      "regression": False, "multi_label": False}
+                      "regression": False, "multi_label": False,
+                      "architecture": architecture(TINY),
+                      "vocabulary_sha256": tokens_sha256(uncased_vocab)}
     files = api.model_files(out)
     assert (files.config, files.do_lower_case, files.record) == (BertConfig.from_dict(TINY),
                                                                  True, record)
+
+
+def architecture(config):
+    """The config's fields that say which weights it describes: all but dropout and
+    initialisation, with the original's defaults."""
+    defaults = {"hidden_act": "gelu", "max_position_embeddings": 512, "type_vocab_size": 16}
+    return {key: config.get(key, defaults.get(key)) for key in (
+        "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+        "intermediate_size", "hidden_act", "max_position_embeddings", "type_vocab_size")}
+
+
+def tokens_sha256(vocab_file):
+    """SHA-256 of a vocabulary's tokens, one a line, stripped (as the tokenizer reads them)."""
+    import hashlib
+    lines = vocab_file.read_bytes().split(b"\n")
+    return hashlib.sha256(b"\n".join(line.strip() for line in lines[:-1])).hexdigest()
 
 
 def read_results(path):
@@ -211,3 +229,156 @@ def test_the_same_files_in_output_dir_are_fine(trained, tmp_path):
     directory.write(str(tmp_path), config, str(trained["google"] / "vocab.txt"),
                     {"do_lower_case": True})
     assert json.loads((tmp_path / "bert_config.json").read_text())["hidden_dropout_prob"] == 0.2
+
+
+@pytest.fixture(scope="module")
+def edited_minilm(tmp_path_factory):
+    """A copy of the real MiniLM directory whose config.json says 4 layers (the file holds 6):
+    every shape agrees, so only the unused layers tell."""
+    from conftest import minilm_directory
+    edited = tmp_path_factory.mktemp("edited") / "minilm"
+    shutil.copytree(minilm_directory(), edited)
+    config = json.loads((edited / "config.json").read_text())
+    config["num_hidden_layers"] = 4
+    (edited / "config.json").write_text(json.dumps(config))
+    return edited
+
+
+@pytest.mark.parametrize("command", ["export_savedmodel", "run_classifier", "extract_features",
+                                     "run_classifier_train", "run_pretraining_train"])
+def test_every_command_refuses_a_directory_whose_config_does_not_describe_its_weights(
+        edited_minilm, trained, pretraining_folders, tmp_path, command):
+    """Issue 43.1: a model directory whose config.json says 4 layers where its weights hold 6
+    would predict silently wrong (every shape agrees): one error line naming the directory,
+    its config.json and both layer counts; exit 2; nothing written, in a command that trains
+    too."""
+    (tmp_path / "input.txt").write_text("a sentence\n")
+    test_only = tmp_path / "test_only"
+    test_only.mkdir()
+    shutil.copy(trained["data"] / "test.tsv", test_only / "test.tsv")
+    flags = {
+        "export_savedmodel": dict(init_checkpoint=edited_minilm, export_dir=tmp_path / "out"),
+        "run_classifier": dict(DATA_FLAGS, data_dir=test_only, label_list="0,1",
+                               init_checkpoint=edited_minilm, output_dir=tmp_path / "out",
+                               do_predict=True, max_seq_length=32),
+        "extract_features": dict(input_file=tmp_path / "input.txt", init_checkpoint=edited_minilm,
+                                 output_file=tmp_path / "out", max_seq_length=16),
+        "run_classifier_train": dict(DATA_FLAGS, data_dir=trained["data"], label_list="0,1",
+                                     init_checkpoint=edited_minilm, output_dir=tmp_path / "out",
+                                     do_train=True, max_seq_length=32),
+        "run_pretraining_train": dict(input_file=pretraining_folders["records"],
+                                      init_checkpoint=edited_minilm, output_dir=tmp_path / "out",
+                                      do_train=True, max_seq_length=32,
+                                      max_predictions_per_seq=5),
+    }[command]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert_one_line_error(f"run.{command.replace('_train', '')}", flags,
+                          f"{edited_minilm}: holds 6 encoder layers but the model's config "
+                          f"({edited_minilm}/config.json) describes 4 (num_hidden_layers)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_run_pretraining_refuses_a_config_against_the_init_checkpoints(trained, tmp_path):
+    """The config rule of every command that reads a model holds in run_pretraining too: a
+    --bert_config_file that contradicts --init_checkpoint's directory names both files and the
+    field."""
+    (tmp_path / "config.json").write_text(json.dumps(dict(TINY, num_attention_heads=4)))
+    assert_one_line_error("run.run_pretraining", dict(
+        init_checkpoint=trained["google"], bert_config_file=tmp_path / "config.json",
+        input_file=trained["data"] / "train.tsv", output_dir=tmp_path / "out", do_train=True),
+        f"error: --bert_config_file: {tmp_path / 'config.json'} is not the config of the model "
+        f"in --init_checkpoint={trained['google']} (num_attention_heads 4 vs 2, "
+        f"{trained['google'] / 'bert_config.json'})")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_pretraining_folder_is_a_model_directory(pretraining_folders, uncased_vocab, tmp_path):
+    """Issue 43.2: run_pretraining's output_dir holds its config, a copy of the vocabulary and
+    a record of casing and objective, so export needs only --init_checkpoint; a vocabulary
+    that is not the model's (2,000 other entries for a 30,522-entry model: smaller, so its
+    size says nothing) is refused by its tokens."""
+    from bert_tf.model.config import BertConfig
+    pretrained = pretraining_folders
+    for objective in ("mlm", "mlm_nsp"):
+        out = pretrained[objective]
+        assert BertConfig.from_json_file(out / "bert_config.json") == pretrained["config"]
+        assert (out / "vocab.txt").read_bytes() == uncased_vocab.read_bytes()
+        record = json.loads((out / "bert_tf_model.json").read_text())
+        # The casing is recorded when it was given (the "mlm" run's --do_lower_case): the
+        # original's run_pretraining has no such flag, and its records may be cased.
+        assert record == {"task": "pretraining", "max_seq_length": 32,
+                          "architecture": architecture(PRETRAINING_CONFIG),
+                          "vocabulary_sha256": tokens_sha256(uncased_vocab),
+                          **({"objective": "mlm", "do_lower_case": True}
+                             if objective == "mlm" else {})}
+    status, log = run_command_line("run.export_savedmodel", dict(
+        init_checkpoint=pretrained["mlm"], task="pretraining",
+        export_dir=tmp_path / "exported"))
+    assert status == 0, log[-3000:]
+    small = tmp_path / "small_vocab.txt"
+    lines = uncased_vocab.read_text(encoding="utf-8").splitlines()
+    small.write_text("\n".join(lines[:5] + lines[5000:6995]) + "\n", encoding="utf-8")
+    assert_one_line_error("run.export_savedmodel", dict(
+        init_checkpoint=pretrained["mlm"], task="pretraining", format="huggingface",
+        vocab_file=small, export_dir=tmp_path / "hf"),
+        f"error: --vocab_file: {small} is not the vocabulary of the model in "
+        f"--init_checkpoint={pretrained['mlm']}")
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize("edit", ["heads", "activation", "vocabulary"])
+def test_a_folder_edited_after_its_run_is_refused(trained, tmp_path, uncased_vocab, edit):
+    """The family of 43.1 and 43.2 that no shape shows: the attention heads or the activation
+    edited in bert_config.json, or vocab.txt replaced by a vocabulary of the same size with two
+    ids swapped, after the run. The run's bert_tf_model.json records what its weights were
+    trained with: one error line naming the changed file, exit 2, nothing written."""
+    folder = tmp_path / "folder"
+    shutil.copytree(trained["out"], folder)
+    if edit == "vocabulary":
+        other_vocab(folder / "vocab.txt", uncased_vocab)
+        expected = (f"error: {folder / 'vocab.txt'}: is not the vocabulary the model in "
+                    f"{folder} was trained with")
+    else:
+        field, value = (("num_attention_heads", 1) if edit == "heads"
+                        else ("hidden_act", "relu"))
+        (folder / "bert_config.json").write_text(json.dumps(dict(TINY, **{field: value})))
+        expected = (f"error: {folder / 'bert_config.json'}: {field} {value} is not what the "
+                    f"model in {folder} was trained with ({field} {TINY[field]}, "
+                    f"{folder / 'bert_tf_model.json'})")
+    test_only = tmp_path / "test_only"
+    test_only.mkdir()
+    shutil.copy(trained["data"] / "test.tsv", test_only / "test.tsv")
+    assert_one_line_error("run.run_classifier", {
+        **DATA_FLAGS, "data_dir": test_only, "init_checkpoint": folder,
+        "output_dir": tmp_path / "predicted", "do_predict": True}, expected)
+    assert_one_line_error("run.export_savedmodel", dict(init_checkpoint=folder,
+                                                        export_dir=tmp_path / "exported"),
+                          expected)
+    assert not (tmp_path / "predicted").exists() and not (tmp_path / "exported").exists()
+
+
+def test_further_pretraining_takes_the_records_vocabulary(trained, pretraining_folders, tmp_path,
+                                                          uncased_vocab):
+    """Pretraining further from Google's layout on records of an extended vocabulary
+    (`extend_vocab --mode=unused`: the same size, other tokens; here two ids swapped): the
+    run's --vocab_file is the records', not refused for differing from the layout's, and the
+    output_dir holds it (the oracle: its bytes) and its checksum; without --vocab_file the
+    layout's vocabulary is not taken for the records'."""
+    extended = other_vocab(tmp_path / "extended_vocab.txt", uncased_vocab)
+    flags = dict(init_checkpoint=trained["google"] / "bert_model.ckpt",
+                 input_file=pretraining_folders["records"], do_train=True, num_train_steps=1,
+                 num_warmup_steps=0, train_batch_size=4, max_seq_length=32,
+                 max_predictions_per_seq=5, objective="mlm", seed=1)
+    status, log = run_command_line("run.run_pretraining", dict(
+        flags, vocab_file=extended, output_dir=tmp_path / "extended"))
+    assert status == 0, log[-3000:]
+    assert (tmp_path / "extended" / "vocab.txt").read_bytes() == extended.read_bytes()
+    record = json.loads((tmp_path / "extended" / "bert_tf_model.json").read_text())
+    assert record["vocabulary_sha256"] == tokens_sha256(extended) != tokens_sha256(uncased_vocab)
+    status, log = run_command_line("run.run_pretraining", dict(
+        flags, output_dir=tmp_path / "no_vocab"))
+    assert status == 0, log[-3000:]
+    assert "note: no --vocab_file: --output_dir will hold no vocab.txt" in log
+    assert not (tmp_path / "no_vocab" / "vocab.txt").exists()
+    assert "vocabulary_sha256" not in json.loads(
+        (tmp_path / "no_vocab" / "bert_tf_model.json").read_text())

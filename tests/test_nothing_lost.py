@@ -67,7 +67,7 @@ CASES = [
     # 1. Export targets: a folder of the user's, the checkpoint's folder, the output folder.
     ("export into a folder of the user's",
      lambda f: export(f, export_dir=f["mine"]),
-     "error: --export_dir: {mine} is not empty and not a SavedModel exported by bert_tf (it "
+     "error: --export_dir: {mine} is not empty and not an export of bert_tf (it "
      "holds 'thesis.tex'); nothing was deleted"),
     ("export into the checkpoint's folder",
      lambda f: export(f, export_dir=f["trained"]),
@@ -85,7 +85,7 @@ CASES = [
      "error: --export_dir: {trained} would replace --init_checkpoint's"),
     ("run_classifier: export into a folder of the user's",
      lambda f: classifier(f, do_train=True, export_dir=f["mine"]),
-     "error: --export_dir: {mine} is not empty and not a SavedModel exported by bert_tf"),
+     "error: --export_dir: {mine} is not empty and not an export of bert_tf"),
     ("run_pretraining: export_dir (it would fail after training)",
      lambda f: ("run.run_pretraining", {"bert_config_file": f["config"], "input_file": f["config"],
                                         "output_dir": f["root"] / "pretraining_out",
@@ -297,7 +297,7 @@ def test_an_earlier_export_is_replaced_only_while_it_holds_nothing_else(files, t
     assert marker["task"] == "classifier" and "serve_text" in marker["signatures"]
 
     (target / "assets" / "my_extra.txt").write_text("mine")
-    message = (f"error: --export_dir: {target} is a SavedModel exported by bert_tf but also "
+    message = (f"error: --export_dir: {target} is an export of bert_tf but also "
                f"holds 'assets/my_extra.txt', which the export did not write; nothing was "
                f"deleted")
     assert_refused(*export(files, export_dir=target), message, tmp_path)
@@ -350,7 +350,7 @@ def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(fil
         before = snapshot(tmp_path)
         expected = (f"export_dir: {path} is an export of bert_tf but also holds {shown!r}, "
                     f"which the export did not write; nothing was deleted")
-        for refuse in (lambda: check_export_dir(path, export_format),
+        for refuse in (lambda: check_export_dir(path),
                        lambda: formats.save(export_format, task, encoder, path, files["vocab"],
                                             log=lambda m: None)):
             with pytest.raises(InputError) as refused:
@@ -360,7 +360,7 @@ def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(fil
         (path / extra).unlink()
         if (path / extra).parent != path and not os.listdir((path / extra).parent):
             (path / extra).parent.rmdir()
-        check_export_dir(path, export_format)  # ours again: replaceable
+        check_export_dir(path)  # ours again: replaceable
     # The command line: one line naming the file, the export intact.
     (exports["litert"] / "notes.txt").write_text("mine")
     checkpoint = write_tf1_checkpoint(encoder, tmp_path / "encoder" / "model.ckpt")
@@ -370,3 +370,32 @@ def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(fil
         "max_seq_length": 16, "export_dir": exports["litert"]},
         f"error: --export_dir: {exports['litert']} is an export of bert_tf but also holds "
         f"'notes.txt'", tmp_path)
+
+
+@pytest.mark.slow
+def test_an_export_of_any_format_replaces_an_earlier_export_of_any_format(files, tmp_path):
+    """docs/export.md: --export_dir may hold an earlier export of any format, which is
+    replaced. Every ordered pair of SavedModel, Hugging Face, keras-hub and TF Hub exports, in
+    one folder: each export leaves exactly its own files (its marker's list), none of the
+    earlier format's."""
+    from bert_tf.model.config import BertConfig
+    from bert_tf.model.encoder import BertEncoder
+    from bert_tf.serving import formats
+    from bert_tf.serving.export_folders import any_export_unexpected_entries
+    from bert_tf.tasks import registry
+
+    config = BertConfig.from_dict(TINY)
+    encoder = BertEncoder(config)
+    task = registry.build("encoder", config, max_seq_length=16)
+    own_file = {"saved_model": "saved_model.pb", "huggingface": "model.safetensors",
+                "keras_hub": "model.weights.h5", "tfhub": "encoder/saved_model.pb"}
+    # Each ordered pair once: S H S K S T H K H T K T S.
+    order = ["saved_model", "huggingface", "saved_model", "keras_hub", "saved_model", "tfhub",
+             "huggingface", "keras_hub", "huggingface", "tfhub", "keras_hub", "tfhub",
+             "saved_model"]
+    path = tmp_path / "exported"
+    for export_format in order:
+        formats.save(export_format, task, encoder, path, files["vocab"], log=lambda m: None)
+        assert any_export_unexpected_entries(str(path)) == [], export_format
+        present = {name for name, file in own_file.items() if (path / file).exists()}
+        assert present == {export_format}, (export_format, present)

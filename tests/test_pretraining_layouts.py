@@ -293,6 +293,26 @@ def test_rows_fill_well_and_keep_the_shuffled_order(corpus, tokenizer, tmp_path,
     assert fewest <= len(rows) <= (1.02 if masking == "dynamic" else 1.1) * fewest + 1
 
 
+def test_a_row_fills_to_its_exact_limits():
+    """Best-fit packing by hand: two instances whose tokens together are exactly
+    max_seq_length, or whose masked predictions together are exactly
+    max_predictions_per_seq, fit one row ("at most" both limits); one token or prediction more
+    needs a second row."""
+    def rows(lengths, masked, max_len=128, max_masked=20, max_seqs=6):
+        lengths, masked = np.array(lengths, np.int64), np.array(masked, np.int64)
+        bin_of = np.empty(len(lengths), np.int64)
+        count = pretraining_data._pack_rows(np.argsort(-lengths, kind="stable"), lengths,
+                                            masked, max_len, max_masked, max_seqs,
+                                            int(lengths.min()), bin_of)
+        return count, bin_of.tolist()
+
+    assert rows([64, 64], [5, 5]) == (1, [0, 0])  # 128 tokens
+    assert rows([65, 64], [5, 5]) == (2, [0, 1])
+    assert rows([40, 30], [12, 8]) == (1, [0, 0])  # 20 predictions
+    assert rows([40, 30], [12, 9]) == (2, [0, 1])
+    assert rows([10, 10, 10], [1, 1, 1], max_seqs=2) == (2, [0, 0, 1])
+
+
 def test_streaming_shares_the_layouts(corpus, tokenizer, tmp_path):
     # One window holding the whole corpus and one shard: the default mode's records.
     options = Options(max_seq_length=64, dupe_factor=2, masking="dynamic", objective="mlm",
@@ -356,7 +376,7 @@ def test_command_line(corpus, uncased_vocab, tmp_path, tokenizer):
     assert_one_line_error("data_tools.create_pretraining_data",
                           {"input_file": corpus, "output_file": tmp_path / "e.tfrecord",
                            "vocab_file": uncased_vocab, "max_sequences_per_row": 4},
-                          "--max_sequences_per_row: is only used with --pack_sequences")
+                          "--max_sequences_per_row: cannot act: only with --pack_sequences")
     assert not list(tmp_path.glob("*e.tfrecord*"))
 
 

@@ -28,7 +28,8 @@ import pytest
 import tensorflow as tf
 
 import pretraining_fixtures as fx
-from conftest import PROJECT_ROOT, assert_one_line_error, assert_same_checkpoints, command_env
+from conftest import (PROJECT_ROOT, assert_one_line_error, assert_refused, assert_same_checkpoints,
+                      command_env)
 from bert_tf.tasks.pretraining import dynamic_masking
 from bert_tf.data.records import write_examples
 from bert_tf.tasks.pretraining.layout import PretrainingLayout
@@ -356,6 +357,94 @@ def test_packed_dynamic_masks_budget_each_sequence():
     assert (capped["masked_lm_weights"].sum(1) == 7).all()
 
 
+def test_a_short_sequence_masks_one_token_as_the_original():
+    """The original's num_to_predict is at least 1: a 5-token sequence at masked_lm_prob 0.1
+    (round(0.5) = 0) masks one token, every time, as the original's
+    create_masked_lm_predictions does on it."""
+    from test_create_pretraining_data import master_create_masked_lm_predictions
+
+    tokens = ["[CLS]", "w0", "w1", "w2", "[SEP]"]
+    record = dynamic_records(tokens, [0, 1, 1, 1, 0], max_seq_length=8)
+    rng = random.Random(0)
+    vocab_words = [f"v{i}" for i in range(fx.VOCAB_SIZE)]
+    reference = {len(master_create_masked_lm_predictions(tokens, 0.1, 4, vocab_words, rng)[1])
+                 for _ in range(50)}
+    assert reference == {1}
+    ours = masked_stream(record, 50, seed=3, masked_lm_prob=0.1, max_predictions=4)
+    assert set(ours["masked_lm_weights"].sum(1).tolist()) == reference
+
+
+def test_random_replacements_cover_the_whole_vocabulary():
+    """The 10% random replacements are uniform over [0, vocab_size): with a vocabulary of 12
+    ids every id comes up (the last one too), each about as often (the original's
+    vocab_words[rng.randint(0, len(vocab_words) - 1)], both ends included)."""
+    vocabulary = 12
+    tokens = ["[CLS]"] + [f"w{i}" for i in range(40)] + ["[SEP]"]
+    record = dynamic_records(tokens, [0] + [1] * 40 + [0], max_seq_length=48)
+    record["input_ids"] = [CLS] + [100 + i for i in range(40)] + [SEP] + [0] * 6  # not < 12
+    n = 3000
+    ours = masked_stream(record, n, seed=11, max_predictions=8, vocab_size=vocabulary)
+    weights = ours["masked_lm_weights"] > 0
+    positions = ours["masked_lm_positions"][weights]
+    rows = np.repeat(np.arange(n), weights.sum(1))
+    replaced = ours["input_ids"][rows, positions]
+    # Ids below 12 are random draws ([MASK], id 4, is also [MASK] drawn at random).
+    drawn = replaced[(replaced < vocabulary) & (replaced != MASK)]
+    counts = np.bincount(drawn, minlength=vocabulary)
+    expected = 0.1 * len(replaced) / vocabulary
+    others = np.delete(counts, MASK)
+    assert (np.abs(others - expected) <= 4.5 * np.sqrt(expected)).all(), (counts, expected)
+
+
+def test_each_stream_of_a_run_masks_its_own_way():
+    """stream_seed folds the stream's id (an input pipeline; eval) into the run's seed: the
+    same record at the same place of two streams of one seed gets other masks, and the same
+    stream gets the same ones."""
+    tokens = ["[CLS]"] + [f"w{i}" for i in range(40)] + ["[SEP]"]
+    record = dynamic_records(tokens, [0] + [1] * 40 + [0], max_seq_length=48)
+    example = {k: tf.constant(v, tf.int32) for k, v in record.items()}
+
+    def positions(stream_id):
+        return np.stack([dynamic_masking.mask_example(
+            example, index, dynamic_masking.stream_seed(7, stream_id), vocab_size=fx.VOCAB_SIZE,
+            mask_id=MASK, masked_lm_prob=0.15, max_predictions_per_seq=8)[
+                "masked_lm_positions"].numpy() for index in range(20)])
+
+    first, second = positions(0), positions(1)
+    np.testing.assert_array_equal(positions(0), first)
+    assert (first == second).all(1).mean() < 0.2
+
+
+def test_packed_row_cap_masks_only_what_it_labels():
+    """Packed rows whose sequences' own counts (6 + 4 + 2) pass max_predictions_per_seq 7: the
+    row's cap skips units, so that every token changed in input_ids is one of the 7 labelled
+    positions (no [MASK] or random token without its label) and no sequence passes its own
+    count."""
+    lengths = [20, 12, 7]
+    ids, sequence_ids = [], []
+    for s, n in enumerate(lengths):
+        ids += [CLS] + list(range(10, 10 + n - 2)) + [SEP]
+        sequence_ids += [s + 1] * n
+    marks = [0 if i in (CLS, SEP) else 1 for i in ids]
+    pad = 48 - len(ids)
+    example = {"input_ids": ids + [0] * pad, "input_mask": [1] * len(ids) + [0] * pad,
+               "segment_ids": [0] * 48, "masked_lm_candidates": marks + [0] * pad,
+               "sequence_ids": sequence_ids + [0] * pad,
+               "position_ids": [p for n in lengths for p in range(n)] + [0] * pad}
+    capped = masked_stream(example, 200, seed=2, masked_lm_prob=0.3, max_predictions=7)
+    original, seq_of = np.array(example["input_ids"]), np.array(example["sequence_ids"])
+    wanted = [max(1, round(n * 0.3)) for n in lengths]  # 6, 4, 2
+    changed_rows = 0
+    for k in range(200):
+        labelled = capped["masked_lm_positions"][k][capped["masked_lm_weights"][k] > 0]
+        assert len(labelled) == 7
+        changed = np.flatnonzero(capped["input_ids"][k] != original)
+        assert set(changed.tolist()) <= set(labelled.tolist()), (k, changed, labelled)
+        assert (np.bincount(seq_of[labelled], minlength=4)[1:] <= wanted).all()
+        changed_rows += len(changed) > 0
+    assert changed_rows > 150
+
+
 # ---------------------------------------------------------------------------------------------
 # Runs
 # ---------------------------------------------------------------------------------------------
@@ -446,6 +535,12 @@ def test_mlm_only_run_and_its_checkpoint_in_a_classifier(files, tmp_path):
     assert again == results
     latest = tf.train.latest_checkpoint(str(out))
     assert latest.endswith("-6")
+    # The checkpoint given as init_checkpoint of an eval elsewhere: the same results, its
+    # step (6) included.
+    from_init = runner.run(make_task(files, [files["mlm_only"]], objective="mlm"),
+                           settings(tmp_path / "eval_only", do_train=False,
+                                    init_checkpoint=latest), log=lambda message: None)
+    assert from_init == results
     names = [name for name, _ in tf.train.list_variables(latest)]
     assert not any("seq_relationship" in name or "next_sentence" in name for name in names)
     assert '"objective": "mlm"' in (out / "bert_tf_model.json").read_text()
@@ -540,10 +635,32 @@ def test_packed_rows_train_alike_under_mirrored_and_xla_accumulation(files, tmp_
     for name, process in processes.items():
         output, _ = process.communicate(timeout=600)
         assert process.returncode == 0, f"{name}:\n{output[-3000:]}"
+        # Rows hold several sequences: the progress says sequences and real tokens per second.
+        progress = [line for line in output.splitlines() if line.startswith("[train]")]
+        assert progress and all("sequences/s" in line and "tokens/s" in line
+                                and "examples/s" not in line for line in progress), progress
     curves = {name: fx.loss_curve(tmp_path / name) for name in runs}
     assert len(curves["one_device"]) == 4
     for name in ("mirrored", "xla_accumulation"):
         np.testing.assert_allclose(curves[name], curves["one_device"], rtol=1e-5, err_msg=name)
+
+
+def test_packed_rows_count_their_sequences_and_real_tokens(files):
+    """What the progress line counts of packed rows (`Task.throughput`): sequences (oracle:
+    the [CLS] tokens, one per sequence) and real tokens (oracle: the ids that are not [PAD]);
+    rows of one sequence pair count as examples."""
+    task = make_task(files, [files["packed"]])
+    task.detect_layout([files["packed"]])
+    assert task.throughput_units == ("sequences", "tokens")
+    batch = next(iter(tf.data.TFRecordDataset(files["packed"]).map(
+        lambda record: tf.io.parse_single_example(record, task.feature_spec("train"))).batch(24)))
+    counts = task.throughput(batch)
+    ids = batch["input_ids"].numpy()
+    assert float(counts["sequences"]) == (ids == CLS).sum() > len(ids)
+    assert float(counts["tokens"]) == (ids != 0).sum()
+    unpacked = make_task(files, [files["static"]])
+    unpacked.detect_layout([files["static"]])
+    assert unpacked.throughput_units == () and unpacked.throughput(batch) == {}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -589,3 +706,28 @@ def test_command_line_refuses_bad_masking_flags(files, tmp_path):
     last = assert_one_line_error("run.run_pretraining", mlm_only,
                                  "--objective: mlm_nsp needs next_sentence_labels")
     assert files["mlm_only"] in last
+
+
+@pytest.mark.slow
+def test_a_flag_that_cannot_act_on_the_records_is_refused(files, tmp_path):
+    """Issue 43.3 and 43.5: --masked_lm_prob on records with static masks (which hold their
+    own rate), --do_lower_case without a vocabulary to record it with, --shuffle_buffer_size
+    with unshuffled input, and an objective the records cannot train: one error line naming
+    the flag and the file, exit 2, before any step, and no --output_dir created."""
+    base = dict(bert_config_file=files["config"], output_dir=tmp_path / "out", do_train=True,
+                max_seq_length=fx.SEQ_LENGTH, max_predictions_per_seq=fx.MAX_PREDICTIONS)
+    assert_refused("run.run_pretraining", dict(base, input_file=files["static"],
+                                               masked_lm_prob=0.4),
+                   f"error: --masked_lm_prob: cannot act on {files['static']}: its records "
+                   f"hold static masks", tmp_path)
+    assert_refused("run.run_pretraining", dict(base, input_file=files["static"],
+                                               do_lower_case=False),
+                   "error: --do_lower_case: cannot act: it is the casing of the run's "
+                   "vocabulary, and no --vocab_file is given", tmp_path)
+    assert_refused("run.run_pretraining", dict(base, input_file=files["static"],
+                                               deterministic_input=True, shuffle_buffer_size=8),
+                   "error: --shuffle_buffer_size: cannot act: --deterministic_input reads the "
+                   "records in file order, unshuffled", tmp_path)
+    assert_refused("run.run_pretraining", dict(base, input_file=files["mlm_only"],
+                                               vocab_file=files["vocab"]),
+                   "--objective: mlm_nsp needs next_sentence_labels", tmp_path)

@@ -344,12 +344,11 @@ def test_tfhub_refuses_other_tasks_and_int8(tmp_path):
 def test_a_new_export_replaces_an_earlier_one_of_ours_only(hub_export, tmp_path):
     from bert_tf.errors import InputError
     from bert_tf.serving.export_folders import check_export_dir
-    check_export_dir(hub_export["root"] / "hub", "tfhub")  # ours: may be replaced
-    check_export_dir(hub_export["root"] / "hub", "litert")
+    check_export_dir(hub_export["root"] / "hub")  # ours: may be replaced
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
     with pytest.raises(InputError, match="not empty and not an export of bert_tf"):
-        check_export_dir(tmp_path / "mine", "tfhub")
+        check_export_dir(tmp_path / "mine")
 
 
 def test_our_packing_is_tensorflow_text_round_robin_for_two_nonempty_segments(uncased_vocab,

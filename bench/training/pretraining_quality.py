@@ -95,9 +95,11 @@ RECIPES = {
                         about="as packed, every span cut to the full length (no short spans)"),
 }
 DEFAULT_RECIPES = "original:adamw:5e-4,original:adamw:1e-4,original:adam:5e-4,original:adam:1e-4"
-CREATE_FLAGS = ["--do_lower_case", f"--max_seq_length={SEQ}",
-                f"--max_predictions_per_seq={PREDICTIONS}", f"--masked_lm_prob={MASK_RATE}",
-                "--dupe_factor=5", "--random_seed=12345"]
+CREATE_FLAGS = ["--do_lower_case", f"--max_seq_length={SEQ}", "--dupe_factor=5",
+                "--random_seed=12345"]
+# Masks drawn when the records are written (create_pretraining_data refuses them with
+# --masking=dynamic, whose masks run_pretraining draws).
+STATIC_MASK_FLAGS = [f"--max_predictions_per_seq={PREDICTIONS}", f"--masked_lm_prob={MASK_RATE}"]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
@@ -479,7 +481,9 @@ def run_ours(args, name, optimizer, lr, workdir, corpus, heldout_path, records_c
         records_dir.mkdir(parents=True, exist_ok=True)
         line = [sys.executable, "-m", "data_tools.create_pretraining_data",
                 f"--input_file={corpus}", f"--output_file={records_dir / 'train.tfrecord'}",
-                f"--vocab_file={VOCAB}", *CREATE_FLAGS, *create_flags]
+                f"--vocab_file={VOCAB}", *CREATE_FLAGS,
+                *([] if "--masking=dynamic" in create_flags else STATIC_MASK_FLAGS),
+                *create_flags]
         log(f"  ours {name}: {' '.join(line[1:])}")
         _, seconds = run_command(line, "create_pretraining_data", env)
         records_cache[key] = (records_dir, seconds)

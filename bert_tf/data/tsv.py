@@ -10,7 +10,7 @@ import io
 import os
 
 from bert_tf.errors import InputError, arg, argument_error, file_error
-from bert_tf.io_utils import open_input
+from bert_tf.io_utils import decode_utf8, open_input
 
 
 def delimiter_name(delimiter):
@@ -31,12 +31,7 @@ def read_rows(path, delimiter="\t", what="input file"):
     path = os.fspath(path)
     with open_input(path, what) as f:
         data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line_number = data.count(b"\n", 0, e.start) + 1
-        raise file_error(path, f"is not valid UTF-8 (byte {data[e.start]:#04x})",
-                         line_number) from None
+    text = decode_utf8(data, path)
     if text.startswith("\ufeff"):
         text = text[1:]
     # GFile's readline, through which the original reads, drops every carriage return.

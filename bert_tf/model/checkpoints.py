@@ -15,8 +15,10 @@ directories into a model, and writing TF1 checkpoints in the original naming.
   BertTextClassifier's or BertMaskedLM's task.weights.h5: bert_tf.model.keras_hub_preset);
 - a directory holding a `checkpoint` state file (its latest checkpoint is used).
 It returns a LoadReport: which of the model's variables were loaded and which are new (e.g. a
-fresh task head), and which checkpoint variables were unused. A shape mismatch raises InputError
-naming the variable.
+fresh task head), and which checkpoint variables were unused, each group said with its reason
+(another task's head, the pretraining heads). A shape mismatch raises InputError naming the
+variable, and so does a config that describes other encoder weights than the checkpoint holds
+with every shape the same (a layer count edited in config.json: `check_config_describes`).
 
 `write_tf1_checkpoint(model, path)` writes the model's weights in the original naming (the fused
 query/key/value projection split back into query, key and value) so that the original release
@@ -33,13 +35,14 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
 from safetensors import safe_open
 from tensorflow.core.protobuf import trackable_object_graph_pb2
 
-from bert_tf.errors import argument_error, file_error
+from bert_tf.errors import InputError, argument_error, file_error
 from bert_tf.io_utils import atomic_open, temporary_path
 from bert_tf.model import keras_hub_preset
 from bert_tf.model.config import BertConfig
@@ -67,15 +70,83 @@ class LoadReport:
     # BertForMaskedLM have none): not required by `require_complete`.
     unread: list = dataclasses.field(default_factory=list)
 
+    # Of `unused`, the variables of encoder layers the model does not have: none in a model
+    # whose config describes the checkpoint (`check_config_describes`).
+    unused_layers: list = dataclasses.field(default_factory=list)
+
     def __str__(self):
         lines = [f"checkpoint {self.path} ({self.format}): {len(self.loaded)} variables loaded, "
                  f"{len(self.new)} new, {len(self.unused)} unused, {self.skipped} optimizer/step "
                  f"entries skipped"]
         if self.new:
             lines.append("  new (initialised, not in the checkpoint): " + ", ".join(self.new))
-        if self.unused:
-            lines.append("  unused (in the checkpoint, not in the model): " + ", ".join(self.unused))
+        for why, names in unused_groups(self.unused).items():
+            lines.append(f"  unused, {why}: " + ", ".join(names))
         return "\n".join(lines)
+
+
+# What a checkpoint may hold that a model leaves unused, by a name's part (the original's
+# names, our TF2 checkpoints' attribute paths, Hugging Face's), and why it is left.
+_UNUSED_KINDS = (
+    (("cls/predictions/", "masked_lm/", "cls.predictions."),
+     "the masked-LM head (pretraining's; this model has none)"),
+    (("cls/seq_relationship/", "next_sentence/", "cls.seq_relationship."),
+     "the next-sentence head (pretraining's; this model has none)"),
+)
+
+
+def unused_groups(names):
+    """{why: names} of a checkpoint's unused variables: the pretraining heads, or else
+    another task's head (or any other variable this model has no place for)."""
+    groups = {}
+    for name in names:
+        why = next((why for parts, why in _UNUSED_KINDS if any(p in name for p in parts)),
+                   "another task's head, or not a variable of this model")
+        groups.setdefault(why, []).append(name)
+    return groups
+
+
+_LAYER = re.compile(r"(?:^|/)layer_(\d+)/")
+
+
+def encoder_layers(names):
+    """The layer numbers that variable names (original names or TF2 paths) hold."""
+    return {int(m.group(1)) for m in map(_LAYER.search, names) if m}
+
+
+def _as_layer_0(name):
+    """A layer's variable name with its layer number 0: the same for every layer."""
+    return _LAYER.sub(lambda m: m.group(0).replace(m.group(1), "0"), name, count=1)
+
+
+def unused_layer_variables(unused, layer_names):
+    """Of a checkpoint's `unused` names, those of an encoder layer the model does not have:
+    a variable of one of its layers (`layer_names`) under another layer number. Other state
+    a checkpoint may carry (moving averages, a fork's optimizer slots) is not one."""
+    model_parts = {_as_layer_0(name) for name in layer_names if _LAYER.search(name)}
+    return [name for name in unused if _LAYER.search(name) and _as_layer_0(name) in model_parts]
+
+
+def check_config_describes(report, config_beside=None):
+    """InputError naming the checkpoint when the model's config describes another number of
+    encoder layers than the checkpoint holds (layers it leaves unused, or lacks), and the
+    config beside the checkpoint (`config_beside()`: its (path, BertConfig), or None) when
+    that is the config that says so. Every shape may agree: a layer count edited in
+    config.json would otherwise give a model that runs and is silently wrong."""
+    held = encoder_layers(report.loaded + report.unused_layers)
+    described = encoder_layers(report.loaded + report.new)
+    if held == described:
+        return
+    found = config_beside() if config_beside is not None else None
+    config_file = found[0] if found and found[1].num_hidden_layers == len(described) else None
+    raise _layer_count_error(report.path, len(held), len(described), config_file)
+
+
+def _layer_count_error(path, held, described, config_file=None):
+    return file_error(path, f"holds {held} encoder layers but the model's config"
+                            + (f" ({config_file})" if config_file else "")
+                            + f" describes {described} (num_hidden_layers): the config does "
+                              f"not describe these weights (use the checkpoint's own config)")
 
 
 _READ_ERRORS = (tf.errors.OpError, IndexError)  # IndexError: "Read less bytes than requested"
@@ -149,7 +220,8 @@ def load_checkpoint(model, path):
     """Loads weights into `model` (BertEncoder or a task model) from `path`; returns LoadReport.
 
     See the module docstring for the accepted formats. Raises InputError when the path holds no
-    checkpoint, a file of it is damaged, or a variable's shape differs.
+    checkpoint, a file of it is damaged, a variable's shape differs, or the model's config does
+    not describe the checkpoint's encoder.
     """
     kind, location = resolve_checkpoint(path)
     if kind == "hf":
@@ -165,7 +237,24 @@ def load_checkpoint(model, path):
             report = _load_named(model, ReaderValues(reader), location, "tf1")
     if not getattr(model, "reads_pooled_output", True):
         report.unread = [name for name in report.new if name.startswith("bert/pooler/")]
+    check_config_describes(report, lambda: _config_beside(kind, location))
     return report
+
+
+def _config_beside(kind, location):
+    """(path, BertConfig) of the config in a checkpoint's own folder (the one a model
+    directory is read with), or None (none, or not readable)."""
+    if kind == "keras_hub":
+        path, read = os.path.join(location, "config.json"), keras_hub_preset.preset_config
+        source = location
+    else:
+        path = (os.path.join(os.path.dirname(location), "bert_config.json") if kind == "tf"
+                else os.path.join(location, "config.json"))
+        read, source = BertConfig.from_json_file, path
+    try:
+        return (path, read(source)) if tf.io.gfile.exists(path) else None
+    except InputError:
+        return None
 
 
 def require_complete(report, argument=None, what="model", hint=""):
@@ -179,6 +268,19 @@ def require_complete(report, argument=None, what="model", hint=""):
     if argument:
         raise argument_error(argument, f"{report.path} {message}")
     raise file_error(report.path, message)
+
+
+def checkpoint_step(report):
+    """The training step a loaded checkpoint (its LoadReport) was saved at: the original's
+    global_step, or our optimizer's iterations; 0 for weights without one (a Hugging Face
+    directory, a keras-hub preset, an exported checkpoint)."""
+    if report.format not in ("tf1", "tf2"):
+        return 0
+    reader = open_checkpoint(report.path)
+    names = [name for name in reader.get_variable_to_shape_map()
+             if name == "global_step" or name.startswith("optimizer/")
+             and name.endswith("/_iterations/.ATTRIBUTES/VARIABLE_VALUE")]
+    return int(reader.get_tensor(min(names, key=len))) if names else 0
 
 
 # A fine-tuning run's best checkpoint (bert_tf.training.best_checkpoint): output_dir/<BEST_DIR>/
@@ -329,7 +431,8 @@ def _load_named(model, values, path, fmt):
     loaded, new, used = assign_parts(original_variable_map(model), values, path)
     skipped = [n for n in values if _is_skipped(n)]
     unused = sorted(n for n in values if n not in used and not _is_skipped(n))
-    return LoadReport(path, fmt, loaded, new, unused, len(skipped))
+    return LoadReport(path, fmt, loaded, new, unused, len(skipped),
+                      unused_layers=unused_layer_variables(unused, loaded + new))
 
 
 def is_original_checkpoint(path):
@@ -429,7 +532,10 @@ def _load_object_checkpoint(model, reader, path):
                     if cp.startswith(prefix) and key not in used and not _is_skipped(key)
                     and not cp.startswith("optimizer/"))
     skipped = len(shapes) - len(used) - len(unused)
-    return LoadReport(path, "tf2", loaded, new, unused, skipped)
+    below_prefix = {cp[len(prefix):]: cp for cp in unused}
+    return LoadReport(path, "tf2", loaded, new, unused, skipped,
+                      unused_layers=[below_prefix[rel] for rel in unused_layer_variables(
+                          list(below_prefix), list(ours.values()))])
 
 
 class _HFValues:
@@ -535,24 +641,34 @@ def original_named_weights(path, bert_config):
     """{original name: numpy array} of every weight of the checkpoint `path` (any format
     `load_checkpoint` takes), and the names of what was left out: optimizer slots and step
     counters always; of our TF2 checkpoints, whatever a BertPretrainer of `bert_config` (the
-    encoder and the pretraining heads) does not hold, such as a task's head."""
+    encoder and the pretraining heads) does not hold, such as a task's head. A checkpoint of
+    another number of encoder layers than `bert_config`'s is an InputError naming it
+    (`check_config_describes`)."""
     kind, location = resolve_checkpoint(path)
     if kind == "hf":
         values = _read_hf_weights(location)
         # Parameters without an original name keep their Hugging Face name (with dots).
-        return ({n: v for n, v in values.items() if "." not in n},
-                sorted(n for n in values if "." in n))
-    if kind == "keras_hub":
+        named = ({n: v for n, v in values.items() if "." not in n},
+                 sorted(n for n in values if "." in n))
+    elif kind == "keras_hub":
         values = keras_hub_preset.PresetValues(location)
         # Datasets without an original name keep their file and HDF5 path ("file:path").
-        return ({n: values[n] for n in values if ":" not in n},
-                sorted(n for n in values if ":" in n))
-    reader = open_checkpoint(location)
-    if "_CHECKPOINTABLE_OBJECT_GRAPH" not in reader.get_variable_to_shape_map():
-        values = ReaderValues(reader)
-        return ({n: values[n] for n in values if not _is_skipped(n)},
-                sorted(n for n in values if _is_skipped(n)))
+        named = ({n: values[n] for n in values if ":" not in n},
+                 sorted(n for n in values if ":" in n))
+    else:
+        reader = open_checkpoint(location)
+        named = None
+        if "_CHECKPOINTABLE_OBJECT_GRAPH" not in reader.get_variable_to_shape_map():
+            values = ReaderValues(reader)
+            named = ({n: values[n] for n in values if not _is_skipped(n)},
+                     sorted(n for n in values if _is_skipped(n)))
+    if named is not None:
+        held = len(encoder_layers(n for n in named[0] if n.startswith("bert/encoder/")))
+        if held != bert_config.num_hidden_layers:
+            raise _layer_count_error(path, held, bert_config.num_hidden_layers)
+        return named
     model = BertPretrainer(bert_config)
     report = _load_object_checkpoint(model, reader, location)
+    check_config_describes(report)
     weights = original_weights(model)
     return {n: weights[n] for n in report.loaded}, report.unused

@@ -188,11 +188,17 @@ class BertConfig:
         values.update(changes)
         return BertConfig(**values)
 
+    def architecture(self):
+        """{field: value} of the fields that say which weights the config describes (all but
+        TRAINING_FIELDS)."""
+        return {key: getattr(self, key) for key in _FIELDS if key not in TRAINING_FIELDS}
+
     def architecture_differences(self, other):
         """[(field, self's value, other's)] of the fields (all but TRAINING_FIELDS) in which
         the two configs describe different weights; empty when they describe the same."""
-        return [(key, getattr(self, key), getattr(other, key)) for key in _FIELDS
-                if key not in TRAINING_FIELDS and getattr(self, key) != getattr(other, key)]
+        theirs = other.architecture()
+        return [(key, value, theirs[key]) for key, value in self.architecture().items()
+                if value != theirs[key]]
 
     def __eq__(self, other):
         return isinstance(other, BertConfig) and self.to_dict() == other.to_dict()

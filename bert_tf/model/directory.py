@@ -14,11 +14,15 @@ What `--init_checkpoint` (and `bert_tf.api.model_files`) takes as a whole model:
 
 A training run writes the three into its output_dir before its first checkpoint (`write`), so
 the folder it leaves is a model directory: predict, export and further fine-tuning need only
-`--init_checkpoint=FOLDER`. `find` locates the directory of the weights a run reads;
+`--init_checkpoint=FOLDER`. RECORD_FILE also records the architecture the weights were trained
+with and a checksum of the vocabulary's tokens: a config or vocabulary changed in the folder
+afterwards (heads or activation edited: every shape the same) is an InputError when the folder
+is read (`check_record`). `find` locates the directory of the weights a run reads;
 `bert_tf.api.resolve_model_files` takes config, vocabulary and casing from it, given files
 winning only when they agree with it.
 """
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -41,7 +45,8 @@ class ModelFolder:
     """What a model directory holds. `argument`: the argument that named it (init_checkpoint,
     or output_dir when a run continues its checkpoint); `config_file`, `vocab_file`: paths
     (None: absent); `do_lower_case`: the recorded casing (None: unknown); `record`:
-    RECORD_FILE's object (None: absent)."""
+    RECORD_FILE's object (None: absent); `vocab_place`: where its kind of directory holds
+    the vocabulary (named when it is missing)."""
     path: str
     argument: str
     config: BertConfig = None
@@ -49,6 +54,7 @@ class ModelFolder:
     vocab_file: str = None
     do_lower_case: bool = None
     record: dict = None
+    vocab_place: str = None
 
 
 def find(init_checkpoint=None, output_dir=None):
@@ -61,17 +67,20 @@ def find(init_checkpoint=None, output_dir=None):
             return folder
     if not init_checkpoint:
         return None
-    described = (hf_directory_files(init_checkpoint)
-                 or keras_hub_preset.model_files(init_checkpoint))
+    described, vocab_name = hf_directory_files(init_checkpoint), VOCAB_FILE
+    if described is None:
+        described, vocab_name = (keras_hub_preset.model_files(init_checkpoint),
+                                 keras_hub_preset.VOCABULARY_FILE)
     if described is not None:
         location = resolve_checkpoint(init_checkpoint)[1]
         config, vocab_file, do_lower_case = described
         # An export of ours (bert_tf.serving.huggingface, .keras_hub) records its task beside.
         record_file = os.path.join(location, RECORD_FILE)
         record = read_record(record_file) if tf.io.gfile.exists(record_file) else None
-        return ModelFolder(location, "init_checkpoint", config,
-                           os.path.join(location, "config.json"), vocab_file, do_lower_case,
-                           record)
+        return check_record(ModelFolder(location, "init_checkpoint", config,
+                                        os.path.join(location, "config.json"), vocab_file,
+                                        do_lower_case, record,
+                                        os.path.join(location, vocab_name)))
     return read(checkpoint_folder(init_checkpoint), "init_checkpoint")
 
 
@@ -84,10 +93,33 @@ def read(path, argument):
     if not any(found):
         return None
     record = read_record(record_file) if found[2] else None
-    return ModelFolder(path, argument,
-                       BertConfig.from_json_file(config_file) if found[0] else None,
-                       config_file if found[0] else None, vocab_file if found[1] else None,
-                       record.get("do_lower_case") if record else None, record)
+    return check_record(ModelFolder(
+        path, argument, BertConfig.from_json_file(config_file) if found[0] else None,
+        config_file if found[0] else None, vocab_file if found[1] else None,
+        record.get("do_lower_case") if record else None, record, vocab_file))
+
+
+def check_record(folder):
+    """`folder` (a ModelFolder), once its config and vocabulary are what its RECORD_FILE says
+    the weights were trained with (when it says: the folders of our runs and exports); an
+    InputError naming the file that differs otherwise."""
+    record = folder.record or {}
+    record_file = os.path.join(folder.path, RECORD_FILE)
+    trained = record.get("architecture")
+    if trained and folder.config is not None:
+        differences = folder.config.architecture_differences(BertConfig.from_dict(trained))
+        if differences:
+            key, found, recorded = differences[0]
+            raise file_error(folder.config_file, f"{key} {found} is not what the model in "
+                                                 f"{folder.path} was trained with ({key} "
+                                                 f"{recorded}, {record_file}): the config does "
+                                                 f"not describe its weights")
+    checksum = record.get("vocabulary_sha256")
+    if checksum and folder.vocab_file and vocabulary_sha256(folder.vocab_file) != checksum:
+        raise file_error(folder.vocab_file, f"is not the vocabulary the model in {folder.path} "
+                                            f"was trained with (its tokens are not those whose "
+                                            f"checksum {record_file} records)")
+    return folder
 
 
 def recorded_task(init_checkpoint):
@@ -110,15 +142,24 @@ def read_record(path):
     return record
 
 
-def task_record(task, do_lower_case=None):
+def task_record(task, do_lower_case=None, vocab_file=None):
     """What RECORD_FILE records of a run of `task` (a bert_tf.tasks.base.Task): its name,
-    max_seq_length and export description, and `do_lower_case` when known (a vocabulary
-    goes with it)."""
-    record = {"task": task.name, "max_seq_length": task.config.max_seq_length}
+    max_seq_length and export description, the architecture of its weights, and, with
+    `vocab_file`, the vocabulary's checksum and `do_lower_case` (when known)."""
+    record = {"task": task.name, "max_seq_length": task.config.max_seq_length,
+              "architecture": task.config.bert_config.architecture()}
     record.update(task.export_description())
-    if do_lower_case is not None:
-        record["do_lower_case"] = bool(do_lower_case)
+    if vocab_file:
+        record["vocabulary_sha256"] = vocabulary_sha256(vocab_file)
+        if do_lower_case is not None:
+            record["do_lower_case"] = bool(do_lower_case)
     return record
+
+
+def vocabulary_sha256(path):
+    """The SHA-256 of a vocabulary's tokens as the tokenizer reads them (one a line): two
+    files give the same checksum when they give every token the same id."""
+    return hashlib.sha256(b"\n".join(vocab_lines(path))).hexdigest()
 
 
 def vocab_lines(path):

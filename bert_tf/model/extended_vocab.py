@@ -25,9 +25,9 @@ VOCABULARY_VARIABLES = ("bert/embeddings/word_embeddings", "cls/predictions/outp
 
 
 def vocabulary_checkpoint_weights(init_checkpoint, bert_config):
-    """`original_named_weights` of a checkpoint whose vocabulary is to grow, checked: its word
-    embeddings must be [vocab_size, hidden_size] of `bert_config` (InputError naming
-    init_checkpoint otherwise: another model's checkpoint, or none)."""
+    """`original_named_weights` of a checkpoint whose vocabulary is to grow, checked: its
+    encoder layers must be `bert_config`'s, its word embeddings [vocab_size, hidden_size] of
+    it (InputError naming init_checkpoint otherwise: another model's checkpoint, or none)."""
     from bert_tf.model import checkpoints
 
     weights, left_out = checkpoints.original_named_weights(init_checkpoint, bert_config)

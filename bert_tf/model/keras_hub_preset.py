@@ -263,22 +263,27 @@ class PresetValues:
     """A name -> numpy mapping in the original naming over a keras-hub preset's weights
     (model.weights.h5, and task.weights.h5 of a BertTextClassifier or BertMaskedLM). Datasets
     outside the layout keep their HDF5 path (reported as unused), but the optimizer state a
-    task's file carries, which is skipped."""
+    task's file carries, which is skipped. The backbone's layers are named as many as the file
+    holds: more than config.json says are unused encoder layers (refused by the loader)."""
 
     def __init__(self, directory):
         self.directory = os.fspath(directory)
         config = preset_config(self.directory)
         self.sources = {}  # name -> (file, HDF5 path, kind, shape in the original)
         self.files = {}
-        layouts = [(MODEL_WEIGHTS_FILE, backbone_layout(config.num_hidden_layers))]
+        layouts = [(MODEL_WEIGHTS_FILE, backbone_layout)]
         task = preset_task(self.directory)
         if task is not None:
-            layouts.append((TASK_WEIGHTS_FILE, task_layout(task)))
-        for file_name, layout in layouts:
+            layouts.append((TASK_WEIGHTS_FILE, lambda _: task_layout(task)))
+        for file_name, layout_of in layouts:
             path = os.path.join(self.directory, file_name)
             h5 = self.files[file_name] = open_h5(path)
-            known = {h5_path: (name, kind) for h5_path, name, kind in layout}
             datasets = _datasets(h5)
+            held = 0
+            while any(p.startswith(transformer_layer_group(held) + "/") for p in datasets):
+                held += 1
+            layout = layout_of(max(config.num_hidden_layers, held))
+            known = {h5_path: (name, kind) for h5_path, name, kind in layout}
             absent = [h5_path for h5_path in known if h5_path not in set(datasets)]
             if absent:
                 raise file_error(path, f"has no {absent[0]} ({known[absent[0]][0]}; "

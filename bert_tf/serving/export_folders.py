@@ -114,16 +114,11 @@ def is_litert_export(path):
     return litert_unexpected_entries(path) == []
 
 
-def check_export_dir(export_dir, export_format="saved_model", keep=None, name="export_dir"):
-    """Before any work: `export_dir` is new, empty, or an earlier export of ours holding nothing
-    but what it wrote, at any depth, which the export then replaces (format saved_model: an
-    earlier SavedModel; tfhub and litert: an earlier export of any format). Anything else, or a
-    folder that is or holds one of `keep` ({argument name: path}: the run's output and
-    checkpoint folders), raises an InputError naming `name` (and the first file the export did
-    not write)."""
-    if export_format == "saved_model":
-        check_replaceable_dir(export_dir, name, unexpected_entries, "a SavedModel exported by "
-                              "bert_tf", keep=keep)
-    else:
-        check_replaceable_dir(export_dir, name, any_export_unexpected_entries,
-                              "an export of bert_tf", keep=keep)
+def check_export_dir(export_dir, keep=None, name="export_dir"):
+    """Before any work: `export_dir` is new, empty, or an earlier export of ours of any format
+    holding nothing but what it wrote, at any depth, which the export then replaces. Anything
+    else, or a folder that is or holds one of `keep` ({argument name: path}: the run's output
+    and checkpoint folders), raises an InputError naming `name` (and the first file the export
+    did not write)."""
+    check_replaceable_dir(export_dir, name, any_export_unexpected_entries,
+                          "an export of bert_tf", keep=keep)

@@ -163,7 +163,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     """Writes `task`'s `model` as a Hugging Face directory (see the module docstring) under a
     temporary name renamed when complete. `export_dir` must be new, empty or an earlier export
     (`check_export_dir`); the vocabulary must hold the special tokens (`check_vocabulary`)."""
-    check_export_dir(export_dir, "huggingface")
+    check_export_dir(export_dir)
     vocab = check_vocabulary(vocab_file)
     model_architecture = architecture(task, model)
     bert_config = task.config.bert_config
@@ -187,7 +187,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
             with tf.io.gfile.GFile(os.path.join(tmp, name), "w") as f:
                 f.write(text)
         # Our loader's defaults when the directory is read back: task, labels, options.
-        directory.write_record(tmp, directory.task_record(task, do_lower_case))
+        directory.write_record(tmp, directory.task_record(task, do_lower_case, vocab_file))
         description = {"task": task.name, "format": "huggingface",
                        "architecture": model_architecture,
                        "max_seq_length": task.config.max_seq_length}

@@ -228,7 +228,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     """Writes `task`'s `model` (a BertEncoder, BertClassifier or BertPretrainer) to export_dir
     as a keras-hub preset (see the module docstring), under a temporary name renamed when
     complete. `export_dir` must be new, empty or an earlier export (`check_export_dir`)."""
-    check_export_dir(export_dir, "keras_hub")
+    check_export_dir(export_dir)
     config = task.config.bert_config
     check_model(task.name, config, vocab_file)
     weights = original_weights(model)
@@ -268,7 +268,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
             _write(os.path.join(tmp, name), data)
         # The task, its labels and options, as a training run records them: the preset is a
         # model directory of ours too (--init_checkpoint=export_dir needs no --label_list).
-        record = directory.task_record(task, do_lower_case)
+        record = directory.task_record(task, do_lower_case, vocab_file)
         if task_class == "BertMaskedLM":
             record["objective"] = "mlm"  # the masked-LM head alone
         directory.write_record(tmp, record)

@@ -94,7 +94,7 @@ def save(task, model, export_dir, quantization="none", vocab_file=None, log=prin
     config and the export's description, under a temporary name renamed when complete.
     `export_dir` must be new, empty or an earlier export (`check_export_dir`): nothing else is
     replaced."""
-    check_export_dir(export_dir, "litert")
+    check_export_dir(export_dir)
     flatbuffer, outputs = _convert(task, model, quantization)
     description = {"task": task.name, "format": "litert", "quantization": quantization,
                    "max_seq_length": task.config.max_seq_length, "signature": SIGNATURE,

@@ -174,7 +174,7 @@ def save(task, model, export_dir, vocab_file, do_lower_case=True, log=print):
     vocabulary and the task's max_seq_length as the preprocessor's default seq_length.
     `export_dir` must be new, empty or an earlier export (`check_export_dir`): nothing else is
     replaced."""
-    check_export_dir(export_dir, "tfhub")
+    check_export_dir(export_dir)
     if task.name != "encoder":
         raise argument_error("task", f"the TF Hub format exports the encoder (task encoder), "
                                      f"not {task.name}")

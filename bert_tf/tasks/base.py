@@ -149,6 +149,14 @@ class Task(abc.ABC):
                      training=training)
 
     # ---- Train.
+    # The units the training progress line counts per second besides steps (`throughput`);
+    # () counts rows, shown as "examples".
+    throughput_units = ()
+
+    def throughput(self, batch):
+        """{unit of `throughput_units`: float32 count in `batch` (a replica's)}."""
+        return {}
+
     def normalizers(self, batch):
         """Float32 sums over the batch that scale each shard's loss to its share."""
         raise NotImplementedError(f"{self.name} does not train")

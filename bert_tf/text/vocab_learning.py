@@ -22,7 +22,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from bert_tf import tokenization
 from bert_tf.errors import InputError, arg, argument_error
-from bert_tf.io_utils import atomic_open
+from bert_tf.io_utils import atomic_open, decode_utf8
 from bert_tf.progress import Progress
 
 SPECIAL_TOKENS_AFTER_UNUSED = ("[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -180,27 +180,20 @@ def unk_rate(vocab_tokens, word_counts):
 
 
 class TextLines:
-    """The lines (str) of text files, for one pass; reports progress in kB read.
-
-    Bytes that are not UTF-8 are dropped, as `tokenization.convert_to_unicode` drops them; the
-    number of lines that had some is kept in `undecodable_lines` for the summary.
-    """
+    """The lines (str) of text files, for one pass; reports progress in kB read. A byte that
+    is not UTF-8 is an InputError naming the file and line, as in every data tool
+    (`io_utils.decode_utf8`)."""
 
     def __init__(self, paths, progress=None):
         self.paths = paths
         self.progress = progress
-        self.undecodable_lines = 0
 
     def __iter__(self):
         pending_bytes = 0
         for path in self.paths:
             with tf.io.gfile.GFile(path, "rb") as f:
-                for raw in f:
-                    try:
-                        line = raw.decode("utf-8")
-                    except UnicodeDecodeError:
-                        self.undecodable_lines += 1
-                        line = raw.decode("utf-8", "ignore")
+                for number, raw in enumerate(f, 1):
+                    line = decode_utf8(raw, path, number)
                     pending_bytes += len(raw)
                     if self.progress is not None and pending_bytes >= 1_000_000:
                         self.progress.update(pending_bytes // 1000)
@@ -226,9 +219,6 @@ def build_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_un
     counts, stats = count_words(lines, do_lower_case)
     progress.summary(lines=stats["lines"], tokens=stats["tokens"],
                      distinct=stats["distinct_tokens"])
-    if lines.undecodable_lines:
-        log(f"[build_vocab] {lines.undecodable_lines} lines had bytes that are not UTF-8; "
-            f"they were dropped, as the tokenizer drops them")
     if not counts:
         raise InputError(f"{', '.join(input_files)}: no words to learn a vocabulary from")
 
@@ -238,11 +228,16 @@ def build_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_un
     tokens = learn_vocab(counts, vocab_size, num_unused=num_unused, min_frequency=min_frequency,
                          limit_alphabet=limit_alphabet)
     learn_seconds = time.monotonic() - learn_start
+    if len(tokens) < vocab_size:
+        log(f"warning: the vocabulary has {len(tokens)} entries, not the {vocab_size} asked "
+            f"for: the corpus ({stats['lines']} line{'' if stats['lines'] == 1 else 's'}) "
+            f"holds {stats['distinct_tokens']} distinct words, and WordPiece merges no pair "
+            f"of pieces seen fewer than {min_frequency} times ({arg('min_frequency')}); more "
+            f"text gives more entries")
     with atomic_open(output_file, "w") as f:
         f.write("".join(token + "\n" for token in tokens))
     summary = dict(stats, vocab_size=len(tokens), requested_vocab_size=vocab_size,
                    unk_rate_on_input=unk_rate(tokens, counts),
-                   undecodable_lines=lines.undecodable_lines,
                    learn_seconds=round(learn_seconds, 2),
                    seconds=round(time.monotonic() - start, 2))
     log(f"[build_vocab] wrote {len(tokens)} tokens to {output_file}  "

@@ -29,7 +29,8 @@ restore_foreign). `bert_tf.training.runner.run` drives these loops for the comma
   run_pretraining: weights, Adam moments, step).
 - Eval and predict: per-example outputs gathered across replicas and steps, in record order.
 - TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
-  progress lines (bert_tf.progress) with steps/s, examples/s and ETA (float16: the loss scale and
+  progress lines (bert_tf.progress) with steps/s, examples/s (packed pretraining rows: sequences/s
+  and real tokens/s, `Task.throughput`) and ETA (float16: the loss scale and
   the steps skipped), and a stop with a message naming the step when the loss is not finite
   (float16: when a step is skipped with the scale at its minimum, MIN_LOSS_SCALE).
 """
@@ -117,7 +118,8 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
                             jit_compile=False):
     """The per-replica step: forward/backward (maybe accumulated), all-reduce, optimizer update.
 
-    Returns this replica's shares of the task's train metrics.
+    Returns this replica's shares of the task's train metrics, and its `task.throughput`
+    counts.
     """
     scaled = scales_loss(optimizer)
     # Our optimizers take gradients summed here, before the loss-scale check and clipping see
@@ -168,7 +170,7 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
                 optimizer.apply(grads, model.trainable_variables)
         else:
             optimizer.apply(grads, model.trainable_variables)
-        return dict(zip(names, metrics))
+        return dict(zip(names, metrics), **task.throughput(batch))
 
     # Its Python ifs are on Python values; AutoGraph's rewrite of it and of every function it
     # calls (model, task, optimizer) cost ~1-2 s of the first step.
@@ -413,17 +415,17 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
         return {}
     if should_stop is not None and should_stop():
         return {}
-    names = tuple(task.train_metric_names)
+    names, units = tuple(task.train_metric_names), tuple(task.throughput_units)
     replica_step = make_replica_train_step(model, optimizer, task,
                                            settings.gradient_accumulation_steps, settings.jit_compile)
-    train_loop = make_train_loop(strategy, replica_step, names, optimizer)
+    train_loop = make_train_loop(strategy, replica_step, names + units, optimizer)
     if restored and deterministic_input:
         dataset_fn = _skipping_steps(dataset_fn, step + skipped)
     iterator = input_iterator(strategy, dataset_fn)
     writer = (tf.summary.create_file_writer(os.path.join(settings.output_dir, "train"))
               if chief else tf.summary.create_noop_writer())
     progress = Progress("train", total=settings.num_train_steps, unit="steps",
-                        secondary_unit="examples", interval=30.0, start=step)
+                        secondary_unit=units or "examples", interval=30.0, start=step)
 
     def distance_to_multiple(every):
         return every - step % every if every and every > 0 else math.inf
@@ -467,7 +469,9 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
         if step == previous_step:  # every step skipped (float16): nothing to log or save
             continue
         at_log = bool(settings.log_steps) and step % settings.log_steps == 0
-        progress.update(step - previous_step, secondary=steps_run * settings.train_batch_size,
+        progress.update(step - previous_step,
+                        secondary=(tuple(float(totals[unit]) for unit in units) if units
+                                   else steps_run * settings.train_batch_size),
                         force=at_log or step >= settings.num_train_steps, **last_metrics,
                         **scale_report)
         if (settings.save_checkpoints_steps and step % settings.save_checkpoints_steps == 0

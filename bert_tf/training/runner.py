@@ -41,9 +41,9 @@ from bert_tf.data.input_pipeline import find_bad_record
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.io_utils import remove_path
 from bert_tf.model import directory, layers
-from bert_tf.model.checkpoints import (BEST_DIR, kept_best_checkpoint, load_checkpoint,
-                                       naming_damaged_checkpoint, require_complete,
-                                       write_tf1_checkpoint)
+from bert_tf.model.checkpoints import (BEST_DIR, checkpoint_step, kept_best_checkpoint,
+                                       load_checkpoint, naming_damaged_checkpoint,
+                                       require_complete, write_tf1_checkpoint)
 from bert_tf.model.variable_names import original_variable_map
 from bert_tf.training import distribution, loops, optimization
 from bert_tf.training.best_checkpoint import BestCheckpoint, check_metric
@@ -177,10 +177,7 @@ def restore_for_inference(task, model, optimizer, settings, log=log):
     if settings.init_checkpoint:
         report = task.initialize(model, settings.init_checkpoint, log)
         require_complete(report, "init_checkpoint", hint=_incomplete_for_inference())
-        reader = tf.train.load_checkpoint(report.path) if report.format == "tf1" else None
-        if reader is not None and reader.has_tensor("global_step"):
-            return int(reader.get_tensor("global_step"))
-        return 0
+        return checkpoint_step(report)
     if settings.do_predict:
         raise argument_error("init_checkpoint", f"no checkpoint in {arg('output_dir')}="
                                                 f"{settings.output_dir} and no "
@@ -309,10 +306,10 @@ def run(task, settings, log=log, export=None):
     settings.validate()
     # The strategy first: Mirrored on logical CPUs must split the CPU before TF runs any op.
     strategy_name, strategy = build_strategy(settings, log)
-    if settings.output_dir:
-        tf.io.gfile.makedirs(settings.output_dir)
     task.check_inputs(settings)
     best = best_checkpoint(task, settings, strategy)
+    if settings.output_dir:  # once the checks passed: bad input leaves no folder behind
+        tf.io.gfile.makedirs(settings.output_dir)
     # Process-wide state the run sets, given back as it was when it ends (a Python caller's
     # later models and logs are not changed by a run); the random seed cannot be given back.
     verbosity, policy = logging.get_verbosity(), keras.mixed_precision.global_policy()
@@ -403,7 +400,7 @@ def write_model_directory(task, settings):
     there is an InputError naming output_dir."""
     vocab_file = settings.vocab_file
     directory.write(settings.output_dir, task.config.bert_config, vocab_file,
-                    directory.task_record(task, settings.do_lower_case if vocab_file else None))
+                    directory.task_record(task, settings.do_lower_case, vocab_file))
 
 
 def _resumed_step(output_dir):

@@ -78,7 +78,7 @@ class RunSettings:
     cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
     seed: int = None
     # The run's vocabulary and casing: a training run copies and records them in output_dir
-    # (a model directory, bert_tf.model.directory).
+    # (a model directory, bert_tf.model.directory); a casing of None is not recorded.
     vocab_file: str = None
     do_lower_case: bool = True
 

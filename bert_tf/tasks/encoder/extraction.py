@@ -12,10 +12,8 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from bert_tf import tokenization
 from bert_tf.data.input_pipeline import SORT_WINDOW_EXAMPLES, trim_to_longest
-from bert_tf.errors import file_error
-from bert_tf.io_utils import atomic_open, atomic_output, is_url
+from bert_tf.io_utils import atomic_open, atomic_output, decode_utf8, is_url
 from bert_tf.model.checkpoints import load_checkpoint, require_complete
 from bert_tf.model.pooling import check_pooling
 from bert_tf.progress import Progress
@@ -39,25 +37,14 @@ def read_examples(input_file):
     with a UnicodeDecodeError).
     """
     examples = []
-    try:
-        with tf.io.gfile.GFile(input_file, "r") as reader:
-            for unique_id, line in enumerate(reader):
-                line = tokenization.convert_to_unicode(line).strip()
-                match = re.match(r"^(.*) \|\|\| (.*)$", line)
-                if match is None:
-                    examples.append(InputExample(unique_id, line, None))
-                else:
-                    examples.append(InputExample(unique_id, match.group(1), match.group(2)))
-    except UnicodeDecodeError:
-        with tf.io.gfile.GFile(input_file, "rb") as reader:
-            data = reader.read()
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise file_error(input_file, f"not valid UTF-8 ({e.reason}: byte "
-                                         f"0x{data[e.start]:02x})",
-                             data.count(b"\n", 0, e.start) + 1) from None
-        raise
+    with tf.io.gfile.GFile(input_file, "rb") as reader:
+        for unique_id, raw in enumerate(reader):
+            line = decode_utf8(raw, input_file, unique_id + 1).strip()
+            match = re.match(r"^(.*) \|\|\| (.*)$", line)
+            if match is None:
+                examples.append(InputExample(unique_id, line, None))
+            else:
+                examples.append(InputExample(unique_id, match.group(1), match.group(2)))
     return examples
 
 

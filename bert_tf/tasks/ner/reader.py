@@ -5,20 +5,10 @@ training file, and the `word gold predicted` files conlleval reads.
 import os
 
 from bert_tf.errors import argument_error, file_error
-from bert_tf.io_utils import atomic_open, open_input
+from bert_tf.io_utils import atomic_open, decode_utf8, open_input
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE_TAG = "O"
-
-
-def _decode_utf8(data, path):
-    """The file's text; a byte that is not UTF-8 is an InputError naming the file and line."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line_number = data.count(b"\n", 0, e.start) + 1
-        raise file_error(path, f"not valid UTF-8 ({e.reason}: byte 0x{data[e.start]:02x})",
-                         line_number) from None
 
 
 class ConllSentences(list):
@@ -49,7 +39,7 @@ def read_conll(path, require_tags=True):
     without sentences.
     """
     with open_input(path, "CoNLL file") as f:
-        text = _decode_utf8(f.read(), path)
+        text = decode_utf8(f.read(), path)
     sentences, words, tags = ConllSentences(path=path), [], []
     for line_number, line in enumerate(text.split("\n"), start=1):
         columns = line.split()

@@ -241,18 +241,6 @@ def tokenize_lines(tokenizer, vocab, lines):
     return ids, counts, blank
 
 
-def _decode(data, path, first_line_number):
-    """Decodes UTF-8 strictly; undecodable bytes are an InputError naming the file and line."""
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = (None if first_line_number is None  # a byte range read back: no line count
-                else first_line_number + data.count(b"\n", 0, e.start))
-        column = e.start - data.rfind(b"\n", 0, e.start)
-        raise file_error(path, f"not valid UTF-8 ({e.reason}: byte 0x{data[e.start]:02x} at "
-                               f"byte {column} of the line)", line) from None
-
-
 def _iter_raw_blocks(path, block_bytes):
     """Yields (first_line_number, bytes) of the file: ~block_bytes of whole lines at a time,
     each block ending with b"\n" except a last line without one."""
@@ -277,7 +265,7 @@ def _iter_raw_blocks(path, block_bytes):
 
 def _block_lines(block, path, line_number):
     """The stripped lines of a raw block (split on "\n" only; a final "\n" ends a line)."""
-    text = _decode(block[:-1] if block.endswith(b"\n") else block, path, line_number)
+    text = io_utils.decode_utf8(block[:-1] if block.endswith(b"\n") else block, path, line_number)
     return [line.strip() for line in text.split("\n")]
 
 

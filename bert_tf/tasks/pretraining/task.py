@@ -24,6 +24,7 @@ from bert_tf.tasks.base import Records, Task, TaskConfig
 from bert_tf.tasks.pretraining import dynamic_masking
 from bert_tf.tasks.pretraining.masked_text import MaskedTextPreprocessor
 from bert_tf.tasks.pretraining.layout import ORIGINAL_LAYOUT, pretraining_layout_of, record_schema
+from bert_tf.tokenization import load_vocab
 from bert_tf.training.optimization import AdamWeightDecay
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
@@ -31,6 +32,7 @@ MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 PACKED_INPUTS = ("position_ids", "sequence_ids", "next_sentence_positions")
 OBJECTIVES = ("mlm_nsp", "mlm")
 EVAL_MASKING_SEED = 0  # eval's dynamic masks: the same at every checkpoint
+DYNAMIC_MASKED_LM_PROB = 0.15  # the original create_pretraining_data's --masked_lm_prob
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, layout=ORIGINAL_LAYOUT):
@@ -186,15 +188,29 @@ class PretrainingConfig(TaskConfig):
       layout: the records' PretrainingLayout (None: read from their first records by
         `check_inputs`; the original's until then).
       masked_lm_prob, vocab_size_for_masking: dynamic masks (also need mask_id): the share of
-        tokens masked, and the range of random replacement ids (the vocabulary's size).
+        tokens masked (None: DYNAMIC_MASKED_LM_PROB; given for records with static masks, which
+        it cannot change, an error), and the range of random replacement ids (the vocabulary's
+        size).
     """
     max_predictions_per_seq: int = 20
     mask_id: typing.Optional[int] = None
     top_k: int = 5
     objective: str = "mlm_nsp"
     layout: typing.Any = None
-    masked_lm_prob: float = 0.15
+    masked_lm_prob: typing.Optional[float] = None
     vocab_size_for_masking: typing.Optional[int] = None
+
+
+def masking_vocabulary(vocab_file):
+    """(the [MASK] id, the number of ids) of the vocabulary that masks are drawn and served
+    with; (None, None) without one. A vocabulary without [MASK] is an InputError naming
+    vocab_file."""
+    if not vocab_file:
+        return None, None
+    vocab = load_vocab(vocab_file)
+    if "[MASK]" not in vocab:
+        raise argument_error("vocab_file", f"{vocab_file} has no [MASK] token")
+    return vocab["[MASK]"], len(vocab)
 
 
 def pretraining_records(input_files):
@@ -285,9 +301,15 @@ class PretrainingTask(Task):
                 raise argument_error("vocab_file", f"required for records with dynamic masks "
                                                    f"({input_files[0]}): the [MASK] id and the "
                                                    f"range of random words")
-            if not 0 < config.masked_lm_prob < 1:
+            if config.masked_lm_prob is not None and not 0 < config.masked_lm_prob < 1:
                 raise argument_error("masked_lm_prob", f"must be in (0, 1), got "
                                                        f"{config.masked_lm_prob}")
+        elif config.masked_lm_prob is not None:
+            raise argument_error("masked_lm_prob", f"cannot act on {input_files[0]}: its "
+                                                   f"records hold static masks, drawn when they "
+                                                   f"were written (create_pretraining_data "
+                                                   f"{arg('masked_lm_prob')}); leave it out, or "
+                                                   f"make records with {arg('masking')}=dynamic")
         check_first_record(
             input_files[0], self.feature_spec("train"),
             hint=f" (do {arg('max_seq_length')}={config.max_seq_length} and "
@@ -336,7 +358,8 @@ class PretrainingTask(Task):
             masking_seed = 0 if config.deterministic_input else random.SystemRandom().randrange(
                 2 ** 31)
         options = dict(vocab_size=config.vocab_size_for_masking, mask_id=config.mask_id,
-                       masked_lm_prob=config.masked_lm_prob,
+                       masked_lm_prob=(DYNAMIC_MASKED_LM_PROB if config.masked_lm_prob is None
+                                       else config.masked_lm_prob),
                        max_predictions_per_seq=config.max_predictions_per_seq)
 
         def transform(index, example, pipeline_id):
@@ -367,6 +390,20 @@ class PretrainingTask(Task):
         names = MODEL_INPUTS + PACKED_INPUTS
         return model({name: batch[name] for name in names if name in batch},
                      training=training, return_encoder_outputs=False)
+
+    @property
+    def throughput_units(self):
+        """Packed rows hold several sequences: the progress line counts sequences and real
+        tokens, not rows."""
+        return ("sequences", "tokens") if self.layout.packed else ()
+
+    def throughput(self, batch):
+        if not self.layout.packed:
+            return {}
+        # A row's sequences are numbered 1, 2, ... (0 in padding): its largest id counts them.
+        return {"sequences": tf.cast(tf.reduce_sum(tf.reduce_max(batch["sequence_ids"], -1)),
+                                     tf.float32),
+                "tokens": tf.cast(tf.reduce_sum(batch["input_mask"]), tf.float32)}
 
     def normalizers(self, batch):
         """The batch's masked-LM weight and next-sentence terms: its rows, or the real

@@ -8,7 +8,7 @@ import random
 from typing import Optional
 
 from bert_tf.errors import file_error
-from bert_tf.io_utils import open_input
+from bert_tf.io_utils import decode_utf8, open_input
 
 TRAINING_SHUFFLE_SEED = 12345
 
@@ -70,10 +70,7 @@ def load_squad_json(input_file):
     UTF-8 JSON with a "data" list."""
     with open_input(input_file, "SQuAD file") as f:
         raw = f.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise file_error(input_file, f"not UTF-8 (byte {e.start}: {e.reason})") from None
+    text = decode_utf8(raw, input_file)
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as e:
