@@ -149,6 +149,35 @@ def test_a_metric_the_results_lack_names_best_metric(tmp_path):
         best.update(1, {"eval_f1": 0.5, "global_step": 1}, FakeCheckpoint())
 
 
+def test_a_run_resumed_at_its_early_stop_stays_stopped(tmp_path):
+    """A run that stopped early at step 20 (patience 1: 0.5 after 0.6), resumed from its
+    step-20 checkpoint, has stopped there: the record's stop is kept (nothing to train, and
+    eval_results.txt still says early_stopping_step 20)."""
+    directory = str(tmp_path / "best")
+    best = BestCheckpoint(directory, "eval_accuracy", patience=1)
+    for step, value in ((10, 0.6), (20, 0.5)):
+        best.update(step, {"eval_accuracy": value}, FakeCheckpoint())
+    assert best.stopped_at_step == 20
+    resumed = BestCheckpoint(directory, "eval_accuracy", patience=1)
+    assert resumed.resume(20)
+    assert resumed.selection.stopped and resumed.stopped_at_step == 20
+    assert resumed.result_lines() == {"best_step": 10, "best_eval_accuracy": 0.6,
+                                      "early_stopping_step": 20}
+
+
+def test_the_last_evaluation_is_no_early_stop(tmp_path):
+    """Patience running out at the last evaluation of training (`final`) stops nothing early:
+    no early_stopping_step, in the results or the record."""
+    best = BestCheckpoint(str(tmp_path / "best"), "eval_loss", patience=1)
+    best.update(10, {"eval_loss": 0.5}, FakeCheckpoint())
+    best.update(20, {"eval_loss": 0.7}, FakeCheckpoint(), final=True)
+    assert best.selection.without_improvement == 1  # the count as the rule has it
+    assert best.stopped_at_step is None
+    assert best.result_lines() == {"best_step": 10, "best_eval_loss": 0.5}
+    with open(os.path.join(best.directory, RECORD_FILE)) as f:
+        assert json.load(f)["stopped_at_step"] is None
+
+
 @pytest.mark.parametrize("fields, flag", [
     (dict(keep_best_checkpoint=True, do_eval=True), "--keep_best_checkpoint: needs"),
     (dict(early_stopping_patience=2, do_train=True, do_eval=True),
@@ -387,3 +416,18 @@ def test_bad_best_metric_is_one_error_line(workspace, tmp_path):
         keep_best_checkpoint=True, best_metric="eval_matthews_corrcoef"),
         "--best_metric: 'eval_matthews_corrcoef' is not in the task's eval results")
     assert os.listdir(output_dir) == ["mine.txt"]
+
+
+def test_the_first_number_after_nan_scores_restarts_the_patience():
+    """Pearson of constant predictions is NaN: the first number after NaN evaluations is an
+    improvement (the best so far), so patience counts from it, as from any new best. With
+    patience 2, [nan, nan, 0.1, 0.05] has one evaluation without improvement after the best,
+    not three; the stop comes at the second (by hand, as transformers' EarlyStoppingCallback
+    counts from its best)."""
+    selection = Selection("pearson", patience=2)
+    for step, value in ((1, math.nan), (2, math.nan), (3, 0.1), (4, 0.05)):
+        selection.update(step, value)
+    assert (selection.best_step, selection.without_improvement) == (3, 1)
+    assert not selection.stopped
+    selection.update(5, 0.02)
+    assert selection.stopped and selection.best_step == 3

@@ -196,7 +196,10 @@ def test_bad_input(files, tmp_path):
     for grid, expected in (({"learning_rates": ["0"]}, "learning_rates: must be in (0, 1)"),
                            ({"batch_sizes": ["8.5"]}, "batch_sizes: must be positive"),
                            ({"epochs": ["-1"]}, "epochs: must be in"),
-                           ({"restarts": 0}, "restarts: must be an integer")):
+                           ({"restarts": 0}, "restarts: must be an integer"),
+                           # Two rates one run folder's name would not tell apart.
+                           ({"learning_rates": ["2e-5", "2.0000001e-5"]},
+                            "learning_rates: gives '2.0000001e-5' twice (as 2e-05 in its runs'")):
         with pytest.raises(InputError, match=expected.replace("(", r"\(").replace(")", r"\)")):
             glue_sweep.make_grid(**grid)
     data = tmp_path / "data"
@@ -280,3 +283,108 @@ def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):
     assert [ref() for ref in models if ref() is not None] == []
     assert [graph for graph in train_loop_graphs()
             if not any(graph is other for other in earlier)] == []
+
+
+# ---- The sweep's rules on hand-made runs (no training): the oracle is each rule as the
+# module's docstrings and the GLUE leaderboard define it, computed by hand.
+def _glue_task(name):
+    from bert_tf.tasks.classification import glue_sweep
+    return next(task for task in glue_sweep.GLUE_TASKS if task.name == name)
+
+
+def test_choose_takes_the_first_best_run_and_passes_over_scores_that_are_no_number():
+    """The chosen run has the highest dev score by the task's metric; among equal ones the
+    first in grid order; a run whose score is not a number (NaN, recorded as None) is never
+    chosen before one that is, even a negative MCC; with none a number, the first run."""
+    from bert_tf.tasks.classification.glue_sweep import choose
+
+    def runs(metric, *scores):
+        return [{"name": f"run{i}", "results": {metric: score, "eval_accuracy": 0.5}}
+                for i, score in enumerate(scores)]
+
+    mrpc, cola = _glue_task("MRPC"), _glue_task("CoLA")
+    assert choose(runs("eval_f1", 0.7, 0.9, 0.9, 0.8), mrpc)["name"] == "run1"
+    assert choose(runs("eval_f1", 0.9, 0.9), mrpc)["name"] == "run0"
+    # CoLA's Matthews correlation is NaN for constant predictions and may be negative.
+    assert choose(runs("eval_matthews_corrcoef", None, -0.2, None), cola)["name"] == "run1"
+    assert choose(runs("eval_matthews_corrcoef", -0.3, None, -0.1), cola)["name"] == "run2"
+    assert choose(runs("eval_matthews_corrcoef", None, None), cola)["name"] == "run0"
+    assert choose([], cola) is None
+
+
+def test_averages_are_the_papers_and_the_glue_benchmarks():
+    """AVERAGES_NOTE's rules by hand: the paper's Table 1 average of each task's metric (MRPC
+    F1, STS-B Spearman, CoLA MCC) leaves WNLI out; the GLUE score averages every task's score,
+    which is the mean of F1 and accuracy for MRPC and of Pearson and Spearman for STS-B."""
+    from bert_tf.tasks.classification.glue_sweep import averages
+    chosen = {"MRPC": {"eval_f1": 0.9, "eval_accuracy": 0.8},
+              "STS-B": {"eval_pearson": 0.88, "eval_spearman": 0.86},
+              "CoLA": {"eval_matthews_corrcoef": 0.5, "eval_accuracy": 0.8},
+              "WNLI": {"eval_accuracy": 0.56}}
+    summary = {name: {"task": _glue_task(name), "chosen": {"results": results}}
+               for name, results in chosen.items()}
+    paper, glue_score = averages(summary)
+    assert paper == pytest.approx((0.9 + 0.86 + 0.5) / 3)
+    assert glue_score == pytest.approx(((0.9 + 0.8) / 2 + (0.88 + 0.86) / 2 + 0.5 + 0.56) / 4)
+
+
+def test_submission_rows_are_the_predicted_labels_and_scores(tmp_path):
+    """SubmissionTask on hand-made predictions (a padding row last): RTE's rows name each
+    row's most probable label in the processor's label order (the leaderboard's strings);
+    STS-B's rows are the predicted scores as numbers within 0.0005 (three decimals)."""
+    import numpy as np
+
+    from bert_tf.tasks.classification import glue
+    from bert_tf.tasks.classification.glue_sweep import SubmissionTask
+    from bert_tf.tasks.classification.task import ClassificationConfig
+
+    def written(config, values, indices):
+        path = tmp_path / "submission.tsv"
+        task = SubmissionTask(config, str(path), indices)
+        real = np.array([1] * len(indices) + [0], np.float32)
+        task.write_predictions({"probabilities": np.array(values, np.float32),
+                                "is_real_example": real}, str(tmp_path))
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+        assert rows[0] == ["index", "prediction"]
+        assert [row[0] for row in rows[1:]] == indices
+        return [row[1] for row in rows[1:]]
+
+    labels = glue.get_processor("rte").get_labels()
+    assert labels == ["entailment", "not_entailment"]
+    assert written(ClassificationConfig(labels=labels),
+                   [[0.9, 0.1], [0.2, 0.8], [0.45, 0.55], [0.7, 0.3], [0.5, 0.5]],
+                   ["0", "1", "2", "3"]) == ["entailment", "not_entailment", "not_entailment",
+                                             "entailment"]
+    scores = [3.14159, 0.2724, 4.99951, 1.5]
+    predicted = written(ClassificationConfig(labels=None, task_metric="correlation"),
+                        [[s] for s in scores] + [[0.0]], ["10", "11", "12", "13"])
+    assert all(abs(float(value) - score) <= 5e-4 for value, score in zip(predicted, scores)), \
+        predicted
+
+
+def test_mnli_test_sets_are_the_leaderboards_files(tmp_path):
+    """The leaderboard's MNLI-m.tsv holds the predictions of test_matched.tsv, MNLI-mm.tsv of
+    test_mismatched.tsv (and AX.tsv of the diagnostic set): each submission's rows are keyed by
+    its own file's index column."""
+    from bert_tf.tasks.classification import glue_sweep
+    header = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+              "sentence1_parse\tsentence2_parse\tsentence1\tsentence2")
+
+    def tsv(path, indices, extra=""):
+        path.write_text("\n".join([header + extra] + [
+            f"{i}\t1\t1a\tfiction\t( a )\t( b )\t(ROOT a)\t(ROOT b)\tA.\tB.{extra and chr(9) + 'x'}"
+            for i in indices]) + "\n", encoding="utf-8")
+
+    mnli = tmp_path / "MNLI"
+    mnli.mkdir()
+    tsv(mnli / "train.tsv", ["0"], "\tlabel1\tgold_label")
+    tsv(mnli / "dev_matched.tsv", ["0"], "\tlabel1\tgold_label")
+    tsv(mnli / "test_matched.tsv", ["10", "11", "12"])
+    tsv(mnli / "test_mismatched.tsv", ["20", "21", "22", "23"])
+    (tmp_path / "diagnostic").mkdir()
+    (tmp_path / "diagnostic" / "diagnostic.tsv").write_text(
+        "index\tsentence1\tsentence2\n30\tA.\tB.\n31\tC.\tD.\n", encoding="utf-8")
+    found, = glue_sweep.find_tasks(str(tmp_path), ["MNLI"])
+    assert found.indices == {"MNLI-m.tsv": ["10", "11", "12"],
+                             "MNLI-mm.tsv": ["20", "21", "22", "23"], "AX.tsv": ["30", "31"]}

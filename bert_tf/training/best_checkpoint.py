@@ -58,8 +58,9 @@ class Selection:
         self.evaluations.append([int(step), value])
         if self.best_value is None or (math.isnan(self.best_value) and not math.isnan(value)):
             # The first value; or the first that is a number (a correlation of constant
-            # predictions is NaN), which any later number may beat.
+            # predictions is NaN), which any later number may beat: an improvement.
             self.best_step, self.best_value = int(step), value
+            self.without_improvement = 0
             return True
         gain = self._gain(value)
         self.without_improvement = 0 if gain > self.threshold else self.without_improvement + 1

@@ -132,7 +132,8 @@ class GridPoint:
 def make_grid(learning_rates=PAPER_LEARNING_RATES, batch_sizes=PAPER_BATCH_SIZES,
               epochs=PAPER_EPOCHS, restarts=1):
     """Every (learning rate, batch size, epochs, restart) in that nesting order; InputError
-    naming the argument of a value out of range or given twice."""
+    naming the argument of a value out of range or given twice (or two values that the run
+    folders' names, 6 significant digits, would not tell apart)."""
     checks = (("learning_rates", learning_rates, float, lambda v: 0 < v < 1, "in (0, 1)"),
               ("batch_sizes", batch_sizes, int, lambda v: v >= 1, "positive integers"),
               ("epochs", epochs, float, lambda v: 0 < v <= 1000, "in (0, 1000]"))
@@ -150,8 +151,11 @@ def make_grid(learning_rates=PAPER_LEARNING_RATES, batch_sizes=PAPER_BATCH_SIZES
                 raise argument_error(name, f"must be {what}, got {value!r}")
             if not (math.isfinite(number) and in_range(number)):
                 raise argument_error(name, f"must be {what}, got {value!r}")
-            if number in parsed:
-                raise argument_error(name, f"gives {value!r} twice")
+            # Its runs' folder names (GridPoint.name) must tell it from the others.
+            shown = f"{number:g}" if kind is float else str(number)
+            if any(shown == (f"{other:g}" if kind is float else str(other)) for other in parsed):
+                raise argument_error(name, f"gives {value!r} twice (as {shown} in its runs' "
+                                           f"folder names)")
             parsed.append(number)
         values[name] = parsed
     if isinstance(restarts, bool) or not isinstance(restarts, int) or not 1 <= restarts <= 100:
