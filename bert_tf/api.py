@@ -30,7 +30,8 @@ import tensorflow as tf
 from bert_tf import tokenization
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.model import directory
-from bert_tf.model.checkpoints import load_checkpoint, require_complete
+from bert_tf.model.checkpoints import load_checkpoint
+from bert_tf.model.load_report import require_complete
 from bert_tf.model.config import BertConfig
 from bert_tf.model.pooling import check_pooling, embedding_options
 from bert_tf.serving.export import trained_model_exporter

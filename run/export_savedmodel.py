@@ -162,7 +162,8 @@ def main(argv):
     from bert_tf.serving import formats
     from bert_tf.serving.export_folders import check_export_dir
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
-    from bert_tf.model.checkpoints import load_checkpoint, require_complete
+    from bert_tf.model.checkpoints import load_checkpoint
+    from bert_tf.model.load_report import require_complete
     from bert_tf.io_utils import checkpoint_folder
     check_export_dir(FLAGS.export_dir,
                      keep={"init_checkpoint": checkpoint_folder(FLAGS.init_checkpoint)})

@@ -303,7 +303,8 @@ def installed_minilm():
 def export_minilm(directory, export_dir, sentences):
     """Exports the MiniLM directory as export_savedmodel --task=encoder --pooling=mean does
     (its normalization and length the defaults); returns our embeddings and inputs."""
-    from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint, require_complete
+    from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint
+    from bert_tf.model.load_report import require_complete
     from bert_tf.model.pooling import embedding_options, pool
     from bert_tf.serving import formats
     from bert_tf.tasks import registry
@@ -387,8 +388,8 @@ def test_round_trip_through_hugging_face_gives_the_same_weights(exported):
     prediction take the directory)."""
     from bert_tf import api
     from bert_tf.model import directory
-    from bert_tf.model.checkpoints import (hf_directory_files, load_checkpoint, original_weights,
-                                           require_complete)
+    from bert_tf.model.checkpoints import hf_directory_files, load_checkpoint, original_weights
+    from bert_tf.model.load_report import require_complete
     from bert_tf.serving.huggingface import WITHOUT_POOLER
     for name in HEADS:
         ours, path = exported["ours"][name], exported["root"] / name

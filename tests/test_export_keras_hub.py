@@ -343,7 +343,8 @@ def test_exporting_a_preset_again_writes_the_same_weights(kh):
     vocabulary, casing and recorded labels the defaults, the weights through load_checkpoint):
     exported again, the same files."""
     from bert_tf import api
-    from bert_tf.model.checkpoints import load_checkpoint, require_complete
+    from bert_tf.model.checkpoints import load_checkpoint
+    from bert_tf.model.load_report import require_complete
     from bert_tf.serving import formats
     from bert_tf.tasks import registry
     preset = str(kh["root"] / "classifier")

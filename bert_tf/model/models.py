@@ -26,7 +26,8 @@ from bert_tf.model.layers import gather_positions
 class _TaskModel(SerializesBertConfig, keras.Model):
     """Shared plumbing: config handling and the encoder. `reads_pooled_output`: whether the
     model's outputs depend on the encoder's pooler (a checkpoint without one, such as Hugging
-    Face's task models on the sequence output, is then complete: checkpoints.require_complete)."""
+    Face's task models on the sequence output, is then complete:
+    bert_tf.model.load_report.require_complete)."""
 
     reads_pooled_output = True
 

@@ -43,7 +43,8 @@ from bert_tf.io_utils import remove_path
 from bert_tf.model import directory, layers
 from bert_tf.model.checkpoints import (BEST_DIR, checkpoint_step, kept_best_checkpoint,
                                        load_checkpoint, naming_damaged_checkpoint,
-                                       require_complete, write_tf1_checkpoint)
+                                       write_tf1_checkpoint)
+from bert_tf.model.load_report import require_complete
 from bert_tf.model.variable_names import original_variable_map
 from bert_tf.training import distribution, loops, optimization
 from bert_tf.training.best_checkpoint import BestCheckpoint, check_metric

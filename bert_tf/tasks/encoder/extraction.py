@@ -14,7 +14,8 @@ import tensorflow as tf
 
 from bert_tf.data.input_pipeline import SORT_WINDOW_EXAMPLES, trim_to_longest
 from bert_tf.io_utils import atomic_open, atomic_output, decode_utf8, is_url
-from bert_tf.model.checkpoints import load_checkpoint, require_complete
+from bert_tf.model.checkpoints import load_checkpoint
+from bert_tf.model.load_report import require_complete
 from bert_tf.model.pooling import check_pooling
 from bert_tf.progress import Progress
 from bert_tf.tasks.base import Records

@@ -17,6 +17,7 @@ from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
                                          first_record_lengths)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.model import checkpoints
+from bert_tf.model.load_report import LoadReport
 from bert_tf.model.models import BertPretrainer
 from bert_tf.model.variable_names import Part, original_variable_map
 from bert_tf.tasks import registry
@@ -529,4 +530,4 @@ def load_original_training_state(model, optimizer, path):
         used |= kind_used
     inner.iterations.assign(int(values["global_step"]))
     unused = sorted(n for n in values if n not in used and n not in checkpoints.SKIPPED_NAMES)
-    return checkpoints.LoadReport(path, "tf1 training state", loaded, [], unused, skipped=1)
+    return LoadReport(path, "tf1 training state", loaded, [], unused, skipped=1)
