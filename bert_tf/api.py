@@ -34,17 +34,16 @@ from bert_tf.model.checkpoints import load_checkpoint
 from bert_tf.model.load_report import require_complete
 from bert_tf.model.config import BertConfig
 from bert_tf.model.pooling import check_pooling, embedding_options
-from bert_tf.serving.export import trained_model_exporter
 from bert_tf.tasks import registry
 from bert_tf.tasks.classification import task as classification
+from bert_tf.tasks.classification.json_lines import JsonLinesProcessor
 from bert_tf.tasks.classification.reader import InputExample
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.text.packing import pack_texts
-from bert_tf.text.windows import check_max_seq_length
-from bert_tf.training import runner
+from bert_tf.training import fine_tuning
 from bert_tf.training.settings import RunSettings
 
-TASK_MODELS = registry.NAMES
+TASK_MODELS = registry.names()
 
 
 @dataclasses.dataclass
@@ -252,9 +251,13 @@ class Classifier:
         return [self.labels[i] for i in probabilities.argmax(axis=1)]
 
 
-def _examples(rows, split):
+def _examples(rows, split, labels, multi_label, fields):
     """InputExamples from (text, label) or (text_a, text_b, label) tuples (a multi-label
-    row's label: a list of labels)."""
+    row's label: a list of labels), or of a JSON Lines file (JsonLinesProcessor, `fields` its
+    column options)."""
+    if isinstance(rows, (str, os.PathLike)):
+        return JsonLinesProcessor(label_list=labels, multi_label=multi_label, **fields,
+                                  **{f"{split}_file": os.fspath(rows)}).read_split("", split)
     examples = []
     for i, row in enumerate(rows):
         if len(row) not in (2, 3):
@@ -271,24 +274,18 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
                          num_train_epochs=3.0, train_batch_size=32, eval_batch_size=8,
                          learning_rate=5e-5, warmup_proportion=0.1, bucket_by_length=True,
                          seed=None, multi_label=False, threshold=None, export_dir=None,
-                         **settings):
+                         fields=None, **settings):
     """run_classifier from Python: fine-tunes `files`' model on `train` ((text, label) or
-    (text_a, text_b, label) tuples; `labels` in output order), evaluates on `dev` if given
-    (eval_results.txt in output_dir), and returns the trained Classifier. `multi_label`: each
+    (text_a, text_b, label) tuples, or a JSON Lines file: run_classifier --task_name=jsonl,
+    `fields` its field options, e.g. {"text_b_column": "text_b"}; `labels` in output order),
+    evaluates on `dev` if given (eval_results.txt in output_dir), and returns the trained
+    Classifier. `multi_label`: each
     row's label is a list of labels (run_classifier --multi_label, --threshold). `export_dir`:
     also the classifier's SavedModel there, with run_classifier's signatures and label names
     (run_classifier --export_dir). Other RunSettings (bert_tf.training.settings) by keyword,
     e.g. mixed_precision="bfloat16"."""
     if not isinstance(files, ModelFiles):
         files = model_files(files)
-    check_max_seq_length(max_seq_length, files.config.max_position_embeddings)
-    # output_dir becomes a model directory (the runner writes it): a user's other config or
-    # vocabulary there is refused now, before the records are written.
-    directory.check_output_dir(os.fspath(output_dir), files.config, files.vocab_file)
-    tokenizer = load_tokenizer(files)
-    examples = {"train": _examples(train, "train")}
-    if dev:
-        examples["eval"] = _examples(dev, "dev")
     # The run's vocabulary and casing: output_dir's (a model directory) and, with export_dir,
     # the SavedModel's string signatures'.
     settings.setdefault("vocab_file", files.vocab_file)
@@ -297,24 +294,19 @@ def fine_tune_classifier(files, train, labels, output_dir, dev=None, max_seq_len
         output_dir=os.fspath(output_dir), do_train=True, do_eval=bool(dev),
         init_checkpoint=files.checkpoint, train_batch_size=train_batch_size,
         eval_batch_size=eval_batch_size, learning_rate=learning_rate, seed=seed, **settings)
-    run_settings.validate(steps_known=False)
-    export = trained_model_exporter(export_dir, run_settings.vocab_file,
-                                    run_settings.do_lower_case, run_settings.output_dir,
-                                    run_settings.init_checkpoint)
-    # The strategy before the data's TensorFlow ops: Mirrored on logical CPUs and
-    # MultiWorkerMirrored must exist before any op runs (the runner gets the same one).
-    runner.build_strategy(run_settings, log=lambda message: None)
+    fine_tuning.start(run_settings, export_dir)
+    fine_tuning.check_model_files(files, run_settings, max_seq_length)
+    examples = {"train": _examples(train, "train", labels, multi_label, fields or {})}
+    if dev:
+        examples["eval"] = _examples(dev, "dev", labels, multi_label, fields or {})
     # run_classifier's records and task (bert_tf.tasks.classification), written quietly.
+    tokenizer = load_tokenizer(files)
     prepared = classification.prepare_task(
         files.config, examples, labels, tokenizer, max_seq_length, output_dir,
-        eval_batch_size=eval_batch_size, train_batch_size=train_batch_size,
-        num_train_epochs=num_train_epochs, warmup_proportion=warmup_proportion,
-        log=lambda message: None, bucket_by_length=bucket_by_length, multi_label=multi_label,
-        threshold=threshold,
-        check_task=lambda task: runner.check_best_metric(task, run_settings))
-    runner.run(prepared.task, dataclasses.replace(
-        run_settings, num_train_steps=prepared.num_train_steps,
-        num_warmup_steps=prepared.num_warmup_steps), export=export)
+        bucket_by_length=bucket_by_length, multi_label=multi_label, threshold=threshold,
+        **fine_tuning.preparation_options(run_settings, num_train_epochs, warmup_proportion,
+                                          log=fine_tuning.quiet))
+    fine_tuning.run(prepared, run_settings, export_dir)
     trained = dataclasses.replace(files, checkpoint=os.fspath(output_dir))
     return Classifier(load_model(trained, "classifier", len(labels)), tokenizer, list(labels),
                       max_seq_length, multi_label, threshold)

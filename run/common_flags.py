@@ -27,29 +27,14 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
     command lines (run_classifier, run_squad): --do_predict, --vocab_file, --do_lower_case,
     --num_train_epochs, --warmup_proportion, and our --bucket_by_length and best checkpoint
     and early stopping flags."""
-    flags.DEFINE_string("bert_config_file", None,
-                        "The config json file corresponding to the pre-trained BERT model. "
-                        "This specifies the model architecture (default for a model directory "
-                        "as --init_checkpoint: its bert_config.json or config.json).")
+    define_model_file_flags(vocabulary=fine_tuning)
     flags.DEFINE_string("output_dir", None,
                         "The output directory where the model checkpoints will be written.")
-    flags.DEFINE_string("init_checkpoint", None,
-                        "Initial checkpoint (usually from a pre-trained BERT model): an original "
-                        "TF1 checkpoint, one of ours, or a model directory: a Hugging Face "
-                        "directory, a checkpoint with bert_config.json and vocab.txt beside it "
-                        "(Google's released models), a training run's output_dir.")
     flags.DEFINE_bool("do_train", False, "Whether to run training.")
     flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
     if fine_tuning:
         flags.DEFINE_bool("do_predict", False, "Whether to run the model in inference mode on "
                                                "the test set.")
-        flags.DEFINE_string("vocab_file", None,
-                            "The vocabulary file that the BERT model was trained on (default for "
-                            "a model directory as --init_checkpoint: its vocab.txt).")
-        flags.DEFINE_bool("do_lower_case", True,
-                          "Whether to lower case the input text. Should be True for uncased "
-                          "models and False for cased models (default for a model directory "
-                          "that records it: its casing).")
         flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
         flags.DEFINE_float("warmup_proportion", 0.1,
                            "Proportion of training to perform linear learning rate warmup for. "
@@ -163,6 +148,48 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                         "the output or checkpoint folder.")
 
 
+def define_model_file_flags(init_checkpoint_help=None, vocabulary=True):
+    """--init_checkpoint, --bert_config_file and (`vocabulary`) --vocab_file and
+    --do_lower_case: the model a command line reads, every one's defaults taken from a model
+    directory (`bert_tf.api.resolve_model_files`)."""
+    flags.DEFINE_string("init_checkpoint", None, init_checkpoint_help or (
+        "Initial checkpoint (usually from a pre-trained BERT model): an original TF1 "
+        "checkpoint, one of ours, or a model directory: a Hugging Face directory, a checkpoint "
+        "with bert_config.json and vocab.txt beside it (Google's released models), a training "
+        "run's output_dir."))
+    flags.DEFINE_string("bert_config_file", None,
+                        "The config json file corresponding to the pre-trained BERT model. "
+                        "This specifies the model architecture (default for a model directory "
+                        "as --init_checkpoint: its bert_config.json or config.json).")
+    if vocabulary:
+        flags.DEFINE_string("vocab_file", None,
+                            "The vocabulary file that the BERT model was trained on (default for "
+                            "a model directory as --init_checkpoint: its vocab.txt).")
+        flags.DEFINE_bool("do_lower_case", True,
+                          "Whether to lower case the input text. Should be True for uncased "
+                          "models and False for cased models (default for a model directory "
+                          "that records it: its casing).")
+
+
+def define_split_file_flags(train=None, dev=None, test=None, scope="", task_defaults=""):
+    """--train_file, --dev_file, --test_file: the splits' file names in --data_dir. A default
+    of None leaves the name to the task's reader, whose defaults `task_defaults` says (with
+    "{split}" for train, dev and test). `scope`: the help's prefix (what they are for)."""
+    for split, default, what in (("train", train, "Training"), ("dev", dev, "Dev (eval)"),
+                                 ("test", test, "Test (predict)")):
+        flags.DEFINE_string(f"{split}_file", default,
+                            f"{scope}{what} file name in --data_dir" + (
+                                "" if default else
+                                f" (default: {task_defaults.format(split=split)})") + ".")
+
+
+def define_delimiter_flag():
+    """--delimiter of a task read from the user's TSV or CSV files (bert_tf.data.tsv)."""
+    flags.DEFINE_enum("delimiter", None, ["tab", "comma"],
+                      "tsv: tab-separated (read as the original reads TSV: quotes are plain "
+                      "characters) or comma-separated (CSV quoting). Default: tab.")
+
+
 def check_required(*names):
     for name in names:
         if not getattr(FLAGS, name):
@@ -186,25 +213,17 @@ def check_max_seq_length(bert_config, value=None):
 
 def fine_tuning_model_files(task):
     """The ModelFiles (bert_tf.api) of a fine-tuning command line of `task` (a registry
-    name), after the checks they all make before reading any data: something to do,
-    --max_seq_length (default: what the model directory records of a run of `task`),
-    --do_lower_case against the checkpoint's name, --output_dir not a file, and, to train, an
-    --output_dir that can become a model directory (bert_tf.model.directory)."""
-    from bert_tf import tokenization
+    name), after the checks they all make before reading any data
+    (bert_tf.training.fine_tuning.check_model_files), with --max_seq_length defaulting to what
+    the model directory records of a run of `task`."""
     from bert_tf.api import resolve_model_files
-    from bert_tf.model import directory
-    from bert_tf.training.settings import check_request
+    from bert_tf.training import fine_tuning
 
     files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
                                 FLAGS.do_lower_case, FLAGS["do_lower_case"].present,
                                 output_dir=FLAGS.output_dir)
     flags_from_model(files, task, {"max_seq_length": "max_seq_length"})
-    check_max_seq_length(files.config)
-    check_request(FLAGS.do_train, FLAGS.do_eval, FLAGS.do_predict, FLAGS.output_dir)
-    if FLAGS.init_checkpoint:
-        tokenization.validate_case_matches_checkpoint(files.do_lower_case, FLAGS.init_checkpoint)
-    if FLAGS.do_train:
-        directory.check_output_dir(FLAGS.output_dir, files.config, files.vocab_file)
+    fine_tuning.check_model_files(files, run_settings(), FLAGS.max_seq_length)
     return files
 
 
@@ -251,20 +270,12 @@ def check_recorded(files, task, key, value, flag):
 
 
 def start_strategy():
-    """Checks the run's settings before any work (values, an output folder that can be
-    written, an export folder that replaces nothing of the user's) and builds the
-    tf.distribute strategy now, before the command line writes its records with TensorFlow:
-    MultiWorkerMirrored and Mirrored on logical CPUs must exist before any op runs. The runner
-    reuses it (bert_tf.training.distribution.create_strategy)."""
+    """Checks the run's settings and builds the strategy before any work
+    (bert_tf.training.fine_tuning.start)."""
     from bert_tf.cli import quiet_float16_fallback_notice
-    from bert_tf.serving import export
-    from bert_tf.training import runner
+    from bert_tf.training import fine_tuning
     settings = run_settings()
-    settings.validate(steps_known=False)
-    if FLAGS.export_dir:
-        export.check_run_export_dir(FLAGS.export_dir, settings.output_dir,
-                                    settings.init_checkpoint)
-    runner.build_strategy(settings, log=lambda message: None)
+    fine_tuning.start(settings, FLAGS.export_dir)
     if settings.mixed_precision == "float16":
         quiet_float16_fallback_notice()
 
@@ -276,39 +287,23 @@ def check_init_checkpoint(build_model):
     runner.check_init_checkpoint(build_model, run_settings())
 
 
-def check_best_metric(task):
-    """Before the command line writes records: --best_metric (or the task's main metric) is
-    one of the task's eval results (bert_tf.training.runner.check_best_metric)."""
-    from bert_tf.training import runner
-    runner.check_best_metric(task, run_settings())
-
-
 def preparation_options():
     """The arguments of a task's `prepare_task` (bert_tf.tasks.*) that come from the shared
-    flags: batch sizes (eval and predict sets are padded to them), the training steps' inputs,
-    the shuffle buffer, the --init_checkpoint and --best_metric checks made before any record
-    is written, and the log."""
-    from bert_tf.training import runner
-    return dict(eval_batch_size=FLAGS.eval_batch_size,
-                predict_batch_size=FLAGS.predict_batch_size,
-                train_batch_size=FLAGS.train_batch_size,
-                num_train_epochs=FLAGS.num_train_epochs,
-                warmup_proportion=FLAGS.warmup_proportion,
-                shuffle_buffer_size=FLAGS.shuffle_buffer_size,
-                check_model=check_init_checkpoint, check_task=check_best_metric,
-                log=runner.log)
+    flags (bert_tf.training.fine_tuning.preparation_options)."""
+    from bert_tf.training import fine_tuning
+    return fine_tuning.preparation_options(run_settings(), FLAGS.num_train_epochs,
+                                           FLAGS.warmup_proportion,
+                                           shuffle_buffer_size=FLAGS.shuffle_buffer_size)
 
 
-def run_prepared(prepared, vocab_file, do_lower_case):
-    """Runs a task's PreparedTask with the settings of the flags (and its training steps);
-    with --export_dir, then saves its SavedModel there (with the run's vocabulary)."""
-    from bert_tf.serving.export import trained_model_exporter
-    from bert_tf.training import runner
-    settings = run_settings(prepared.num_train_steps, prepared.num_warmup_steps,
-                            vocab_file=vocab_file, do_lower_case=do_lower_case)
-    export = trained_model_exporter(FLAGS.export_dir, vocab_file, do_lower_case,
-                                    settings.output_dir, settings.init_checkpoint)
-    return runner.run(prepared.task, settings, export=export)
+def run_prepared(prepared, files):
+    """Runs a task's PreparedTask with the settings of the flags and the vocabulary and casing
+    of `files` (bert_tf.training.fine_tuning.run); with --export_dir, then saves its
+    SavedModel there."""
+    from bert_tf.training import fine_tuning
+    return fine_tuning.run(prepared, run_settings(vocab_file=files.vocab_file,
+                                                  do_lower_case=files.do_lower_case),
+                           FLAGS.export_dir)
 
 
 # RunSettings fields that a command line sets itself (from its data, or from its own flags)

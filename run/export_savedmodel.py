@@ -41,16 +41,11 @@ from . import common_flags
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("init_checkpoint", None, "The checkpoint to export (with the task's head), "
-                    "or a model directory (a training run's output_dir: its task, labels and "
-                    "options are the defaults of the flags below).")
-flags.DEFINE_string("bert_config_file", None, "The config json file of the model (default: a "
-                    "model directory's).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file of the model (default: a model "
-                    "directory's).")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (uncased models).")
-flags.DEFINE_enum("task", "encoder", list(registry.NAMES),
-                  "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
+common_flags.define_model_file_flags(
+    "The checkpoint to export (with the task's head), or a model directory (a training run's "
+    "output_dir: its task, labels and options are the defaults of the flags below).")
+flags.DEFINE_string("task", "encoder",
+                    "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
                   "run_squad's, run_ner's, run_pretraining's (the masked-LM top-k tokens) or "
                   "run_multiple_choice's (a score per ending).")
 flags.DEFINE_integer("top_k", 5, "pretraining: the most probable tokens returned at each [MASK].")
@@ -96,44 +91,25 @@ flags.DEFINE_enum("litert_signature", "serving_default",
                   "cannot tokenize.")
 
 
-def build_task(config, vocab_file=None, max_seq_length=None, regression=False, record=None):
-    """The --task's task (bert_tf.tasks.registry) with the options its flags give
-    (`max_seq_length`: the one the command line took, default --max_seq_length;
-    `regression`: a classifier recorded as one, which has no labels; `record`: what the
-    model's folder records of its task, e.g. a masked-LM-only pretraining objective)."""
-    options = {"max_seq_length": max_seq_length or FLAGS.max_seq_length}
-    if FLAGS.pooling is not None:
-        from bert_tf.model.pooling import embedding_options
-        normalize, _ = embedding_options(
-            FLAGS.init_checkpoint,
-            FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None)
-        options.update(pooling=FLAGS.pooling, normalize=normalize)
-    if FLAGS.task in ("classifier", "ner") and not (regression and not FLAGS.label_list):
-        if not FLAGS.label_list:
-            raise flag_error("label_list", f"required for --task={FLAGS.task} (unless "
-                                           f"--init_checkpoint is the folder of a "
-                                           f"{FLAGS.task} run, which records them)")
-        options["labels"] = FLAGS.label_list
-    if FLAGS.task == "classifier":
-        options.update(multi_label=FLAGS.multi_label, threshold=FLAGS.threshold)
-    elif FLAGS.multi_label or FLAGS.threshold:
-        raise flag_error("multi_label" if FLAGS.multi_label else "threshold",
-                         "is for --task=classifier")
-    if FLAGS.task == "squad":
-        if not FLAGS.max_query_length <= FLAGS.max_seq_length - 4:
-            raise flag_error("max_query_length", f"must be in [0, max_seq_length - 4 = "
-                                                 f"{FLAGS.max_seq_length - 4}], got "
-                                                 f"{FLAGS.max_query_length}")
-        options.update(max_query_length=FLAGS.max_query_length, n_best_size=FLAGS.n_best_size,
-                       max_answer_length=FLAGS.max_answer_length)
-    if FLAGS.task == "pretraining":
-        from bert_tf.tasks.pretraining.task import masking_vocabulary
-        if not vocab_file:
-            raise flag_error("vocab_file", "required for --task=pretraining (the [MASK] id)")
-        options.update(mask_id=masking_vocabulary(vocab_file)[0], top_k=FLAGS.top_k)
-        if (record or {}).get("objective"):
-            options.update(objective=record["objective"])
-    return registry.build(FLAGS.task, config, **options)
+# Each flag that is an option of some tasks (bert_tf.tasks.registry.option_names): the option.
+TASK_OPTION_FLAGS = {"label_list": "labels", "multi_label": "multi_label",
+                     "threshold": "threshold", "max_query_length": "max_query_length",
+                     "n_best_size": "n_best_size", "max_answer_length": "max_answer_length",
+                     "top_k": "top_k", "pooling": "pooling",
+                     "normalize_embeddings": "normalize"}
+
+
+def task_options(max_seq_length, normalize):
+    """The --task's options from the flags; a flag given for a task without its option is an
+    error naming the tasks it is for."""
+    options = registry.option_names(FLAGS.task)
+    for flag, option in TASK_OPTION_FLAGS.items():
+        if FLAGS[flag].present and option not in options:
+            tasks = [name for name in registry.names() if option in registry.option_names(name)]
+            raise flag_error(flag, f"only for --task={' or '.join(tasks)}, not "
+                                   f"--task={FLAGS.task}")
+    values = {option: FLAGS[flag].value for flag, option in TASK_OPTION_FLAGS.items()}
+    return dict(values, max_seq_length=max_seq_length, normalize=normalize)
 
 
 # What a model directory records of a training run (bert_tf.model.directory) that is an export
@@ -145,18 +121,15 @@ RECORDED_FLAGS = {"label_list": "labels", "multi_label": "multi_label",
 
 def main(argv):
     del argv
-    for name in ("init_checkpoint", "export_dir"):
-        if not getattr(FLAGS, name):
-            raise flag_error(name, "is required")
+    common_flags.check_required("init_checkpoint", "export_dir")
     from bert_tf import api
     from bert_tf.model import directory
     # The folder of a training run: its task is the default (the options' checks need it).
     recorded_task = directory.recorded_task(FLAGS.init_checkpoint)
     if recorded_task and not FLAGS["task"].present:
         FLAGS.task = recorded_task
-    if FLAGS.pooling is not None and FLAGS.task != "encoder":
-        raise flag_error("pooling", f"only for --task=encoder (the embedding of the encoder's "
-                                    f"last layer), not --task={FLAGS.task}")
+    registry.task_class(FLAGS.task)  # a task's name (the error names them)
+    task_options(None, None)  # every task option given is the task's
     if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
         raise flag_error("normalize_embeddings", "only with --pooling")
     from bert_tf.serving import formats
@@ -177,14 +150,16 @@ def main(argv):
     common_flags.flags_from_model(files, FLAGS.task, RECORDED_FLAGS,
                                   agree=("label_list", "multi_label"))
     config, vocab_file, do_lower_case = files.config, files.vocab_file, files.do_lower_case
-    max_seq_length = FLAGS.max_seq_length
-    if FLAGS.pooling is not None and not FLAGS["max_seq_length"].present:
+    max_seq_length, normalize = FLAGS.max_seq_length, False
+    if FLAGS.pooling is not None:
         from bert_tf.model.pooling import embedding_options
-        _, max_seq_length = embedding_options(FLAGS.init_checkpoint)
+        normalize, max_seq_length = embedding_options(
+            FLAGS.init_checkpoint,
+            FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None,
+            FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None)
     common_flags.check_max_seq_length(config, value=max_seq_length)
-    task = build_task(config, vocab_file, max_seq_length,
-                      regression=files.task_record(FLAGS.task).get("regression", False),
-                      record=files.task_record(FLAGS.task))
+    task = registry.build_for_serving(FLAGS.task, config, task_options(max_seq_length, normalize),
+                                      vocab_file, files.task_record(FLAGS.task))
     model = task.build_model()
     require_complete(load_checkpoint(model, FLAGS.init_checkpoint), "init_checkpoint",
                      f"{FLAGS.task} model", f": is it a {FLAGS.task} checkpoint?")

@@ -37,7 +37,7 @@ from absl import flags
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
 from bert_tf.io_utils import check_input_file, check_output_file, split_comma_list
-from .common_flags import check_max_seq_length
+from .common_flags import check_max_seq_length, check_required, define_model_file_flags
 
 flags.DEFINE_string("input_file", None, "Input text: one example per line, 'text_a' or "
                     "'text_a ||| text_b'.")
@@ -46,17 +46,9 @@ flags.DEFINE_string("layers", "-1,-2,-3,-4", "Comma-separated encoder layer inde
                     "(negative counts from the top: -1 is the last layer). With --pooling the "
                     "default is -1, and several layers give their pooled vectors concatenated "
                     "in this order.")
-flags.DEFINE_string("bert_config_file", None, "The config json file of the pre-trained BERT "
-                    "model (default for a model directory as --init_checkpoint: its config).")
 flags.DEFINE_integer("max_seq_length", 128, "Maximum total sequence length after WordPiece "
                      "tokenization; longer inputs are truncated, shorter ones padded.")
-flags.DEFINE_string("init_checkpoint", None, "Checkpoint of the pre-trained model: original TF1, "
-                    "our TF2, or a model directory (Hugging Face's, Google's, a training run's "
-                    "output_dir).")
-flags.DEFINE_string("vocab_file", None, "The vocabulary file the BERT model was trained on "
-                    "(default for a model directory as --init_checkpoint: its vocab.txt).")
-flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text (True for uncased "
-                  "models). For a model directory that records it, defaults to its casing.")
+define_model_file_flags()
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
 flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
                   "Write one embedding per line instead of per-token values: the [CLS] hidden "
@@ -101,9 +93,7 @@ def parse_layers(value, num_layers):
 
 def main(argv):
     del argv
-    for name in ("input_file", "output_file", "init_checkpoint"):
-        if not getattr(FLAGS, name):
-            raise flag_error(name, "required")
+    check_required("input_file", "output_file", "init_checkpoint")
     if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
         raise flag_error("normalize_embeddings", "only with --pooling (the per-token output "
                                                  "is the original's)")

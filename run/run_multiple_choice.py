@@ -48,19 +48,15 @@ flags.DEFINE_string("ending_prefix_column", None, "tsv: a column whose text star
 flags.DEFINE_string("label_column", None, "tsv: column of the right ending's 0-based index "
                     "(test files may lack it).")
 flags.DEFINE_bool("skip_header", False, "tsv: the first line of each file is a header.")
-flags.DEFINE_enum("delimiter", "tab", ["tab", "comma"], "tsv: tab-separated (read as the "
-                  "original reads TSV: quotes are plain characters) or comma-separated (CSV "
-                  "quoting).")
-flags.DEFINE_string("train_file", "train.tsv", "tsv: training file name in --data_dir.")
-flags.DEFINE_string("dev_file", "dev.tsv", "tsv: dev (eval) file name in --data_dir.")
-flags.DEFINE_string("test_file", "test.tsv", "tsv: test (predict) file name in --data_dir.")
+common_flags.define_delimiter_flag()
+common_flags.define_split_file_flags(scope="tsv: ", task_defaults="{split}.tsv")
 
 
 def file_options():
     return dict(context_column=FLAGS.context_column, ending_columns=FLAGS.ending_columns,
                 ending_prefix_column=FLAGS.ending_prefix_column,
                 label_column=FLAGS.label_column, skip_header=FLAGS.skip_header,
-                delimiter={"tab": "\t", "comma": ","}[FLAGS.delimiter],
+                delimiter=FLAGS.delimiter,
                 train_file=FLAGS.train_file, dev_file=FLAGS.dev_file, test_file=FLAGS.test_file)
 
 
@@ -81,7 +77,7 @@ def main(argv):
         FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case), FLAGS.max_seq_length,
         FLAGS.output_dir, bucket_by_length=FLAGS.bucket_by_length,
         **common_flags.preparation_options())
-    common_flags.run_prepared(prepared, files.vocab_file, files.do_lower_case)
+    common_flags.run_prepared(prepared, files)
 
 
 def console_main():

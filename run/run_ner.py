@@ -30,9 +30,7 @@ common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_ba
                               learning_rate=5e-5, fine_tuning=True)
 flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 flags.DEFINE_string("data_dir", None, "The directory of the CoNLL files.")
-flags.DEFINE_string("train_file", "train.txt", "Training file name in --data_dir.")
-flags.DEFINE_string("dev_file", "valid.txt", "Eval file name in --data_dir.")
-flags.DEFINE_string("test_file", "test.txt", "Predict file name in --data_dir (tags optional).")
+common_flags.define_split_file_flags("train.txt", "valid.txt", "test.txt")
 flags.DEFINE_integer("max_seq_length", 128,
                      "The maximum total input length in WordPiece tokens; longer sentences are "
                      "split into overlapping windows.")
@@ -70,7 +68,7 @@ def main(argv):
         label_list=FLAGS.label_list, doc_stride=FLAGS.doc_stride,
         scheme=FLAGS.tag_scheme, bucket_by_length=FLAGS.bucket_by_length,
         **common_flags.preparation_options())
-    common_flags.run_prepared(prepared, files.vocab_file, files.do_lower_case)
+    common_flags.run_prepared(prepared, files)
 
 
 def console_main():

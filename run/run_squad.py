@@ -103,7 +103,7 @@ def main(argv):
         max_answer_length=FLAGS.max_answer_length, do_lower_case=do_lower_case,
         null_score_diff_threshold=FLAGS.null_score_diff_threshold,
         **common_flags.preparation_options())
-    common_flags.run_prepared(prepared, files.vocab_file, do_lower_case)
+    common_flags.run_prepared(prepared, files)
 
 
 def console_main():

@@ -367,13 +367,13 @@ def test_a_checkpoint_saved_but_not_evaluated_is_evaluated_on_resume(workspace, 
     was recorded: the rerun resumes at step 3 and evaluates that checkpoint first, so every
     checkpoint is compared, as in a run not killed."""
     from bert_tf.model.config import BertConfig
-    from bert_tf.tasks.classification import glue
+    from bert_tf.tasks.classification import get_processor
     from bert_tf.tasks.classification.task import prepare_task
     from bert_tf.tasks.preprocessor import read_splits
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.training import runner
 
-    processor = glue.get_processor("mrpc")
+    processor = get_processor("mrpc")
     output_dir = tmp_path / "out"
     prepared = prepare_task(
         BertConfig.from_dict(TINY), read_splits(processor, workspace["data"], ("train", "eval")),

@@ -290,8 +290,9 @@ def test_xnli_equals_the_reference(rc, tmp_path, rte_pairs):
 
 def test_get_processor_names():
     assert set(cd.PROCESSORS) == {"cola", "mnli", "mnli-mm", "mrpc", "xnli", "sst-2", "qnli",
-                                  "qqp", "rte", "sts-b", "wnli", "tsv"}
+                                  "qqp", "rte", "sts-b", "wnli", "tsv", "jsonl"}
     assert isinstance(cd.get_processor("MRPC"), cd.MrpcProcessor)
+    assert isinstance(cd.get_processor("jsonl"), cd.JsonLinesProcessor)
     assert isinstance(cd.get_processor("STS-B"), cd.StsbProcessor)
     assert isinstance(cd.get_processor("tsv", text_a_column=0, label_column=1), cd.TsvProcessor)
     # Options left at their defaults are fine for a named task; others are named as errors.

@@ -32,7 +32,8 @@ from bert_tf import _requirements
 # Colab's runtimes and TPU VMs: x86_64 Linux with glibc 2.35 (every manylinux tag up to it; pip
 # does not widen --platform to older glibc versions itself).
 LINUX_PLATFORMS = ["manylinux2014_x86_64"] + [f"manylinux_2_{v}_x86_64" for v in range(17, 36)]
-WHEEL_SOURCES = ("setup.cfg", "pyproject.toml", "README.md", "bert_tf", "run", "data_tools")
+WHEEL_SOURCES = ("setup.cfg", "setup.py", "pyproject.toml", "README.md", "bert_tf", "run",
+                 "data_tools")
 CONSOLE_SCRIPTS = ("bert_tf_demo", "build_vocab", "create_pretraining_data", "run_pretraining",
                    "run_classifier", "run_glue", "run_ner", "run_squad", "run_multiple_choice",
                    "export_savedmodel", "extract_features", "extend_vocab")

@@ -102,7 +102,7 @@ def exports(tmp_path_factory, shared_data):
     from bert_tf import api
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.serving import export
-    from bert_tf.tasks.classification import glue
+    from bert_tf.tasks.classification import get_processor
     from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
     from conftest import import_bench, minilm_directory, require_module
 
@@ -118,7 +118,7 @@ def exports(tmp_path_factory, shared_data):
     keras.utils.set_random_seed(0)
     model = task.build_model()
     task.initialize(model, init, log=lambda message: None)
-    sst = glue.get_processor("SST-2")
+    sst = get_processor("SST-2")
     train = sst.get_train_examples(shared_data / "glue_data" / "SST-2")[:512]
     tokenizer = api.load_tokenizer(vocab_file)
     inputs = api.encode(tokenizer, [e.text_a for e in train], max_seq_length=64)
@@ -134,7 +134,7 @@ def exports(tmp_path_factory, shared_data):
                             log=lambda message: None, quantization=q)
              for q in ("none", "int8")}
     dev = sst.get_dev_examples(shared_data / "glue_data" / "SST-2")[:256]
-    mrpc = glue.get_processor("MRPC").get_dev_examples(
+    mrpc = get_processor("MRPC").get_dev_examples(
         shared_data / "glue_data" / "MRPC")[:96]
     return {"paths": paths, "sst": dev, "mrpc": mrpc}
 

@@ -334,7 +334,7 @@ def test_submission_rows_are_the_predicted_labels_and_scores(tmp_path):
     STS-B's rows are the predicted scores as numbers within 0.0005 (three decimals)."""
     import numpy as np
 
-    from bert_tf.tasks.classification import glue
+    from bert_tf.tasks.classification import get_processor
     from bert_tf.tasks.classification.glue_sweep import SubmissionTask
     from bert_tf.tasks.classification.task import ClassificationConfig
 
@@ -350,7 +350,7 @@ def test_submission_rows_are_the_predicted_labels_and_scores(tmp_path):
         assert [row[0] for row in rows[1:]] == indices
         return [row[1] for row in rows[1:]]
 
-    labels = glue.get_processor("rte").get_labels()
+    labels = get_processor("rte").get_labels()
     assert labels == ["entailment", "not_entailment"]
     assert written(ClassificationConfig(labels=labels),
                    [[0.9, 0.1], [0.2, 0.8], [0.45, 0.55], [0.7, 0.3], [0.5, 0.5]],

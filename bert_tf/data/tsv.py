@@ -1,7 +1,7 @@
 """A task's TSV or CSV files, read as the original reads them, and the options describing them.
 
 `read_rows`: a file's rows with their line numbers; `parse_delimiter`, `parse_column`: the
-options naming a file's delimiter and columns; `with_header_hint`: an error about line 1 of a
+options naming a file's delimiter and columns; `column_index`: a column in a file; `with_header_hint`: an error about line 1 of a
 file read without a header; `refuse_options`: a named task's fixed files refuse such options.
 """
 import csv
@@ -55,8 +55,11 @@ _DELIMITERS = {"\t": "\t", "\\t": "\t", "tab": "\t", ",": ",", "comma": ","}
 
 
 def parse_delimiter(delimiter):
-    """The field delimiter named by `delimiter`: a tab (a tab character, a backslash-t, "tab")
-    or a comma ("," or "comma"); an InputError naming `delimiter` otherwise."""
+    """The field delimiter named by `delimiter`: a tab (a tab character, a backslash-t, "tab";
+    None: the default) or a comma ("," or "comma"); an InputError naming `delimiter`
+    otherwise."""
+    if delimiter is None:
+        return "\t"
     if delimiter not in _DELIMITERS:
         raise argument_error("delimiter", f"must be a tab (\\t) or a comma, got {delimiter!r}")
     return _DELIMITERS[delimiter]
@@ -74,6 +77,21 @@ def parse_column(value, argument):
     if isinstance(value, int) and value < 0:
         raise argument_error(argument, f"must be a 0-based column index or name, got {value}")
     return value
+
+
+def column_index(path, header, column, argument, line_number=1, width=None):
+    """The index of `column` (an index, or a name looked up in the file's `header`, its line
+    `line_number`) in the rows of `path`; InputError naming the file, the line and `argument`
+    for a name the header lacks or (given the line's `width`) an index past its fields."""
+    if isinstance(column, str):
+        if column not in header:
+            raise file_error(path, f"has no column named {column!r} ({arg(argument)}); its "
+                                   f"header is {header}", line_number)
+        return header.index(column)
+    if width is not None and column >= width:
+        raise file_error(path, f"has {width} field(s): no column {column} ({arg(argument)})",
+                         line_number)
+    return column
 
 
 def with_header_hint(error, line_number, argument="skip_header"):

@@ -13,6 +13,7 @@ import typing
 import tensorflow as tf
 
 from bert_tf.data import input_pipeline
+from bert_tf.errors import arg, argument_error
 from bert_tf.model.checkpoints import load_checkpoint
 
 MODES = ("train", "eval", "predict")
@@ -92,6 +93,15 @@ class Task(abc.ABC):
             raise TypeError(f"{type(self).__name__} takes a {self.Config.__name__}, got "
                             f"{type(config).__name__}")
         self.config = config
+
+    @classmethod
+    def serving_options(cls, options, vocab_file, record):
+        """The options of this task's config for a model exported for serving
+        (`registry.build_for_serving`): `options` completed from the model's files (its
+        vocabulary file; `record`, what its folder records of a run of this task). The default
+        takes them as given."""
+        del vocab_file, record
+        return options
 
     # ---- Data.
     def check_inputs(self, settings):
@@ -251,3 +261,13 @@ class Task(abc.ABC):
             return serve(preprocessor.text_inputs(text_a, text_b))
 
         return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
+
+
+def require_labels(name, options, record):
+    """The labels of a `name` task exported for serving: given, or recorded by the folder of
+    its run (a classifier recorded as a regression has none)."""
+    if not options.get("labels") and not record.get("regression"):
+        raise argument_error("label_list", f"required for {arg('task')}={name} (unless "
+                                           f"{arg('init_checkpoint')} is the folder of a {name} "
+                                           f"run, which records them)")
+    return options

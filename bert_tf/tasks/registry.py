@@ -1,59 +1,73 @@
 """The task names that every command line, the Python API and export use, and their classes.
 
-A task class registers itself where it is defined (`@register("classifier")`); `PACKAGES` says
-which package of bert_tf.tasks defines each name, imported when the name is asked for, so that
-the names are known without importing TensorFlow (export_savedmodel's --task).
+A task class registers itself where it is defined (`@register`, under its `name`), in the `task`
+module of its package of bert_tf.tasks; the packages are found, and their task modules
+imported, when a name is first asked for (`task_class`, `names`).
 `build(name, bert_config, **options)` makes the task of a model that is loaded rather than
-trained here (export_savedmodel, `bert_tf.api.load_model`): its config (`Task.Config`) with
-`options` as fields and no records. An option the task's config lacks is an error.
+trained here (`bert_tf.api.load_model`): its config (`Task.Config`) with `options` as fields
+and no records; an option the task's config lacks is an error. `build_for_serving` is
+export's: the options a task has, completed from the model's files.
 """
 import dataclasses
 import importlib
+import pkgutil
 
 from bert_tf.errors import InputError
 
-# name -> the package of bert_tf.tasks whose `task` module registers it.
-PACKAGES = {
-    "encoder": "encoder",
-    "pretraining": "pretraining",
-    "classifier": "classification",
-    "squad": "squad",
-    "ner": "ner",
-    "multiple_choice": "multiple_choice",
-}
-NAMES = tuple(PACKAGES)
 _CLASSES = {}
 
 
-def register(name):
-    """Class decorator: the Task class of `name` (one of NAMES)."""
-    if name not in PACKAGES:
-        raise ValueError(f"task {name!r} is not in bert_tf.tasks.registry.PACKAGES")
+def register(cls):
+    """Class decorator: the Task class `cls`, under its `name`."""
+    _CLASSES[cls.name] = cls
+    return cls
 
-    def add(cls):
-        _CLASSES[name] = cls
-        return cls
 
-    return add
+def _import_tasks():
+    """Imports the `task` module of every package of bert_tf.tasks (which registers it)."""
+    import bert_tf.tasks
+    for package in pkgutil.iter_modules(bert_tf.tasks.__path__):
+        if package.ispkg and importlib.util.find_spec(
+                f"bert_tf.tasks.{package.name}.task") is not None:
+            importlib.import_module(f"bert_tf.tasks.{package.name}.task")
+
+
+def names():
+    """Every task name, sorted."""
+    _import_tasks()
+    return tuple(sorted(_CLASSES))
 
 
 def task_class(name):
     """The Task class registered as `name`; InputError naming the valid names otherwise."""
-    if name not in PACKAGES:
-        raise InputError(f"unknown task {name!r}: one of {', '.join(NAMES)}")
     if name not in _CLASSES:
-        importlib.import_module(f"bert_tf.tasks.{PACKAGES[name]}.task")
+        _import_tasks()
+    if name not in _CLASSES:
+        raise InputError(f"unknown task {name!r}: one of {', '.join(names())}")
     return _CLASSES[name]
+
+
+def option_names(name):
+    """The options of task `name`: its Config's fields but the model's config and records."""
+    return {field.name for field in dataclasses.fields(task_class(name).Config)} - {
+        "bert_config", "records"}
 
 
 def build(name, bert_config, **options):
     """The task `name` for a given model: its `Config(bert_config=..., **options)` (labels,
     max_seq_length and the task's serving options)."""
     cls = task_class(name)
-    fields = {field.name for field in dataclasses.fields(cls.Config)} - {"bert_config",
-                                                                         "records"}
-    unknown = sorted(set(options) - fields)
+    unknown = sorted(set(options) - option_names(name))
     if unknown:
         raise InputError(f"task {name} has no option {', '.join(unknown)}: its options are "
-                         f"{', '.join(sorted(fields))}")
+                         f"{', '.join(sorted(option_names(name)))}")
     return cls(cls.Config(bert_config=bert_config, **options))
+
+
+def build_for_serving(name, bert_config, options, vocab_file=None, record=None):
+    """The task `name` of a model exported for serving: those of `options` that it has,
+    completed by its class from the model's files (`Task.serving_options`: the vocabulary;
+    `record`, what the model's folder records of a run of the task)."""
+    cls = task_class(name)
+    options = {key: value for key, value in options.items() if key in option_names(name)}
+    return build(name, bert_config, **cls.serving_options(options, vocab_file, record or {}))

@@ -1,8 +1,6 @@
 """The GLUE tasks' and XNLI's files, laid out as the original and the GLUE download script
-write them, and every classification task by name (`get_processor`)."""
-from bert_tf.data.tsv import refuse_options
-from bert_tf.errors import argument_error
-from bert_tf.tasks.classification.reader import FileLayout, FileLayoutProcessor, TsvProcessor
+write them, each registered under its task name (`bert_tf.tasks.classification.reader`)."""
+from bert_tf.tasks.classification.reader import FileLayout, FileLayoutProcessor, register
 from bert_tf.tokenization import convert_to_unicode
 
 
@@ -19,6 +17,7 @@ def _glue_layouts(text_a, text_b=None, label=None, test_text_a=None, test_text_b
     }
 
 
+@register("xnli")
 class XnliProcessor(FileLayoutProcessor):
     """XNLI (the original's): MultiNLI train machine-translated into `language`, XNLI dev.
 
@@ -46,6 +45,7 @@ class XnliProcessor(FileLayoutProcessor):
                 f" in language {self.language!r}")
 
 
+@register("mnli")
 class MnliProcessor(FileLayoutProcessor):
     """MultiNLI (GLUE). Dev and test are the matched sets, or with `matched=False` (task
     "mnli-mm") the mismatched ones. The label is the last column (dev's gold label after
@@ -62,6 +62,7 @@ class MnliProcessor(FileLayoutProcessor):
         }
 
 
+@register("mnli-mm")
 class MnliMismatchedProcessor(MnliProcessor):
     """MultiNLI with the mismatched dev and test sets (dev_mismatched.tsv,
     test_mismatched.tsv)."""
@@ -70,6 +71,7 @@ class MnliMismatchedProcessor(MnliProcessor):
         super().__init__(matched=matched)
 
 
+@register("mrpc")
 class MrpcProcessor(FileLayoutProcessor):
     """MRPC (GLUE): Quality, #1 ID, #2 ID, #1 String, #2 String; test has index for Quality."""
     name = "MRPC"
@@ -77,6 +79,7 @@ class MrpcProcessor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=3, text_b=4, label=0)
 
 
+@register("cola")
 class ColaProcessor(FileLayoutProcessor):
     """CoLA (GLUE): train/dev have no header (source, label, original mark, sentence); test
     has one (index, sentence)."""
@@ -85,6 +88,7 @@ class ColaProcessor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=3, label=1, test_text_a=1, has_header=False)
 
 
+@register("sst-2")
 class Sst2Processor(FileLayoutProcessor):
     """SST-2 (GLUE): train/dev "sentence, label"; test "index, sentence". Guids count rows."""
     name = "SST-2"
@@ -92,6 +96,7 @@ class Sst2Processor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=0, label=1, test_text_a=1)
 
 
+@register("qnli")
 class QnliProcessor(FileLayoutProcessor):
     """QNLI (GLUE): index, question, sentence, label; test without label."""
     name = "QNLI"
@@ -99,6 +104,7 @@ class QnliProcessor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
+@register("qqp")
 class QqpProcessor(FileLayoutProcessor):
     """QQP (GLUE): id, qid1, qid2, question1, question2, is_duplicate; test: id, question1,
     question2."""
@@ -108,6 +114,7 @@ class QqpProcessor(FileLayoutProcessor):
                             test_guid=0)
 
 
+@register("rte")
 class RteProcessor(FileLayoutProcessor):
     """RTE (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "RTE"
@@ -115,6 +122,7 @@ class RteProcessor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
+@register("wnli")
 class WnliProcessor(FileLayoutProcessor):
     """WNLI (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "WNLI"
@@ -122,6 +130,7 @@ class WnliProcessor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
+@register("sts-b")
 class StsbProcessor(FileLayoutProcessor):
     """STS-B (GLUE), a regression task: the label is the similarity score (0 to 5, float).
 
@@ -132,36 +141,3 @@ class StsbProcessor(FileLayoutProcessor):
     labels = None
     is_regression = True
     layouts = _glue_layouts(text_a=7, text_b=8, label=9, guid=0, test_guid=0)
-
-
-PROCESSORS = {
-    "cola": ColaProcessor,
-    "mnli": MnliProcessor,
-    "mnli-mm": MnliMismatchedProcessor,
-    "mrpc": MrpcProcessor,
-    "xnli": XnliProcessor,
-    "sst-2": Sst2Processor,
-    "qnli": QnliProcessor,
-    "qqp": QqpProcessor,
-    "rte": RteProcessor,
-    "sts-b": StsbProcessor,
-    "wnli": WnliProcessor,
-    "tsv": TsvProcessor,
-}
-
-
-def get_processor(task_name, **tsv_options):
-    """The processor of task `task_name` (case-insensitive, the original's names).
-
-    `tsv_options` are TsvProcessor's arguments, for task "tsv". The named tasks have fixed
-    files and columns: options left at TsvProcessor's defaults (or None) are ignored, any
-    other value is an error naming it (rather than silently unused).
-    """
-    name = (task_name or "").strip().lower()
-    if name not in PROCESSORS:
-        raise argument_error("task_name", f"unknown task {task_name!r}; valid names: "
-                                          f"{', '.join(PROCESSORS)}")
-    if name == "tsv":
-        return TsvProcessor(**tsv_options)
-    refuse_options(name, TsvProcessor, tsv_options)
-    return PROCESSORS[name]()

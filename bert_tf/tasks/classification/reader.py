@@ -8,10 +8,11 @@ import math
 import os
 from typing import Optional, Union
 
-from bert_tf.data.tsv import (delimiter_name, parse_column, parse_delimiter, read_rows,
-                              with_header_hint)
+from bert_tf.data.tsv import (column_index, delimiter_name, parse_column, parse_delimiter,
+                              read_rows, refuse_options, with_header_hint)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import is_url, split_comma_list
+from bert_tf.tasks.split_files import SplitFiles
 from bert_tf.tokenization import convert_to_unicode
 
 
@@ -164,33 +165,60 @@ def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=No
     return examples
 
 
-class DataProcessor:
+class DataProcessor(SplitFiles):
     """Base class of the readers of sequence classification data sets.
 
     `get_{train,dev,test}_examples(data_dir)` return lists of InputExamples;
     `get_labels(data_dir=None)` the label list (None for regression tasks, whose
     `is_regression` is True; a processor whose labels come from its training file reads them
     from data_dir). A multi-label task's (`is_multi_label`) examples carry tuples of labels.
+    `reads_user_files`: the files and their fields are the user's, described by options (the
+    column options); the other processors' files are fixed.
     """
     is_regression = False
     is_multi_label = False
-    file_names = {}  # {"train"|"dev"|"test": file name}: of a processor of the user's files
-
-    def get_train_examples(self, data_dir):
-        """Gets a collection of `InputExample`s for the train set."""
-        raise NotImplementedError()
-
-    def get_dev_examples(self, data_dir):
-        """Gets a collection of `InputExample`s for the dev set."""
-        raise NotImplementedError()
-
-    def get_test_examples(self, data_dir):
-        """Gets a collection of `InputExample`s for prediction."""
-        raise NotImplementedError()
+    reads_user_files = False
 
     def get_labels(self, data_dir=None):
         """Gets the list of labels for this data set."""
         raise NotImplementedError()
+
+
+# Every classification task by name (case-insensitive, the original's names), each processor
+# registered where it is defined (`register`): `get_processor`.
+PROCESSORS = {}
+
+
+def register(name):
+    """Class decorator: the DataProcessor of task `name`."""
+    def add(cls):
+        PROCESSORS[name] = cls
+        return cls
+
+    return add
+
+
+def reads_user_files(task_name):
+    """Whether task `task_name` reads the user's files, described by options."""
+    cls = PROCESSORS.get((task_name or "").strip().lower())
+    return bool(cls and cls.reads_user_files)
+
+
+def get_processor(task_name, **options):
+    """The processor of task `task_name` (case-insensitive, the original's names).
+
+    `options` are the arguments of the processors of the user's files (TsvProcessor's). The
+    named tasks have fixed files and columns: options left at TsvProcessor's defaults (or
+    None) are ignored, any other value is an error naming it (rather than silently unused).
+    """
+    name = (task_name or "").strip().lower()
+    if name not in PROCESSORS:
+        raise argument_error("task_name", f"unknown task {task_name!r}; valid names: "
+                                          f"{', '.join(sorted(PROCESSORS))}")
+    if PROCESSORS[name].reads_user_files:
+        return PROCESSORS[name](**options)
+    refuse_options(name, TsvProcessor, options)
+    return PROCESSORS[name]()
 
 
 class FileLayoutProcessor(DataProcessor):
@@ -203,15 +231,6 @@ class FileLayoutProcessor(DataProcessor):
     labels = None
     layouts = {}
 
-    def get_train_examples(self, data_dir):
-        return self._read_split(data_dir, "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._read_split(data_dir, "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._read_split(data_dir, "test")
-
     def get_labels(self, data_dir=None):
         return None if self.labels is None else list(self.labels)
 
@@ -219,7 +238,7 @@ class FileLayoutProcessor(DataProcessor):
         """(predicate on the rows of the split's file, what it keeps) or (None, "")."""
         return None, ""
 
-    def _read_split(self, data_dir, split):
+    def read_split(self, data_dir, split):
         layout = self.layouts[split]
         path = os.path.join(os.fspath(data_dir), layout.file_name)
         rows = read_rows(path, layout.delimiter, what=f"{self.name} {split} file")
@@ -246,6 +265,7 @@ def first_line_looks_like_header(label_sets):
             and not first & set(others) and 2 * len(set(others)) <= len(others))
 
 
+@register("tsv")
 class TsvProcessor(DataProcessor):
     """A classification (or regression) task on the user's own TSV or CSV files.
 
@@ -264,7 +284,7 @@ class TsvProcessor(DataProcessor):
       delimiter: "\\t" (read as the original reads TSV: quotes are ordinary characters) or ","
         (CSV, with "..." quoting; a quoted field may span lines).
       regression: labels are float scores (there is no label list).
-      train_file, dev_file, test_file: file names in the data directory.
+      train_file, dev_file, test_file: file names in the data directory (None: the default).
       multi_label: the label column holds the row's labels (none, one or more) joined by
         `label_separator` ("pos,long"); examples carry tuples of labels; a test example
         carries no label.
@@ -274,6 +294,7 @@ class TsvProcessor(DataProcessor):
     header counting as row 0 (as the original's GLUE processors count).
     """
     name = "tsv"
+    reads_user_files = True
 
     def __init__(self, text_a_column=None, text_b_column=None, label_column=None,
                  label_list=None, skip_header=False, delimiter="\t", regression=False,
@@ -316,18 +337,17 @@ class TsvProcessor(DataProcessor):
                                                    f"{arg('label_separator')} "
                                                    f"{label_separator!r}")
         self._labels = label_list or None  # inferred from the training file when None
-        self.file_names = {"train": train_file, "dev": dev_file, "test": test_file}
+        self.set_file_names(train_file, dev_file, test_file)
 
     def get_train_examples(self, data_dir):
-        examples = self._read_split(data_dir, "train")
+        examples = self.read_split(data_dir, "train")
         if self._labels is None and not self.is_regression:
             if not self.has_header:
                 self._check_first_line_is_data(data_dir, examples)
             if self.is_multi_label:
                 self._labels = sorted({label for example in examples for label in example.label})
                 if not self._labels:
-                    path = os.path.join(os.fspath(data_dir), self.file_names["train"])
-                    raise file_error(path, f"has no label in any row to infer the labels from; "
+                    raise file_error(self.path(data_dir, "train"), f"has no label in any row to infer the labels from; "
                                            f"give them ({arg('label_list')})")
             else:
                 self._labels = sorted({example.label for example in examples})
@@ -341,19 +361,12 @@ class TsvProcessor(DataProcessor):
             return
         label = examples[0].label
         shown = self.label_separator.join(label) if self.is_multi_label else label
-        path = os.path.join(os.fspath(data_dir), self.file_names["train"])
-        raise file_error(path, f"label {shown!r} is on no other line of the file: line 1 "
+        raise file_error(self.path(data_dir, "train"), f"label {shown!r} is on no other line of the file: line 1 "
                                f"looks like a header; pass {arg('skip_header')} (or, if it is "
                                f"a real label, give the labels: {arg('label_list')})", 1)
 
     def _label_set(self, example):
         return set(example.label) if self.is_multi_label else {example.label}
-
-    def get_dev_examples(self, data_dir):
-        return self._read_split(data_dir, "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._read_split(data_dir, "test")
 
     def get_labels(self, data_dir=None):
         """The label list: as given, else inferred from the training file (read now from
@@ -376,13 +389,7 @@ class TsvProcessor(DataProcessor):
         header = [field.strip() for field in rows[0][1]] if self.has_header and rows else []
 
         def index(argument):
-            column = self.columns[argument]
-            if isinstance(column, str):
-                if column not in header:
-                    raise file_error(path, f"has no column named {column!r} ({arg(argument)}); "
-                                           f"its header is {header}", 1)
-                return header.index(column)
-            return column
+            return column_index(path, header, self.columns[argument], argument)
 
         label = None
         if split != "test":
@@ -395,9 +402,13 @@ class TsvProcessor(DataProcessor):
                           delimiter=self.delimiter, label_separator=self.label_separator,
                           header_argument=None if self.has_header else "skip_header")
 
-    def _read_split(self, data_dir, split):
-        path = os.path.join(os.fspath(data_dir), self.file_names[split])
-        rows = read_rows(path, self.delimiter, what=f"{split} file")
+    def read_rows(self, path, split):
+        """The file's rows: (line number, fields), its header first with skip_header."""
+        return read_rows(path, self.delimiter, what=f"{split} file")
+
+    def read_split(self, data_dir, split):
+        path = self.path(data_dir, split)
+        rows = self.read_rows(path, split)
         # The training file defines the labels unless they are given; dev and test need them
         # (read after the file itself, so that a wrong data_dir is reported as such).
         labels = self._labels if split == "train" else self.get_labels(data_dir)

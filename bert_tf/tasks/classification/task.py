@@ -17,7 +17,7 @@ from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
 from bert_tf.tasks import metrics, registry
 from bert_tf.tasks.classification.preprocessor import ClassificationPreprocessor, record_schema
-from bert_tf.tasks.base import Task, TaskConfig
+from bert_tf.tasks.base import Task, TaskConfig, require_labels
 from bert_tf.tasks.preprocessor import prepare, split_options
 from bert_tf.text.windows import check_doc_stride
 
@@ -144,7 +144,7 @@ class ClassificationConfig(TaskConfig):
         return tuple(thresholds)
 
 
-@registry.register("classifier")
+@registry.register
 class ClassificationTask(Task):
     """run_classifier's task over records written by `bert_tf.tasks.classification.preprocessor`
     (`prepare_task`), or for a loaded model (its labels)."""
@@ -154,6 +154,10 @@ class ClassificationTask(Task):
     Preprocessor = ClassificationPreprocessor
     train_metric_names = ("loss", "accuracy")
     sequence_features = ("input_ids", "input_mask", "segment_ids")
+
+    @classmethod
+    def serving_options(cls, options, vocab_file, record):
+        return require_labels(cls.name, options, record)
 
     # ---- Data.
     def feature_spec(self, mode):

@@ -25,7 +25,7 @@ class EncoderConfig(TaskConfig):
         check_pooling(self.pooling)
 
 
-@registry.register("encoder")
+@registry.register
 class EncoderTask(Task):
     """Serves sequence_output [B, T, H] and pooled_output [B, H] (float32); on raw strings
     sequence_output is [B, max_seq_length, H] (zero rows after each batch's longest text). With

@@ -3,12 +3,12 @@ data/: context sent1, each ending sent2 + " " + endingK, as Hugging Face's run_s
 TSV/CSV described by options (`ChoiceProcessor`); a bad row is an error naming its file and line.
 """
 import dataclasses
-import os
 
-from bert_tf.data.tsv import (parse_column, parse_delimiter, read_rows, refuse_options,
-                              with_header_hint)
+from bert_tf.data.tsv import (column_index, parse_column, parse_delimiter, read_rows,
+                              refuse_options, with_header_hint)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import split_comma_list
+from bert_tf.tasks.split_files import SplitFiles
 from bert_tf.tokenization import convert_to_unicode
 
 
@@ -29,7 +29,7 @@ class ChoiceExample:
     label: int = 0
 
 
-class ChoiceProcessor:
+class ChoiceProcessor(SplitFiles):
     """A multiple-choice task's train, dev and test files in a data directory.
 
     Args (errors name them; the command line's flags have the same names):
@@ -43,7 +43,7 @@ class ChoiceProcessor:
       skip_header: the first line of each file is a header (needed for columns by name; each
         file's own header is read).
       delimiter: "\\t" (TSV, read as the original reads TSV) or "," (CSV with "..." quoting).
-      train_file, dev_file, test_file: file names in the data directory.
+      train_file, dev_file, test_file: file names in the data directory (None: the default).
     """
     name = "tsv"
 
@@ -68,7 +68,7 @@ class ChoiceProcessor:
             if isinstance(column, str) and not self.skip_header:
                 raise argument_error(argument, f"{column!r} is a column name, which needs a "
                                                f"header line ({arg('skip_header')})")
-        self.file_names = {"train": train_file, "dev": dev_file, "test": test_file}
+        self.set_file_names(train_file, dev_file, test_file)
 
     @property
     def num_choices(self):
@@ -84,17 +84,8 @@ class ChoiceProcessor:
             columns.append(("label_column", self.label_column))
         return columns
 
-    def get_train_examples(self, data_dir):
-        return self._read_split(data_dir, "train")
-
-    def get_dev_examples(self, data_dir):
-        return self._read_split(data_dir, "dev")
-
-    def get_test_examples(self, data_dir):
-        return self._read_split(data_dir, "test")
-
-    def _read_split(self, data_dir, split):
-        path = os.path.join(os.fspath(data_dir), self.file_names[split])
+    def read_split(self, data_dir, split):
+        path = self.path(data_dir, split)
         rows = read_rows(path, self.delimiter, what=f"{split} file")
         labeled = split != "test"
         if labeled and self.label_column is None:
@@ -131,15 +122,7 @@ class ChoiceProcessor:
         header = [convert_to_unicode(field).strip() for field in first_row]
         index = {}
         for argument, column in self._columns(label=labeled):
-            if isinstance(column, str):
-                if column not in header:
-                    raise file_error(path, f"has no column named {column!r} "
-                                           f"({arg(argument)}); its header is {header}",
-                                     line_number)
-                column = header.index(column)
-            elif column >= len(first_row):
-                raise file_error(path, f"has {len(first_row)} field(s): no column {column} "
-                                       f"({arg(argument)})", line_number)
+            column = column_index(path, header, column, argument, line_number, len(first_row))
             if argument == "ending_columns":
                 index.setdefault(argument, []).append(column)
             else:

@@ -46,7 +46,7 @@ class MultipleChoiceConfig(TaskConfig):
         return self.num_choices
 
 
-@registry.register("multiple_choice")
+@registry.register
 class MultipleChoiceTask(ClassificationTask):
     """The multiple-choice task over records written by `prepare_task`, or for a loaded model
     (export, `bert_tf.api`)."""

@@ -220,7 +220,7 @@ def pretraining_records(input_files):
     return {mode: Records(tuple(input_files)) for mode in ("train", "eval")}
 
 
-@registry.register("pretraining")
+@registry.register
 class PretrainingTask(Task):
     """Masked-LM + next-sentence pretraining on create_pretraining_data's records.
 
@@ -249,6 +249,18 @@ class PretrainingTask(Task):
         self.next_sentence = self.config.objective == "mlm_nsp"
         if not self.next_sentence:
             self.train_metric_names = ("loss", "masked_lm_loss", "masked_lm_accuracy")
+
+    @classmethod
+    def serving_options(cls, options, vocab_file, record):
+        """The masked LM serves with its vocabulary's [MASK] id, its heads the recorded
+        objective's."""
+        if not vocab_file:
+            raise argument_error("vocab_file", f"required for {arg('task')}=pretraining (the "
+                                               f"[MASK] id)")
+        options = dict(options, mask_id=masking_vocabulary(vocab_file)[0])
+        if record.get("objective"):
+            options["objective"] = record["objective"]
+        return options
 
     @property
     def layout(self):

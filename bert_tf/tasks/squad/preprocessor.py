@@ -69,12 +69,17 @@ def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_ans
 def check_window_flags(max_seq_length, doc_stride, max_query_length):
     """InputError naming the argument when the windows cannot work (the original's
     validate_flags_or_throw for max_seq_length; it loops forever on doc_stride < 1)."""
+    check_query_length(max_seq_length, max_query_length)
+    check_doc_stride(doc_stride)
+
+
+def check_query_length(max_seq_length, max_query_length):
+    """The question's pieces leave room in a window for [CLS], two [SEP] and a context piece."""
     if max_query_length < 0:
         raise argument_error("max_query_length", f"must be >= 0, got {max_query_length}")
     if max_seq_length <= max_query_length + 3:
         raise argument_error("max_seq_length", f"the max_seq_length ({max_seq_length}) must be "
                              f"greater than max_query_length ({max_query_length}) + 3")
-    check_doc_stride(doc_stride)
 
 
 class _ContextTokens:

@@ -17,7 +17,7 @@ from bert_tf.tasks import registry
 from bert_tf.tasks.preprocessor import prepare, split_options
 from bert_tf.tasks.squad import metrics, postprocess
 from bert_tf.tasks.squad.preprocessor import (PADDING_UNIQUE_ID, SquadPreprocessor,
-                                           has_answers, squad_feature_spec)
+                                           check_query_length, has_answers, squad_feature_spec)
 from bert_tf.tasks.base import Task, TaskConfig
 from bert_tf.training import runner
 from bert_tf.training.results import format_results, write_results
@@ -42,8 +42,12 @@ class SquadConfig(TaskConfig):
     null_score_diff_threshold: float = 0.0
     verbose_logging: bool = False
 
+    def __post_init__(self):
+        super().__post_init__()
+        check_query_length(self.max_seq_length, self.max_query_length)
 
-@registry.register("squad")
+
+@registry.register
 class SquadTask(Task):
     """run_squad's task over records written by `prepare_task`, or for a loaded model.
 
