@@ -142,6 +142,32 @@ def test_fine_tune_classifier_exports_the_label_names(google_layout, tmp_path):
         classifier.predict_labels(["a funny film", "too long"])
 
 
+def test_the_api_fine_tunes_on_a_json_lines_file_as_on_its_rows(google_layout, tmp_path):
+    from bert_tf import api
+
+    # JSON Lines (the original has no such reader): the same rows as tuples are the oracle.
+    rows = [("a gripping, funny film", "the cast shines", "pos"),
+            ("dull and far too long", "nothing happens", "neg")] * 4
+    (tmp_path / "train.jsonl").write_text("".join(
+        json.dumps({"text": a, "text_b": b, "label": label}) + "\n" for a, b, label in rows))
+    files = api.model_files(google_layout[0])
+    options = dict(labels=["neg", "pos"], num_train_epochs=1.0, train_batch_size=8,
+                   max_seq_length=16, seed=0)
+    from_rows = api.fine_tune_classifier(files, rows, output_dir=tmp_path / "rows", dev=rows,
+                                         **options)
+    from_file = api.fine_tune_classifier(files, tmp_path / "train.jsonl",
+                                         output_dir=tmp_path / "file",
+                                         dev=tmp_path / "train.jsonl",
+                                         fields={"text_b_column": "text_b"}, **options)
+    for name in ("train.tf_record", "eval.tf_record"):
+        assert (tmp_path / "rows" / name).read_bytes() == (tmp_path / "file" / name).read_bytes()
+    assert ((tmp_path / "rows" / "eval_results.txt").read_text()
+            == (tmp_path / "file" / "eval_results.txt").read_text())
+    texts = ["a funny film", "too long"]
+    np.testing.assert_array_equal(from_rows.predict(texts, ["it shines", "nothing"]),
+                                  from_file.predict(texts, ["it shines", "nothing"]))
+
+
 def test_fine_tune_a_multi_label_classifier(google_layout, tmp_path):
     """multi_label through the API: rows with lists of labels; the Classifier's labels over the
     threshold are the SavedModel's, and its probabilities are the served ones (sigmoids: rows

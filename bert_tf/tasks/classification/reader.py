@@ -298,7 +298,7 @@ class TsvProcessor(DataProcessor):
 
     def __init__(self, text_a_column=None, text_b_column=None, label_column=None,
                  label_list=None, skip_header=False, delimiter="\t", regression=False,
-                 train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv",
+                 train_file=None, dev_file=None, test_file=None,
                  multi_label=False, label_separator=","):
         self.delimiter = parse_delimiter(delimiter)
         self.columns = {"text_a_column": parse_column(text_a_column, "text_a_column"),

@@ -49,7 +49,7 @@ class ChoiceProcessor(SplitFiles):
 
     def __init__(self, context_column=None, ending_columns=None, label_column=None,
                  ending_prefix_column=None, skip_header=False, delimiter="\t",
-                 train_file="train.tsv", dev_file="dev.tsv", test_file="test.tsv"):
+                 train_file=None, dev_file=None, test_file=None):
         self.delimiter = parse_delimiter(delimiter)
         self.context_column = parse_column(context_column, "context_column")
         if self.context_column is None:
