@@ -2,8 +2,8 @@
 
 Same flags, defaults and records as google-research/bert's create_pretraining_data.py: for the
 same input files, vocabulary, flags and seed, every record decodes to the same features, in the
-same order, in the same output file (see bert_tf/tasks/pretraining/preprocessor.py for how, and why it is
-10x+ faster). Whole-word masking (--do_whole_word_mask) is the GitHub master version's.
+same order, in the same output file (see bert_tf/data/pretraining/ for how, and why it is 10x+
+faster). Whole-word masking (--do_whole_word_mask) is the GitHub master version's.
 
     python -m data_tools.create_pretraining_data \\
       --input_file=corpus/*.txt --output_file=records.tfrecord --vocab_file=vocab.txt
@@ -18,13 +18,13 @@ shard is deterministic for a given seed, --window_bytes and shard count (whateve
 --num_workers is), and memory stays bounded as the corpus grows. It is not the original's
 single global shuffle (which needs every instance in memory).
 
-Beyond the original's records (bert_tf.tasks.pretraining.layout.PretrainingLayout):
+Beyond the original's records (bert_tf.data.pretraining.record_layout.PretrainingLayout):
 --masking=dynamic (masks drawn when read), --objective=mlm (no next-sentence pairs),
 --pack_sequences (several instances per record); in every mode. See docs/create_pretraining_data.md.
 
 --runner=DirectRunner (or DataflowRunner, FlinkRunner, SparkRunner with --beam_options) runs
-the streaming mode as an Apache Beam pipeline (bert_tf/tasks/pretraining/beam.py): the same output
-files, byte for byte, on one machine or many.
+the streaming mode as an Apache Beam pipeline (bert_tf/data/pretraining/beam.py): the same
+output files, byte for byte, on one machine or many.
 
 Output files are written under a temporary name and renamed when complete.
 """
@@ -137,7 +137,10 @@ def main(argv):
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
     # The library after the flags are parsed, and after the line above (it imports numba):
     # --help and flag errors come without numba's start-up.
-    from bert_tf.tasks.pretraining import preprocessor as pretraining_data
+    from bert_tf.data.pretraining.corpus import make_tokenizer
+    from bert_tf.data.pretraining.generate import create_pretraining_data, default_processes
+    from bert_tf.data.pretraining.options import InstanceOptions
+    from bert_tf.data.pretraining.streaming import create_pretraining_data_streaming
 
     streaming = (FLAGS.num_workers is not None or FLAGS.output_shards is not None
                  or FLAGS.runner is not None)
@@ -158,7 +161,7 @@ def main(argv):
     # needed, so --dupe_factor is 1 unless given.
     dupe_factor = (FLAGS.dupe_factor if FLAGS.masking == "static" or FLAGS["dupe_factor"].present
                    else 1)
-    options = pretraining_data.InstanceOptions(
+    options = InstanceOptions(
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         dupe_factor=dupe_factor,
@@ -182,9 +185,9 @@ def main(argv):
     for path in output_files:
         check_output_file(path, "output_file", inputs={"input_file": input_files,
                                                        "vocab_file": FLAGS.vocab_file})
-    make_tokenizer = functools.partial(pretraining_data.make_tokenizer, FLAGS.tokenizer,
-                                       FLAGS.vocab_file, FLAGS.do_lower_case)
-    tokenizer = make_tokenizer()  # also checks the vocabulary before any work
+    tokenizer_factory = functools.partial(make_tokenizer, FLAGS.tokenizer, FLAGS.vocab_file,
+                                          FLAGS.do_lower_case)
+    tokenizer = tokenizer_factory()  # also checks the vocabulary before any work
 
     log = sys.stderr
     if dupe_factor != FLAGS.dupe_factor:
@@ -197,25 +200,25 @@ def main(argv):
             print(f"warning: {path} is empty", file=log)
     if FLAGS.runner:
         # Apache Beam: optional, slow to import.
-        from bert_tf.tasks.pretraining import beam as pretraining_beam
+        from bert_tf.data.pretraining import beam as pretraining_beam
 
         summary = pretraining_beam.create_pretraining_data_beam(
-            input_files, output_files, make_tokenizer, options,
+            input_files, output_files, tokenizer_factory, options,
             pretraining_beam.pipeline_options(FLAGS.runner, num_workers, FLAGS.beam_options),
             random_seed=FLAGS.random_seed, window_bytes=FLAGS.window_bytes, gzip=FLAGS.gzip,
             log=lambda message: print(message, file=log))
     elif streaming:
-        summary = pretraining_data.create_pretraining_data_streaming(
+        summary = create_pretraining_data_streaming(
             input_files, output_files, tokenizer, options, random_seed=FLAGS.random_seed,
             num_workers=num_workers, window_bytes=FLAGS.window_bytes, gzip=FLAGS.gzip,
             progress_interval=FLAGS.progress_interval)
     else:
-        summary = pretraining_data.create_pretraining_data(
+        summary = create_pretraining_data(
             input_files, output_files, tokenizer, options, random_seed=FLAGS.random_seed,
             gzip=FLAGS.gzip,
             # FastTokenizer imports TensorFlow, which must not be forked: one process.
             processes=(1 if FLAGS.tokenizer == "fast"
-                       else pretraining_data.default_processes(input_files)),
+                       else default_processes(input_files)),
             progress_interval=FLAGS.progress_interval)
     # Named once written: an input that makes no record (an empty corpus) is an error that
     # writes nothing.

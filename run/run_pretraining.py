@@ -18,9 +18,9 @@ Adam moments and global_step are loaded, so a run moved from the original contin
 stopped (same learning-rate schedule) and writes our checkpoints from then on (adamw only).
 
 --objective=mlm trains the masked LM alone (no next-sentence head). The records' layout
-(bert_tf.tasks.pretraining.layout.PretrainingLayout: static or dynamic masks, next-sentence labels
-or not, packed or not) is read from the first record of each file; records with dynamic masks get
-them drawn as they are read (--masked_lm_prob, --vocab_file;
+(bert_tf.data.pretraining.record_layout.PretrainingLayout: static or dynamic masks, next-sentence
+labels or not, packed or not) is read from the first record of each file; records with dynamic
+masks get them drawn as they are read (--masked_lm_prob, --vocab_file;
 bert_tf.tasks.pretraining.dynamic_masking).
 
 --do_eval evaluates the model just trained, or else the latest checkpoint in --output_dir (ours,

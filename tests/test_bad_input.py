@@ -205,7 +205,7 @@ def test_leftover_temporary_files_are_skipped_and_cleaned(tmp_path):
     """Issue 14.9: a killed writer's temporary files match no input glob, and the next write of
     the same output removes them (not those of a live process)."""
     from bert_tf import io_utils
-    from bert_tf.tasks.pretraining import preprocessor as pretraining_data
+    from bert_tf.data.pretraining.writers import RecordFileWriter
     from bert_tf.cli import expand_globs
 
     pid = dead_pid()
@@ -221,7 +221,7 @@ def test_leftover_temporary_files_are_skipped_and_cleaned(tmp_path):
 
     with io_utils.atomic_open(str(tmp_path / "vocab.txt")) as f:
         f.write("[UNK]\n")
-    writer = pretraining_data.RecordFileWriter(str(tmp_path / "out.tfrecord"))
+    writer = RecordFileWriter(str(tmp_path / "out.tfrecord"))
     writer.commit()
     assert not any(path.exists() for path in leftovers)
     assert live.exists()

@@ -20,7 +20,12 @@ import numpy as np
 import pytest
 
 from bert_tf.tasks.pretraining.task import pretraining_feature_spec
-from bert_tf.tasks.pretraining import preprocessor as pretraining_data
+from bert_tf.data.pretraining.corpus import iter_windows, read_corpus
+from bert_tf.data.pretraining.generate import create_pretraining_data
+from bert_tf.data.pretraining.instances import create_instances
+from bert_tf.data.pretraining.options import InstanceOptions, VocabIds
+from bert_tf.data.pretraining.python_random import (
+    randbelow, random_float, rng_state, set_rng_state, shuffle)
 from bert_tf.tokenization import FullTokenizer
 
 from conftest import PROJECT_ROOT, import_bench
@@ -67,7 +72,7 @@ def reference_records(refbert, input_files, output_files, vocab_file, options, s
 def our_records(input_files, output_files, vocab_file, options, seed, do_lower_case=True,
                 tokenizer=None):
     tokenizer = tokenizer or FullTokenizer(vocab_file, do_lower_case=do_lower_case)
-    summary = pretraining_data.create_pretraining_data(
+    summary = create_pretraining_data(
         [str(p) for p in input_files], [str(p) for p in output_files], tokenizer, options,
         random_seed=seed, progress_interval=1e9)
     return [read_records(p) for p in output_files], summary
@@ -103,19 +108,19 @@ def wikitext_files(tmp_path_factory, shared_data):
 def test_compiled_rng_makes_cpython_draws():
     for seed in (12345, 0, 2**40 + 7):
         python_rng = random.Random(seed)
-        state = pretraining_data.rng_state(random.Random(seed))
+        state = rng_state(random.Random(seed))
         for n in (1, 2, 3, 4, 5, 7, 8, 9, 255, 256, 257, 30522, 2**31 - 1, 2**31, 2**32 - 1):
-            assert pretraining_data._randbelow(state, n) == python_rng._randbelow(n)
+            assert randbelow(state, n) == python_rng._randbelow(n)
         for _ in range(700):  # crosses a state refill (624 words)
-            assert pretraining_data._random(state) == python_rng.random()
+            assert random_float(state) == python_rng.random()
         for length in list(range(0, 40)) + [127, 128, 129, 1000, 5000]:
             expected = list(range(length))
             python_rng.shuffle(expected)
             ours = np.arange(length)
-            pretraining_data._shuffle(state, ours)
+            shuffle(state, ours)
             assert ours.tolist() == expected
         restored = random.Random()
-        pretraining_data.set_rng_state(restored, state)
+        set_rng_state(restored, state)
         assert restored.getstate() == python_rng.getstate()
 
 
@@ -124,11 +129,11 @@ def test_compiled_rng_makes_cpython_draws():
 # ------------------------------------------------------------------------------------------
 
 FLAG_SETS = {
-    "defaults": dict(options=pretraining_data.InstanceOptions(), seed=12345),
-    "short_dense": dict(options=pretraining_data.InstanceOptions(
+    "defaults": dict(options=InstanceOptions(), seed=12345),
+    "short_dense": dict(options=InstanceOptions(
         max_seq_length=64, max_predictions_per_seq=5, dupe_factor=3, masked_lm_prob=0.3,
         short_seq_prob=0.5), seed=7),
-    "tiny_cased": dict(options=pretraining_data.InstanceOptions(
+    "tiny_cased": dict(options=InstanceOptions(
         max_seq_length=16, max_predictions_per_seq=3, dupe_factor=4, masked_lm_prob=0.1,
         short_seq_prob=0.2), seed=1, do_lower_case=False),
 }
@@ -150,12 +155,12 @@ def test_sample_text_records_equal_reference(name, refbert, shared_data, uncased
 
 
 WIKITEXT_FLAG_SETS = {
-    "defaults_dupe2_three_outputs": dict(options=pretraining_data.InstanceOptions(dupe_factor=2),
+    "defaults_dupe2_three_outputs": dict(options=InstanceOptions(dupe_factor=2),
                                          seed=12345, outputs=3),
-    "long_seq": dict(options=pretraining_data.InstanceOptions(
+    "long_seq": dict(options=InstanceOptions(
         max_seq_length=256, max_predictions_per_seq=40, dupe_factor=1, masked_lm_prob=0.1,
         short_seq_prob=0.0), seed=3, outputs=2),
-    "short_seq_cased": dict(options=pretraining_data.InstanceOptions(
+    "short_seq_cased": dict(options=InstanceOptions(
         max_seq_length=24, max_predictions_per_seq=4, dupe_factor=1, masked_lm_prob=0.2,
         short_seq_prob=0.9), seed=99, outputs=1, do_lower_case=False),
 }
@@ -183,7 +188,7 @@ def test_fast_tokenizer_gives_the_same_records(refbert, wikitext_files, uncased_
     """--tokenizer=fast (bert_tf.text.fast_tokenization.FastTokenizer, batched) changes nothing."""
     from bert_tf.text.fast_tokenization import FastTokenizer
 
-    options = pretraining_data.InstanceOptions(dupe_factor=1, max_seq_length=64)
+    options = InstanceOptions(dupe_factor=1, max_seq_length=64)
     expected = reference_records(refbert, wikitext_files, [tmp_path / "ref.tfrecord"],
                                  uncased_vocab, options, 5)
     ours, _ = our_records(wikitext_files, [tmp_path / "ours.tfrecord"], uncased_vocab, options, 5,
@@ -194,12 +199,12 @@ def test_fast_tokenizer_gives_the_same_records(refbert, wikitext_files, uncased_
 def test_instance_creation_in_several_calls_is_the_same(wikitext_files, uncased_vocab):
     """The compiled loop stops and resumes (for progress lines); resuming changes nothing."""
     tokenizer = FullTokenizer(str(uncased_vocab))
-    corpus = pretraining_data.read_corpus([str(p) for p in wikitext_files], tokenizer)
-    options = pretraining_data.InstanceOptions(dupe_factor=2)
-    vocab_ids = pretraining_data.VocabIds.from_vocab(tokenizer.vocab)
+    corpus = read_corpus([str(p) for p in wikitext_files], tokenizer)
+    options = InstanceOptions(dupe_factor=2)
+    vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
     rng_whole, rng_parts = random.Random(3), random.Random(3)
-    whole = pretraining_data.create_instances(corpus, rng_whole, options, vocab_ids)
-    parts = pretraining_data.create_instances(corpus, rng_parts, options, vocab_ids,
+    whole = create_instances(corpus, rng_whole, options, vocab_ids)
+    parts = create_instances(corpus, rng_parts, options, vocab_ids,
                                               instances_per_call=7)
     assert whole.size == parts.size > 300
     for a, b in zip(whole.arrays(), parts.arrays()):
@@ -213,12 +218,12 @@ def test_parallel_tokenization_reads_the_same_corpus(wikitext_files, uncased_voc
     same arrays as with one, over many blocks."""
     script = f"""
 import numpy as np
-from bert_tf.tasks.pretraining import preprocessor as pretraining_data
+from bert_tf.data.pretraining.corpus import read_corpus
 from bert_tf.tokenization import FullTokenizer
 files = {[str(p) for p in wikitext_files]!r}
 tokenizer = FullTokenizer({str(uncased_vocab)!r})
-one = pretraining_data.read_corpus(files, tokenizer, processes=1, block_bytes=10000)
-two = pretraining_data.read_corpus(files, tokenizer, processes=2, block_bytes=10000)
+one = read_corpus(files, tokenizer, processes=1, block_bytes=10000)
+two = read_corpus(files, tokenizer, processes=2, block_bytes=10000)
 for name in ("tokens", "seg_bounds", "doc_bounds"):
     np.testing.assert_array_equal(getattr(one, name), getattr(two, name))
 print(one.num_documents, one.num_tokens)
@@ -233,7 +238,7 @@ print(one.num_documents, one.num_tokens)
 
 def test_records_parse_with_feature_spec(shared_data, uncased_vocab, tmp_path):
     tf = _tf()
-    options = pretraining_data.InstanceOptions(max_seq_length=32, max_predictions_per_seq=6,
+    options = InstanceOptions(max_seq_length=32, max_predictions_per_seq=6,
                                                dupe_factor=1)
     [records], summary = our_records([shared_data / "sample_text.txt"],
                                      [tmp_path / "o.tfrecord"], uncased_vocab, options, 5)
@@ -342,7 +347,7 @@ def crafted_wordpiece_corpus(path, num_documents=40, seed=0):
 def test_whole_word_masking_equals_github_master(refbert, uncased_vocab, tmp_path, monkeypatch,
                                                  max_seq_length, max_predictions, masked_lm_prob):
     corpus = crafted_wordpiece_corpus(tmp_path / "crafted.txt")
-    options = pretraining_data.InstanceOptions(
+    options = InstanceOptions(
         max_seq_length=max_seq_length, max_predictions_per_seq=max_predictions, dupe_factor=3,
         masked_lm_prob=masked_lm_prob, do_whole_word_mask=True)
     monkeypatch.setattr(refbert.create_pretraining_data, "create_masked_lm_predictions",
@@ -383,7 +388,7 @@ def test_whole_word_masking_off_is_per_piece(uncased_vocab, tmp_path):
     """Without the flag, a masked "##" piece's neighbour is often unmasked (per-piece masking)."""
     tf = _tf()
     corpus = crafted_wordpiece_corpus(tmp_path / "crafted.txt")
-    options = pretraining_data.InstanceOptions(dupe_factor=2)
+    options = InstanceOptions(dupe_factor=2)
     [ours], _ = our_records([corpus], [tmp_path / "ours.tfrecord"], uncased_vocab, options, 1)
     inv_vocab = {v: k for k, v in FullTokenizer(str(uncased_vocab)).vocab.items()}
     lonely = 0
@@ -420,7 +425,7 @@ def test_cli_matches_reference_and_reruns_are_byte_identical(refbert, shared_dat
     first = [p.read_bytes() for p in outputs]
     expected = reference_records(refbert, [shared_data / "sample_text.txt"],
                                  [tmp_path / "r1.tfrecord", tmp_path / "r2.tfrecord"],
-                                 uncased_vocab, pretraining_data.InstanceOptions(dupe_factor=4),
+                                 uncased_vocab, InstanceOptions(dupe_factor=4),
                                  42)
     assert [read_records(p) for p in outputs] == expected
     # The summary names each file with its count, and the masked / random-next shares.
@@ -452,22 +457,22 @@ def test_streaming_shards_are_deterministic_per_window(wikitext_files, uncased_v
     # random_seed + w, and the records of the stream go round-robin over the shards.
     tokenizer = FullTokenizer(str(uncased_vocab))
     stream = []
-    windows = list(pretraining_data.iter_windows([str(p) for p in wikitext_files], 40000))
+    windows = list(iter_windows([str(p) for p in wikitext_files], 40000))
     assert len(windows) >= 5
     for w, lines in enumerate(windows):
         text_file = tmp_path / f"window{w}.txt"
         text_file.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        pretraining_data.create_pretraining_data(
+        create_pretraining_data(
             [str(text_file)], [str(tmp_path / f"window{w}.tfrecord")], tokenizer,
-            pretraining_data.InstanceOptions(dupe_factor=2), random_seed=12345 + w,
+            InstanceOptions(dupe_factor=2), random_seed=12345 + w,
             progress_interval=1e9)
         stream.extend(read_records(tmp_path / f"window{w}.tfrecord"))
     assert records == [stream[s::3] for s in range(3)]
 
     # One window holding everything, one shard: exactly the default mode.
-    pretraining_data.create_pretraining_data(
+    create_pretraining_data(
         [str(p) for p in wikitext_files], [str(tmp_path / "default.tfrecord")], tokenizer,
-        pretraining_data.InstanceOptions(dupe_factor=2), progress_interval=1e9)
+        InstanceOptions(dupe_factor=2), progress_interval=1e9)
     run_cli(*common[:-2], "--window_bytes=100000000", "--num_workers=2",
             f"--output_file={tmp_path / 'whole.tfrecord'}")
     assert ((tmp_path / "whole.tfrecord").read_bytes()
@@ -478,7 +483,7 @@ def test_streaming_windows_cut_at_document_boundaries(tmp_path):
     path = tmp_path / "in.txt"
     documents = [[f"doc {d} line {i}" for i in range(d % 4 + 1)] for d in range(30)]
     path.write_text("".join("\n".join(doc) + "\n\n" for doc in documents), encoding="utf-8")
-    windows = list(pretraining_data.iter_windows([str(path)], window_bytes=50, block_bytes=64))
+    windows = list(iter_windows([str(path)], window_bytes=50, block_bytes=64))
     assert len(windows) > 5
     assert sum(windows, []) == [line for doc in documents for line in doc + [""]]
     for window in windows:

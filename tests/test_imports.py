@@ -29,10 +29,14 @@ LAZY_IMPORTS = {
         {"tensorflow"},
         "TensorFlow-free (every command line imports it before parsing its flags); TensorFlow "
         "only for remote (gs://...) paths"),
-    "bert_tf.tasks.pretraining.preprocessor": (
-        {"tensorflow", "bert_tf.text.fast_tokenization"},
+    "bert_tf.data.pretraining.corpus": (
+        {"bert_tf.text.fast_tokenization"},
         "TensorFlow-free: create_pretraining_data never imports TensorFlow for local files and "
         "forks its tokenizing processes; FastTokenizer (~0.3 s to import) for --tokenizer=fast"),
+    "bert_tf.data.pretraining.writers": (
+        {"tensorflow"},
+        "TensorFlow-free: create_pretraining_data never imports TensorFlow for local files; "
+        "TensorFlow only for remote (gs://...) output files"),
     "bert_tf.text.fast_tokenization": (
         {"tensorflow", "tensorflow_text"},
         "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
@@ -52,7 +56,8 @@ TENSORFLOW_FREE = {
     "bert_tf.io_utils": "imported by bert_tf.cli",
     "bert_tf.progress": "create_pretraining_data (no TensorFlow for local files)",
     "bert_tf.tokenization": "create_pretraining_data's default tokenizer",
-    "bert_tf.tasks.pretraining.preprocessor": "create_pretraining_data (no TensorFlow for local files)",
+    "bert_tf.data.pretraining.generate": "create_pretraining_data (no TensorFlow for local files)",
+    "bert_tf.data.pretraining.streaming": "create_pretraining_data (no TensorFlow for local files)",
     "bert_tf.text.fast_tokenization": "constructing a FastTokenizer needs no TensorFlow",
     "bert_tf.tasks.registry": "export_savedmodel's --task names, before its flags are parsed",
     "bert_tf.training.settings": "run_pretraining's checks before TensorFlow",

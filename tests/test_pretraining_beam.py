@@ -6,7 +6,7 @@ count.
 """
 import pytest
 
-from bert_tf.tasks.pretraining import preprocessor as pretraining_data
+from bert_tf.data.pretraining.corpus import iter_window_spans, iter_windows, read_window_lines
 from test_create_pretraining_data import read_records, run_cli, wikitext_files  # noqa: F401 (a fixture)
 
 pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install -e .[beam])")
@@ -26,7 +26,7 @@ def test_beam_writes_the_streaming_modes_files(wikitext_files, uncased_vocab, tm
     run_cli(*common, "--runner=DirectRunner", "--gzip", f"--output_file={tmp_path / 'gz'}")
     streaming = [(tmp_path / f"streaming{s}").read_bytes() for s in SHARDS]
     # Several windows, so the order of windows matters.
-    assert len(list(pretraining_data.iter_windows([str(p) for p in wikitext_files], 40000))) >= 5
+    assert len(list(iter_windows([str(p) for p in wikitext_files], 40000))) >= 5
     assert [(tmp_path / f"beam{s}").read_bytes() for s in SHARDS] == streaming
     assert [(tmp_path / f"beam2{s}").read_bytes() for s in SHARDS] == streaming
     assert ([read_records(tmp_path / f"gz{s}", "GZIP") for s in SHARDS]
@@ -50,12 +50,12 @@ def test_window_spans_read_back_the_windows(tmp_path):
         files.append(str(path))
     for window_bytes in (1, 8, 20, 10**6):
         for block_bytes in (3, 64, 1 << 20):
-            windows = list(pretraining_data.iter_window_spans(files, window_bytes, block_bytes,
+            windows = list(iter_window_spans(files, window_bytes, block_bytes,
                                                               with_lines=True))
             lines = [line for _, window in windows for line in window]
-            assert lines == list(pretraining_data.iter_windows(files, 10**9))[0]
+            assert lines == list(iter_windows(files, 10**9))[0]
             for spans, window in windows:
-                assert pretraining_data.read_window_lines(spans) == window
+                assert read_window_lines(spans) == window
             covered = [(path, start, stop) for spans, _ in windows for path, start, stop in spans]
             for path in files:  # the spans tile each file's bytes, in order
                 mine = [(start, stop) for p, start, stop in covered if p == path]

@@ -13,16 +13,21 @@ import random
 import numpy as np
 import pytest
 
-from bert_tf.tasks.pretraining import preprocessor as pretraining_data
-from bert_tf.tasks.pretraining.layout import PretrainingLayout, pretraining_layout_of
+from bert_tf.data.pretraining.corpus import make_tokenizer, read_corpus
+from bert_tf.data.pretraining.generate import create_pretraining_data
+from bert_tf.data.pretraining.instances import create_instances
+from bert_tf.data.pretraining.options import InstanceOptions, VocabIds
+from bert_tf.data.pretraining.rows import make_rows, _pack_rows
+from bert_tf.data.pretraining.streaming import create_pretraining_data_streaming
+from bert_tf.data.pretraining.record_layout import PretrainingLayout, pretraining_layout_of
 from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 from bert_tf.data.input_pipeline import first_record_lengths
-from bert_tf.tasks.pretraining.record_stats import count_tokens
+from bert_tf.data.pretraining.record_stats import count_tokens
 from bert_tf.tokenization import FullTokenizer
 from conftest import assert_one_line_error
 from test_create_pretraining_data import crafted_wordpiece_corpus, run_cli
 
-Options = pretraining_data.InstanceOptions
+Options = InstanceOptions
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +44,7 @@ def tokenizer(uncased_vocab):
 def write(corpus, tokenizer, path, seed=5, **options):
     """Writes records in-process; returns (options, summary)."""
     options = Options(**options)
-    summary = pretraining_data.create_pretraining_data(
+    summary = create_pretraining_data(
         [str(corpus)], [str(path)], tokenizer, options, random_seed=seed, progress_interval=1e9)
     return options, summary
 
@@ -267,11 +272,11 @@ def test_rows_fill_well_and_keep_the_shuffled_order(corpus, tokenizer, tmp_path,
                      encoding="utf-8")
     options = Options(max_seq_length=128, dupe_factor=4, short_seq_prob=0.8, objective="mlm",
                       masking=masking, pack_sequences=True, max_sequences_per_row=6)
-    vocab_ids = pretraining_data.VocabIds.from_vocab(tokenizer.vocab)
-    instances = pretraining_data.create_instances(
-        pretraining_data.read_corpus([str(short)], tokenizer), random.Random(1), options,
+    vocab_ids = VocabIds.from_vocab(tokenizer.vocab)
+    instances = create_instances(
+        read_corpus([str(short)], tokenizer), random.Random(1), options,
         vocab_ids)
-    rows = pretraining_data.make_rows(instances, options)
+    rows = make_rows(instances, options)
     n = len(instances)
     assert sorted(rows.members.tolist()) == list(range(n))
     rank = np.empty(n, np.int64)
@@ -301,7 +306,7 @@ def test_a_row_fills_to_its_exact_limits():
     def rows(lengths, masked, max_len=128, max_masked=20, max_seqs=6):
         lengths, masked = np.array(lengths, np.int64), np.array(masked, np.int64)
         bin_of = np.empty(len(lengths), np.int64)
-        count = pretraining_data._pack_rows(np.argsort(-lengths, kind="stable"), lengths,
+        count = _pack_rows(np.argsort(-lengths, kind="stable"), lengths,
                                             masked, max_len, max_masked, max_seqs,
                                             int(lengths.min()), bin_of)
         return count, bin_of.tolist()
@@ -317,16 +322,16 @@ def test_streaming_shares_the_layouts(corpus, tokenizer, tmp_path):
     # One window holding the whole corpus and one shard: the default mode's records.
     options = Options(max_seq_length=64, dupe_factor=2, masking="dynamic", objective="mlm",
                       pack_sequences=True)
-    pretraining_data.create_pretraining_data(
+    create_pretraining_data(
         [str(corpus)], [str(tmp_path / "default")], tokenizer, options, random_seed=9,
         progress_interval=1e9)
-    summary = pretraining_data.create_pretraining_data_streaming(
+    summary = create_pretraining_data_streaming(
         [str(corpus)], [str(tmp_path / "streaming")], tokenizer, options, random_seed=9,
         window_bytes=10**9, progress_interval=1e9)
     assert (tmp_path / "streaming").read_bytes() == (tmp_path / "default").read_bytes()
     # Several windows: every row packed within its window, records as parsed by the reader.
     shards = [str(tmp_path / f"shard{i}") for i in range(2)]
-    windowed = pretraining_data.create_pretraining_data_streaming(
+    windowed = create_pretraining_data_streaming(
         [str(corpus)], shards, tokenizer, options, random_seed=9, window_bytes=2000,
         progress_interval=1e9)
     records = [r for shard in shards for r in parse(shard, options)]
@@ -382,18 +387,18 @@ def test_command_line(corpus, uncased_vocab, tmp_path, tokenizer):
 
 def test_beam_writes_the_streaming_modes_packed_files(corpus, uncased_vocab, tokenizer, tmp_path):
     pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install .[beam])")
-    from bert_tf.tasks.pretraining import beam as pretraining_beam
+    from bert_tf.data.pretraining import beam as pretraining_beam
 
     options = Options(max_seq_length=128, dupe_factor=2, short_seq_prob=0.5,
                       pack_sequences=True)
     shards = {mode: [str(tmp_path / f"{mode}{i}") for i in range(2)]
               for mode in ("streaming", "beam")}
-    streaming = pretraining_data.create_pretraining_data_streaming(
+    streaming = create_pretraining_data_streaming(
         [str(corpus)], shards["streaming"], tokenizer, options, random_seed=2, window_bytes=2000,
         progress_interval=1e9)
     beam = pretraining_beam.create_pretraining_data_beam(
         [str(corpus)], shards["beam"],
-        functools.partial(pretraining_data.make_tokenizer, "full", str(uncased_vocab), True),
+        functools.partial(make_tokenizer, "full", str(uncased_vocab), True),
         options, pretraining_beam.pipeline_options("DirectRunner"), random_seed=2,
         window_bytes=2000, log=lambda message: None)
     assert ([pathlib.Path(p).read_bytes() for p in shards["beam"]]

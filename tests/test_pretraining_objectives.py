@@ -32,7 +32,7 @@ from conftest import (PROJECT_ROOT, assert_one_line_error, assert_refused, asser
                       command_env)
 from bert_tf.tasks.pretraining import dynamic_masking
 from bert_tf.data.records import write_examples
-from bert_tf.tasks.pretraining.layout import PretrainingLayout
+from bert_tf.data.pretraining.record_layout import PretrainingLayout
 from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 from bert_tf.data.input_pipeline import decode_record
 from bert_tf.errors import InputError, name_arguments_as_flags

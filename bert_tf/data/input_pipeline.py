@@ -53,8 +53,8 @@ def _first_example(path):
 
 def first_record_lengths(path):
     """{feature name: number of values} of the first record of `path` (what
-    bert_tf.tasks.pretraining.layout.pretraining_layout_of reads); InputError naming the file
-    when it has no readable tf.train.Example."""
+    bert_tf.data.pretraining.record_layout.pretraining_layout_of reads); InputError naming the
+    file when it has no readable tf.train.Example."""
     lengths = {}
     for name, feature in _first_example(path).features.feature.items():
         kind = feature.WhichOneof("kind")

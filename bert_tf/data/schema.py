@@ -9,6 +9,8 @@ import math
 
 INT64 = "int64"
 FLOAT32 = "float32"
+# Every task's model inputs, [seq_length] each (int64).
+INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,4 +58,4 @@ class RecordSchema:
 
 def input_features(shape):
     """input_ids, input_mask and segment_ids of `shape` (int64): every task's model inputs."""
-    return [Feature(name, tuple(shape)) for name in ("input_ids", "input_mask", "segment_ids")]
+    return [Feature(name, tuple(shape)) for name in INPUT_NAMES]

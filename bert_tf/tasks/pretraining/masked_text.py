@@ -1,6 +1,6 @@
 """The served masked LM's preprocessor: raw texts in which the literal "[MASK]" is the mask
 token, packed in the graph (`MaskedTextPreprocessor`). The records are create_pretraining_data's
-(`bert_tf.tasks.pretraining.preprocessor`, streamed without TensorFlow, not through `prepare`).
+(`bert_tf.data.pretraining`, streamed without TensorFlow, not through `prepare`).
 """
 import tensorflow as tf
 

@@ -1,6 +1,7 @@
 """Pretraining as a Task: the original run_pretraining's masked-LM and next-sentence loss and eval
-metrics on BertPretrainer outputs, for every record layout (`layout`; dynamic masks drawn when
-read, `dynamic_masking`), each shard's loss its share of the global batch's.
+metrics on BertPretrainer outputs, for every record layout
+(`bert_tf.data.pretraining.record_layout`; dynamic masks drawn when read, `dynamic_masking`),
+each shard's loss its share of the global batch's.
 docs/run_pretraining.md.
 """
 import dataclasses
@@ -15,6 +16,8 @@ from bert_tf.data import input_pipeline
 from bert_tf.data.records import feature_spec
 from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
                                          first_record_lengths)
+from bert_tf.data.pretraining.record_layout import (
+    ORIGINAL_LAYOUT, pretraining_layout_of, record_schema)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.model import checkpoints
 from bert_tf.model.load_report import LoadReport
@@ -24,7 +27,6 @@ from bert_tf.tasks import registry
 from bert_tf.tasks.base import Records, Task, TaskConfig
 from bert_tf.tasks.pretraining import dynamic_masking
 from bert_tf.tasks.pretraining.masked_text import MaskedTextPreprocessor
-from bert_tf.tasks.pretraining.layout import ORIGINAL_LAYOUT, pretraining_layout_of, record_schema
 from bert_tf.tokenization import load_vocab
 from bert_tf.training.optimization import AdamWeightDecay
 
@@ -37,7 +39,7 @@ DYNAMIC_MASKED_LM_PROB = 0.15  # the original create_pretraining_data's --masked
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, layout=ORIGINAL_LAYOUT):
-    """The tf.io parsing spec of pretraining records of `layout` (`layout.record_schema`)."""
+    """The tf.io parsing spec of pretraining records of `layout` (`record_schema`)."""
     return feature_spec(record_schema(max_seq_length, max_predictions_per_seq, layout))
 
 

@@ -1,10 +1,12 @@
-"""Pretraining records' layouts (`PretrainingLayout`: the original's, dynamic masks,
-masked-LM only, packed rows) and each one's `record_schema`, which the data generator writes
-and run_pretraining reads. No TensorFlow: create_pretraining_data imports it.
+"""Pretraining records' layouts (`PretrainingLayout`: the original's, dynamic masks, masked-LM
+only, packed rows) and their features, in one table (`PRETRAINING_FEATURES`: name, number of
+values, dtype, the layouts that have it). The record writer serializes from it and the
+pretraining task parses with its `record_schema`. No TensorFlow: create_pretraining_data
+imports it.
 """
 import dataclasses
 
-from bert_tf.data.schema import FLOAT32, Feature, RecordSchema, input_features
+from bert_tf.data.schema import FLOAT32, INPUT_NAMES, INT64, Feature, RecordSchema
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,28 +46,57 @@ class PretrainingLayout:
 ORIGINAL_LAYOUT = PretrainingLayout()
 
 
+@dataclasses.dataclass(frozen=True)
+class PretrainingFeature:
+    """One feature of pretraining records.
+
+    values: how many a record holds, "T" max_seq_length, "P" max_predictions_per_seq or "S"
+    one per sequence of a row (max_sequences_per_row packed, else 1); present_when: the
+    `PretrainingLayout` fields and values of the layouts that have it (none: every layout).
+    """
+    name: str
+    values: str
+    dtype: str = INT64
+    present_when: tuple = ()
+
+    def present(self, layout):
+        return all(getattr(layout, field) == value for field, value in self.present_when)
+
+    def size(self, max_seq_length, max_predictions_per_seq, layout):
+        if self.values == "T":
+            return max_seq_length
+        if self.values == "P":
+            return max_predictions_per_seq
+        return layout.max_sequences_per_row if layout.packed else 1
+
+
+def _feature(name, values, dtype=INT64, **present_when):
+    return PretrainingFeature(name, values, dtype, tuple(present_when.items()))
+
+
+# Every feature of every layout, in the order of a layout's `record_schema` (the wire order is
+# sorted by name).
+PRETRAINING_FEATURES = (
+    *(_feature(name, "T") for name in INPUT_NAMES),
+    _feature("masked_lm_positions", "P", masking="static"),
+    _feature("masked_lm_ids", "P", masking="static"),
+    _feature("masked_lm_weights", "P", FLOAT32, masking="static"),
+    _feature("masked_lm_candidates", "T", masking="dynamic"),
+    _feature("position_ids", "T", packed=True),
+    _feature("sequence_ids", "T", packed=True),
+    _feature("next_sentence_labels", "S", next_sentence=True),
+    _feature("next_sentence_positions", "S", next_sentence=True, packed=True),
+    _feature("next_sentence_weights", "S", FLOAT32, next_sentence=True, packed=True),
+)
+
+
 def record_schema(max_seq_length, max_predictions_per_seq, layout=ORIGINAL_LAYOUT):
     """The features of pretraining records of `layout`; the original's layout is
     create_pretraining_data's 7 fixed-length features (run_pretraining's input_fn_builder)."""
-    features = input_features([max_seq_length])
-    if layout.masking == "static":
-        features += [Feature("masked_lm_positions", (max_predictions_per_seq,)),
-                     Feature("masked_lm_ids", (max_predictions_per_seq,)),
-                     Feature("masked_lm_weights", (max_predictions_per_seq,), FLOAT32)]
-    else:
-        features.append(Feature("masked_lm_candidates", (max_seq_length,)))
-    if layout.packed:
-        features += [Feature("position_ids", (max_seq_length,)),
-                     Feature("sequence_ids", (max_seq_length,))]
-    if layout.next_sentence:
-        if layout.packed:
-            rows = layout.max_sequences_per_row
-            features += [Feature("next_sentence_labels", (rows,)),
-                         Feature("next_sentence_positions", (rows,)),
-                         Feature("next_sentence_weights", (rows,), FLOAT32)]
-        else:
-            features.append(Feature("next_sentence_labels", (1,)))
-    return RecordSchema(features)
+    return RecordSchema(
+        Feature(feature.name, (feature.size(max_seq_length, max_predictions_per_seq, layout),),
+                feature.dtype)
+        for feature in PRETRAINING_FEATURES if feature.present(layout))
 
 
 def pretraining_layout_of(feature_lengths):
@@ -74,11 +105,9 @@ def pretraining_layout_of(feature_lengths):
     names = set(feature_lengths)
     masking = ("static" if "masked_lm_positions" in names
                else "dynamic" if "masked_lm_candidates" in names else None)
-    if masking is None or not {"input_ids", "input_mask", "segment_ids"} <= names:
+    if masking is None or not set(INPUT_NAMES) <= names:
         return None
     packed = "sequence_ids" in names
     next_sentence = "next_sentence_labels" in names
     rows = feature_lengths["next_sentence_labels"] if packed and next_sentence else 0
     return PretrainingLayout(masking, next_sentence, packed, rows)
-
-

@@ -8,8 +8,8 @@ import dataclasses
 
 import tensorflow as tf
 
-from bert_tf.tasks.pretraining.layout import PretrainingLayout, pretraining_layout_of
 from bert_tf.data.input_pipeline import first_record_lengths
+from bert_tf.data.pretraining.record_layout import PretrainingLayout, pretraining_layout_of
 from bert_tf.errors import file_error
 
 

@@ -2,9 +2,9 @@
 
 The same job runs on Beam's DirectRunner on one machine and on Dataflow, Flink or Spark
 unchanged (`--runner`), and writes the same files as the streaming mode
-(`bert_tf.tasks.pretraining.preprocessor.create_pretraining_data_streaming`) for the same
-inputs, flags, seed, `window_bytes` and number of output files, byte for byte, however the runner splits the
-work, retries it or orders it. How:
+(`bert_tf.data.pretraining.streaming.create_pretraining_data_streaming`) for the same inputs,
+flags, seed, `window_bytes` and number of output files, byte for byte, however the runner
+splits the work, retries it or orders it. How:
 
 1. Windows (driver): the input is cut into windows of whole documents where the streaming mode
    cuts it (`iter_window_spans`, one sequential read of the text); a window is its index and
@@ -33,7 +33,10 @@ import shlex
 import uuid
 
 from bert_tf import io_utils
-from bert_tf.tasks.pretraining import preprocessor as pretraining_data
+from bert_tf.data.pretraining.corpus import check_documents, iter_window_spans, read_window_lines
+from bert_tf.data.pretraining.streaming import WindowProcessor
+from bert_tf.data.pretraining.summary import Summary
+from bert_tf.data.pretraining.writers import RecordFileWriter
 from bert_tf.errors import InputError, arg, argument_error
 
 _NAMESPACE = "bert_tf.create_pretraining_data"
@@ -69,19 +72,19 @@ class WindowDoFn(beam.DoFn if beam else object):
         self.parts_dir = parts_dir
 
     def setup(self):
-        self.processor = pretraining_data.WindowProcessor(
+        self.processor = WindowProcessor(
             self.tokenizer_factory(), self.options, self.random_seed, self.num_outputs)
         self.counters = {name: Metrics.counter(_NAMESPACE, name) for name in _COUNTERS}
 
     def process(self, element):
         index, spans = element
-        lines = pretraining_data.read_window_lines(spans)
+        lines = read_window_lines(spans)
         documents, tokens, records, groups, stats = self.processor(index, lines)
         parts = []
         for j, (data, count) in enumerate(groups):
             if count:
                 path = part_path(self.parts_dir, index, j)
-                writer = pretraining_data.RecordFileWriter(path)
+                writer = RecordFileWriter(path)
                 writer.write(data, count)
                 writer.commit()
                 parts.append((j, path, count))
@@ -114,7 +117,7 @@ def _parts_by_shard(result, prefix, num_outputs):
 def _write_shard(keyed, output_files, gzip):
     shard, parts = keyed
     parts = sorted(part for part in parts if part is not None)
-    writer = pretraining_data.RecordFileWriter(output_files[shard], gzip=gzip)
+    writer = RecordFileWriter(output_files[shard], gzip=gzip)
     try:
         for _, path, count in parts:
             with io_utils.open_input(path, "part file") as reader:
@@ -142,10 +145,10 @@ def pipeline_options(runner, num_workers=1, beam_options=""):
 def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, options,
                                  options_for_beam, random_seed=12345, window_bytes=1_000_000,
                                  gzip=False, log=print):
-    """Runs the pipeline (see the module docstring); returns a `pretraining_data.Summary`.
+    """Runs the pipeline (see the module docstring); returns a `Summary`.
 
     tokenizer_factory: a picklable callable returning the tokenizer (each worker builds its own),
-    e.g. functools.partial(pretraining_data.make_tokenizer, "full", vocab_file, True).
+    e.g. functools.partial(corpus.make_tokenizer, "full", vocab_file, True).
     options_for_beam: `pipeline_options(...)`.
     """
     _require_beam()
@@ -153,9 +156,9 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
     if window_bytes < 1:
         raise argument_error("window_bytes", f"must be positive, got {window_bytes}")
     windows = [(index, spans) for index, (spans, _) in enumerate(
-        pretraining_data.iter_window_spans(input_files, window_bytes))]
+        iter_window_spans(input_files, window_bytes))]
     if not windows:
-        pretraining_data.check_documents(0, input_files)
+        check_documents(0, input_files)
     num_outputs = len(output_files)
     log(f"{len(windows)} windows of about {window_bytes} bytes; running the pipeline")
     first = output_files[0]
@@ -196,11 +199,11 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
         for counter in metrics["counters"]:
             value = counter.committed if counter.committed is not None else counter.attempted
             counts[counter.key.metric.name] = counts.get(counter.key.metric.name, 0) + value
-        summary = pretraining_data.Summary(
+        summary = Summary(
             options=options,
             **{name: counts.get(name, 0) for name in ("documents", "input_tokens", "records")})
         summary.add_records(tuple(counts.get(name, 0) for name in _COUNTERS[3:]))
-        pretraining_data.check_documents(summary.documents, input_files)
+        check_documents(summary.documents, input_files)
     summary.records_per_file = {path: counts.get(f"records_{i}", 0)
                                 for i, path in enumerate(output_files)}
     return summary
