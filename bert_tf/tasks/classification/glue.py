@@ -1,5 +1,10 @@
 """The GLUE tasks' and XNLI's files, laid out as the original and the GLUE download script
-write them, and every classification task by name (`get_processor`)."""
+write them, and every classification task by name (`get_processor`).
+
+Each GLUE task's processor carries its metrics: `task_metric`, the ClassificationConfig's
+(eval results beyond accuracy: "f1", "matthews_corrcoef", "correlation" or None), and
+`glue_metrics`, the eval_results keys whose mean is its GLUE score, the first the one the
+paper's Table 1 reports (and run_glue chooses runs by)."""
 from bert_tf.data.tsv import refuse_options
 from bert_tf.errors import argument_error
 from bert_tf.tasks.classification.reader import FileLayout, FileLayoutProcessor, TsvProcessor
@@ -52,6 +57,8 @@ class MnliProcessor(FileLayoutProcessor):
     label1..label5); guids use the pairID column."""
     name = "MNLI"
     labels = ("contradiction", "entailment", "neutral")
+    task_metric = None
+    glue_metrics = ("eval_accuracy",)
 
     def __init__(self, matched=True):
         genre = "matched" if matched else "mismatched"
@@ -74,6 +81,8 @@ class MrpcProcessor(FileLayoutProcessor):
     """MRPC (GLUE): Quality, #1 ID, #2 ID, #1 String, #2 String; test has index for Quality."""
     name = "MRPC"
     labels = ("0", "1")
+    task_metric = "f1"
+    glue_metrics = ("eval_f1", "eval_accuracy")
     layouts = _glue_layouts(text_a=3, text_b=4, label=0)
 
 
@@ -82,6 +91,8 @@ class ColaProcessor(FileLayoutProcessor):
     has one (index, sentence)."""
     name = "CoLA"
     labels = ("0", "1")
+    task_metric = "matthews_corrcoef"
+    glue_metrics = ("eval_matthews_corrcoef",)
     layouts = _glue_layouts(text_a=3, label=1, test_text_a=1, has_header=False)
 
 
@@ -89,6 +100,8 @@ class Sst2Processor(FileLayoutProcessor):
     """SST-2 (GLUE): train/dev "sentence, label"; test "index, sentence". Guids count rows."""
     name = "SST-2"
     labels = ("0", "1")
+    task_metric = None
+    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=0, label=1, test_text_a=1)
 
 
@@ -96,6 +109,8 @@ class QnliProcessor(FileLayoutProcessor):
     """QNLI (GLUE): index, question, sentence, label; test without label."""
     name = "QNLI"
     labels = ("entailment", "not_entailment")
+    task_metric = None
+    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
@@ -104,6 +119,8 @@ class QqpProcessor(FileLayoutProcessor):
     question2."""
     name = "QQP"
     labels = ("0", "1")
+    task_metric = "f1"
+    glue_metrics = ("eval_f1", "eval_accuracy")
     layouts = _glue_layouts(text_a=3, text_b=4, label=5, test_text_a=1, test_text_b=2, guid=0,
                             test_guid=0)
 
@@ -112,6 +129,8 @@ class RteProcessor(FileLayoutProcessor):
     """RTE (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "RTE"
     labels = ("entailment", "not_entailment")
+    task_metric = None
+    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
@@ -119,6 +138,8 @@ class WnliProcessor(FileLayoutProcessor):
     """WNLI (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "WNLI"
     labels = ("0", "1")
+    task_metric = None
+    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
@@ -131,6 +152,8 @@ class StsbProcessor(FileLayoutProcessor):
     name = "STS-B"
     labels = None
     is_regression = True
+    task_metric = "correlation"
+    glue_metrics = ("eval_spearman", "eval_pearson")
     layouts = _glue_layouts(text_a=7, text_b=8, label=9, guid=0, test_guid=0)
 
 
