@@ -202,7 +202,8 @@ def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_pa
         optimizer.build(encoder.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
         return encoder, optimizer, checkpoint, tf.train.CheckpointManager(
-            checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name=checkpoint_files.CHECKPOINT_NAME)
+            checkpoint, str(tmp_path), max_to_keep=5,
+            checkpoint_name=checkpoint_files.CHECKPOINT_NAME)
 
     encoder, optimizer, checkpoint, manager = manager_of()
     manager.save(checkpoint_number=1)
@@ -233,7 +234,8 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     optimizer.build(encoder.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
     tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5,
-                               checkpoint_name=checkpoint_files.CHECKPOINT_NAME).save(checkpoint_number=3)
+                               checkpoint_name=checkpoint_files.CHECKPOINT_NAME).save(
+        checkpoint_number=3)
     path, message = damage(tmp_path / "model.ckpt-3", how)
     settings = RunSettings(output_dir=str(tmp_path), do_eval=True)
     with pytest.raises(InputError) as raised:

@@ -24,6 +24,12 @@ def _glue_layouts(text_a, text_b=None, label=None, test_text_a=None, test_text_b
     }
 
 
+class GlueProcessor(FileLayoutProcessor):
+    """A GLUE task's files; its metrics (the module docstring): accuracy unless it says."""
+    task_metric = None
+    glue_metrics = ("eval_accuracy",)
+
+
 class XnliProcessor(FileLayoutProcessor):
     """XNLI (the original's): MultiNLI train machine-translated into `language`, XNLI dev.
 
@@ -51,14 +57,12 @@ class XnliProcessor(FileLayoutProcessor):
                 f" in language {self.language!r}")
 
 
-class MnliProcessor(FileLayoutProcessor):
+class MnliProcessor(GlueProcessor):
     """MultiNLI (GLUE). Dev and test are the matched sets, or with `matched=False` (task
     "mnli-mm") the mismatched ones. The label is the last column (dev's gold label after
     label1..label5); guids use the pairID column."""
     name = "MNLI"
     labels = ("contradiction", "entailment", "neutral")
-    task_metric = None
-    glue_metrics = ("eval_accuracy",)
 
     def __init__(self, matched=True):
         genre = "matched" if matched else "mismatched"
@@ -77,7 +81,7 @@ class MnliMismatchedProcessor(MnliProcessor):
         super().__init__(matched=matched)
 
 
-class MrpcProcessor(FileLayoutProcessor):
+class MrpcProcessor(GlueProcessor):
     """MRPC (GLUE): Quality, #1 ID, #2 ID, #1 String, #2 String; test has index for Quality."""
     name = "MRPC"
     labels = ("0", "1")
@@ -86,7 +90,7 @@ class MrpcProcessor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=3, text_b=4, label=0)
 
 
-class ColaProcessor(FileLayoutProcessor):
+class ColaProcessor(GlueProcessor):
     """CoLA (GLUE): train/dev have no header (source, label, original mark, sentence); test
     has one (index, sentence)."""
     name = "CoLA"
@@ -96,25 +100,21 @@ class ColaProcessor(FileLayoutProcessor):
     layouts = _glue_layouts(text_a=3, label=1, test_text_a=1, has_header=False)
 
 
-class Sst2Processor(FileLayoutProcessor):
+class Sst2Processor(GlueProcessor):
     """SST-2 (GLUE): train/dev "sentence, label"; test "index, sentence". Guids count rows."""
     name = "SST-2"
     labels = ("0", "1")
-    task_metric = None
-    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=0, label=1, test_text_a=1)
 
 
-class QnliProcessor(FileLayoutProcessor):
+class QnliProcessor(GlueProcessor):
     """QNLI (GLUE): index, question, sentence, label; test without label."""
     name = "QNLI"
     labels = ("entailment", "not_entailment")
-    task_metric = None
-    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
-class QqpProcessor(FileLayoutProcessor):
+class QqpProcessor(GlueProcessor):
     """QQP (GLUE): id, qid1, qid2, question1, question2, is_duplicate; test: id, question1,
     question2."""
     name = "QQP"
@@ -125,25 +125,21 @@ class QqpProcessor(FileLayoutProcessor):
                             test_guid=0)
 
 
-class RteProcessor(FileLayoutProcessor):
+class RteProcessor(GlueProcessor):
     """RTE (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "RTE"
     labels = ("entailment", "not_entailment")
-    task_metric = None
-    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
-class WnliProcessor(FileLayoutProcessor):
+class WnliProcessor(GlueProcessor):
     """WNLI (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "WNLI"
     labels = ("0", "1")
-    task_metric = None
-    glue_metrics = ("eval_accuracy",)
     layouts = _glue_layouts(text_a=1, text_b=2, label=3, guid=0, test_guid=0)
 
 
-class StsbProcessor(FileLayoutProcessor):
+class StsbProcessor(GlueProcessor):
     """STS-B (GLUE), a regression task: the label is the similarity score (0 to 5, float).
 
     Columns: index, genre, filename, year, old_index, source1, source2, sentence1, sentence2,
