@@ -3,9 +3,14 @@
 One object serves every long job (data creation, training, eval, feature extraction), so all of
 them report in the same format:
     [train] 1200/10000 steps (12.0%)  3.41 steps/s  109.1 examples/s  ETA 43m01s  loss=6.21
+and `log`, where a run's and a data job's other lines go by default (stderr, flushed).
 """
 import sys
 import time
+
+
+def log(message):
+    print(message, file=sys.stderr, flush=True)
 
 
 def format_duration(seconds):

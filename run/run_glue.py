@@ -11,7 +11,7 @@ task's metric predicts the test set (MNLI's model also the diagnostic set, AX). 
 --output_dir/submission/ and submission.zip (the GLUE leaderboard's files) and results.md /
 results.tsv (the dev scores of every grid point in the layout of the paper's Table 1, the
 chosen settings, the paper's average and the GLUE score). A sweep run again skips every
-finished run. The library: `bert_tf.tasks.classification.glue_sweep`; docs/fine_tuning.md.
+finished run. The library: `bert_tf.training.glue_sweep`; docs/fine_tuning.md.
 """
 from absl import flags
 
@@ -47,28 +47,29 @@ GRID_FLAGS = {"learning_rate": "learning_rates", "train_batch_size": "batch_size
 
 def main(argv):
     del argv
-    from bert_tf.tasks.classification import glue_sweep
+    from bert_tf.training.glue_sweep.grid import make_grid
+    from bert_tf.training.glue_sweep.sweep import run_sweep
+    from bert_tf.training.glue_sweep.tasks import find_tasks
 
     common_flags.check_required("data_dir", "output_dir")
     for flag, instead in GRID_FLAGS.items():
         if FLAGS[flag].present:
             raise flag_error(flag, "is set by run_glue for each run" + (
                 f": give --{instead}" if instead else ""))
-    grid = glue_sweep.make_grid(FLAGS.learning_rates, FLAGS.batch_sizes, FLAGS.epochs,
-                                FLAGS.restarts)
-    glue_sweep.find_tasks(FLAGS.data_dir, FLAGS.tasks)  # before the model is read
+    grid = make_grid(FLAGS.learning_rates, FLAGS.batch_sizes, FLAGS.epochs, FLAGS.restarts)
+    find_tasks(FLAGS.data_dir, FLAGS.tasks)  # before the model is read
     # Every run trains, evaluates on dev; the chosen one predicts.
     FLAGS.do_train = FLAGS.do_eval = FLAGS.do_predict = True
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("classifier")
     settings = common_flags.run_settings(vocab_file=files.vocab_file,
                                          do_lower_case=files.do_lower_case)
-    glue_sweep.run_sweep(FLAGS.data_dir, FLAGS.output_dir, files, FLAGS.max_seq_length, grid,
-                         settings, tasks=FLAGS.tasks,
-                         task_options=dict(bucket_by_length=FLAGS.bucket_by_length,
-                                           shuffle_buffer_size=FLAGS.shuffle_buffer_size),
-                         warmup_proportion=FLAGS.warmup_proportion,
-                         check_model=common_flags.check_init_checkpoint)
+    run_sweep(FLAGS.data_dir, FLAGS.output_dir, files, FLAGS.max_seq_length, grid, settings,
+              tasks=FLAGS.tasks,
+              task_options=dict(bucket_by_length=FLAGS.bucket_by_length,
+                                shuffle_buffer_size=FLAGS.shuffle_buffer_size),
+              warmup_proportion=FLAGS.warmup_proportion,
+              check_model=common_flags.check_init_checkpoint)
 
 
 def console_main():

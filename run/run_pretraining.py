@@ -90,6 +90,7 @@ def main(argv):
     from bert_tf.model import directory
     from bert_tf.tasks.pretraining.task import (PretrainingConfig, PretrainingTask,
                                                 masking_vocabulary, pretraining_records)
+    from bert_tf.progress import log
     from bert_tf.training import runner
 
     common_flags.start_strategy()
@@ -102,14 +103,14 @@ def main(argv):
     if files.vocab_file is None:
         refuse_flags_that_cannot_act({"do_lower_case": "it is the casing of the run's "
                                                        "vocabulary, and no --vocab_file is given"})
-        runner.log("note: no --vocab_file: --output_dir will hold no vocab.txt; give the "
-                   "vocabulary the records were made with to make it a whole model directory")
+        log("note: no --vocab_file: --output_dir will hold no vocab.txt; give the "
+            "vocabulary the records were made with to make it a whole model directory")
     common_flags.check_max_seq_length(files.config)
     if FLAGS.do_train:
         directory.check_output_dir(FLAGS.output_dir, files.config, files.vocab_file)
     mask_id, vocab_size = masking_vocabulary(files.vocab_file)
-    runner.log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
-               + (" ..." if len(input_files) > 5 else ""))
+    log(f"*** {len(input_files)} input files: {', '.join(input_files[:5])}"
+        + (" ..." if len(input_files) > 5 else ""))
     task = PretrainingTask(PretrainingConfig(
         bert_config=files.config, max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,

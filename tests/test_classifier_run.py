@@ -268,7 +268,7 @@ def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
     TPU here)."""
     import tensorflow as tf
 
-    from bert_tf.training import loops
+    from bert_tf.training import gathering
     from bert_tf.model.checkpoints import load_checkpoint
     from bert_tf.tasks.base import Records
     from bert_tf.tasks.classification.task import ClassificationConfig, ClassificationTask
@@ -282,7 +282,7 @@ def test_loss_as_the_original_on_tpu(workspace, reference, refbert, evaluated):
     model = task.build_model()
     load_checkpoint(model, workspace["checkpoint"])
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-    outputs = loops.gather_outputs(strategy, model, task, task.dataset_fn("eval", 8), 6)
+    outputs = gathering.gather_outputs(strategy, model, task, task.dataset_fn("eval", 8), 6)
     ours = task.eval_results(outputs, GLOBAL_STEP, 8)
     expected = reference_outputs(reference, refbert, workspace, workspace["checkpoint"], "dev",
                                  "eval", use_tpu=True)

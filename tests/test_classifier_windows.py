@@ -44,13 +44,13 @@ def run_task(task, model, output_dir, batch_size=8):
     them (the loop's gathered outputs, then the task)."""
     import tensorflow as tf
 
-    from bert_tf.training import loops
+    from bert_tf.training import gathering
 
     strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
     results = {}
     for mode in ("eval", "predict"):
         steps = task.config.records[mode].count // batch_size
-        outputs = loops.gather_outputs(strategy, model, task, task.dataset_fn(mode, batch_size),
+        outputs = gathering.gather_outputs(strategy, model, task, task.dataset_fn(mode, batch_size),
                                        steps, mode)
         if mode == "eval":
             results = task.eval_results(outputs, 0, batch_size)

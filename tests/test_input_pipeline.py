@@ -98,7 +98,7 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
     record is read exactly once, batches are cut to their longest example, and gather_outputs
     returns the outputs in file order."""
     from bert_tf.data.records import write_examples
-    from bert_tf.training import loops
+    from bert_tf.training import gathering
     from bert_tf.tasks.classification.preprocessor import classifier_feature_spec
 
     rng = np.random.RandomState(0)
@@ -145,7 +145,7 @@ def test_predict_batches_sorted_by_length_in_windows_and_restored(tmp_path):
             return {"label": batch["label_ids"]}
 
     strategy = tf.distribute.get_strategy()
-    gathered = loops.gather_outputs(strategy, None, Echo(), make, 10, "predict")
+    gathered = gathering.gather_outputs(strategy, None, Echo(), make, 10, "predict")
     assert list(gathered) == ["label"]
     assert list(gathered["label"]) == list(range(40))
 

@@ -28,7 +28,7 @@ from bert_tf.errors import InputError
 from bert_tf.model.config import BertConfig
 from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks.pretraining.task import PretrainingTask
-from bert_tf.training import distribution, loops, optimization, runner
+from bert_tf.training import distribution, loops, optimization, restore
 from bert_tf.training.settings import RunSettings
 
 pytestmark = pytest.mark.slow
@@ -277,7 +277,7 @@ def test_resume_restores_the_scale_its_count_and_the_skipped_steps(tmp_path):
 
     # Eval in float32 reads the float16 run's checkpoint: its weights and its global step.
     strategy, model, optimizer = build(initial_loss_scale=2.0 ** 40, mixed_precision="off")
-    step = runner.restore_for_inference(PretrainingTask(), model, optimizer, RunSettings(
+    step = restore.restore_for_inference(PretrainingTask(), model, optimizer, RunSettings(
         output_dir=str(tmp_path / "straight"), do_eval=True), log=lambda message: None)
     assert step == 8
     for x, y in zip(straight[0].trainable_variables, model.trainable_variables):

@@ -11,7 +11,7 @@ import tensorflow as tf
 import pretraining_fixtures as fx
 from bert_tf.data import input_pipeline
 from bert_tf.tasks.pretraining import task as pretraining
-from bert_tf.training.results import format_results
+from bert_tf.tasks.results import format_results
 
 METRIC_KEYS = ["global_step", "loss", "masked_lm_accuracy", "masked_lm_loss",
                "next_sentence_accuracy", "next_sentence_loss"]

@@ -51,7 +51,7 @@ def plant_look_alikes(model_dir, step):
 
 
 def test_remove_dead_checkpoint_writes_takes_only_dead_writes(tmp_path):
-    from bert_tf.training.loops import remove_dead_checkpoint_writes
+    from bert_tf.training.checkpoint_files import remove_dead_checkpoint_writes
     (tmp_path / "model.ckpt-2.index").write_bytes(b"index")
     (tmp_path / "model.ckpt-2.data-00000-of-00001").write_bytes(b"data")
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-2"\n')
@@ -193,7 +193,7 @@ def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_pa
     import keras
     import tensorflow as tf
 
-    from bert_tf.training import loops
+    from bert_tf.training import checkpoint_files, loops
     from bert_tf.errors import InputError
 
     def manager_of():
@@ -202,7 +202,8 @@ def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_pa
         optimizer.build(encoder.trainable_variables)
         checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
         return encoder, optimizer, checkpoint, tf.train.CheckpointManager(
-            checkpoint, str(tmp_path), max_to_keep=5, checkpoint_name=loops.CHECKPOINT_NAME)
+            checkpoint, str(tmp_path), max_to_keep=5,
+            checkpoint_name=checkpoint_files.CHECKPOINT_NAME)
 
     encoder, optimizer, checkpoint, manager = manager_of()
     manager.save(checkpoint_number=1)
@@ -219,11 +220,11 @@ def test_resuming_from_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_pa
 @pytest.mark.parametrize("how", ["index cut to 10 bytes", "data truncated"])
 def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path, how):
     """Eval/predict without training read the latest checkpoint of the output dir
-    (runner.restore_for_inference): damaged, it is an InputError naming the file."""
+    (restore.restore_for_inference): damaged, it is an InputError naming the file."""
     import keras
     import tensorflow as tf
 
-    from bert_tf.training import runner, loops
+    from bert_tf.training import checkpoint_files, restore
     from bert_tf.training.settings import RunSettings
     from bert_tf.errors import InputError
     from bert_tf.tasks.encoder.task import EncoderConfig, EncoderTask
@@ -233,11 +234,12 @@ def test_evaluating_a_damaged_latest_checkpoint_names_it(tiny_encoder, tmp_path,
     optimizer.build(encoder.trainable_variables)
     checkpoint = tf.train.Checkpoint(model=encoder, optimizer=optimizer)
     tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=5,
-                               checkpoint_name=loops.CHECKPOINT_NAME).save(checkpoint_number=3)
+                               checkpoint_name=checkpoint_files.CHECKPOINT_NAME).save(
+        checkpoint_number=3)
     path, message = damage(tmp_path / "model.ckpt-3", how)
     settings = RunSettings(output_dir=str(tmp_path), do_eval=True)
     with pytest.raises(InputError) as raised:
-        runner.restore_for_inference(EncoderTask(EncoderConfig()), tiny_encoder(), optimizer,
+        restore.restore_for_inference(EncoderTask(EncoderConfig()), tiny_encoder(), optimizer,
                                      settings, log=lambda message: None)
     assert str(raised.value).startswith(f"{path}: {message}")
 
@@ -248,12 +250,12 @@ def test_a_workers_throwaway_checkpoints_are_removed_and_nothing_else(tiny_encod
     stays, and so does the directory then."""
     import tensorflow as tf
 
-    from bert_tf.training import loops
+    from bert_tf.training import checkpoint_files
 
     def save_into(directory):
         checkpoint = tf.train.Checkpoint(model=tiny_encoder())
         manager = tf.train.CheckpointManager(checkpoint, str(directory), max_to_keep=2,
-                                             checkpoint_name=loops.CHECKPOINT_NAME)
+                                             checkpoint_name=checkpoint_files.CHECKPOINT_NAME)
         for step in (1, 2):
             manager.save(checkpoint_number=step)
         (directory / "model.ckpt-3_temp").mkdir()
@@ -261,11 +263,11 @@ def test_a_workers_throwaway_checkpoints_are_removed_and_nothing_else(tiny_encod
 
     only_ours = tmp_path / ".worker_1"
     save_into(only_ours)
-    loops._remove_worker_checkpoints(str(only_ours))
+    checkpoint_files.remove_worker_checkpoints(str(only_ours))
     assert not only_ours.exists()
 
     shared = tmp_path / ".worker_2"
     save_into(shared)
     (shared / "notes.txt").write_text("mine")
-    loops._remove_worker_checkpoints(str(shared))
+    checkpoint_files.remove_worker_checkpoints(str(shared))
     assert sorted(p.name for p in shared.iterdir()) == ["notes.txt"]

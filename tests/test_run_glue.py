@@ -177,7 +177,8 @@ def test_bad_input(files, tmp_path):
     task lacks, a test file without its index column: one error line, exit 2, nothing
     written."""
     from bert_tf.errors import InputError
-    from bert_tf.tasks.classification import glue_sweep
+    from bert_tf.training.glue_sweep.grid import make_grid
+    from bert_tf.training.glue_sweep.sweep import run_sweep
 
     empty = tmp_path / "empty"
     empty.mkdir()
@@ -201,13 +202,13 @@ def test_bad_input(files, tmp_path):
                            ({"learning_rates": ["2e-5", "2.0000001e-5"]},
                             "learning_rates: gives '2.0000001e-5' twice (as 2e-05 in its runs'")):
         with pytest.raises(InputError, match=expected.replace("(", r"\(").replace(")", r"\)")):
-            glue_sweep.make_grid(**grid)
+            make_grid(**grid)
     data = tmp_path / "data"
     shutil.copytree(files["data"], data)
     test_file = data / "RTE" / "test.tsv"
     test_file.write_text(test_file.read_text().replace("index\t", "id\t", 1))
     with pytest.raises(InputError, match="test.tsv.*has no 'index' column"):
-        glue_sweep.run_sweep(str(data), str(out), None, 32, glue_sweep.make_grid(), None)
+        run_sweep(str(data), str(out), None, 32, make_grid(), None)
     assert not out.exists()
 
 
@@ -252,8 +253,9 @@ def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):
     import weakref
 
     from bert_tf.api import resolve_model_files
-    from bert_tf.tasks.classification import glue_sweep
     from bert_tf.tasks.classification.task import ClassificationTask
+    from bert_tf.training.glue_sweep.grid import make_grid
+    from bert_tf.training.glue_sweep.sweep import run_sweep
     from bert_tf.training.settings import RunSettings
 
     models = []
@@ -275,9 +277,9 @@ def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):
     settings = RunSettings(output_dir=None, do_train=True, do_eval=True, do_predict=True,
                            init_checkpoint=str(files["checkpoint"]), seed=3,
                            vocab_file=model_files.vocab_file)
-    glue_sweep.run_sweep(str(files["data"]), str(tmp_path / "out"), model_files, 32,
-                         glue_sweep.make_grid(["1e-3", "1e-4"], ["8"], ["1"]), settings,
-                         tasks=["RTE"], log=lambda message: None)
+    run_sweep(str(files["data"]), str(tmp_path / "out"), model_files, 32,
+              make_grid(["1e-3", "1e-4"], ["8"], ["1"]), settings, tasks=["RTE"],
+              log=lambda message: None)
     gc.collect()
     assert len(models) >= 3  # 2 runs and the chosen run's predict
     assert [ref() for ref in models if ref() is not None] == []
@@ -288,15 +290,15 @@ def test_a_sweep_frees_each_runs_model(files, tmp_path, monkeypatch):
 # ---- The sweep's rules on hand-made runs (no training): the oracle is each rule as the
 # module's docstrings and the GLUE leaderboard define it, computed by hand.
 def _glue_task(name):
-    from bert_tf.tasks.classification import glue_sweep
-    return next(task for task in glue_sweep.GLUE_TASKS if task.name == name)
+    from bert_tf.training.glue_sweep.tasks import GLUE_TASKS
+    return next(task for task in GLUE_TASKS if task.name == name)
 
 
 def test_choose_takes_the_first_best_run_and_passes_over_scores_that_are_no_number():
     """The chosen run has the highest dev score by the task's metric; among equal ones the
     first in grid order; a run whose score is not a number (NaN, recorded as None) is never
     chosen before one that is, even a negative MCC; with none a number, the first run."""
-    from bert_tf.tasks.classification.glue_sweep import choose
+    from bert_tf.training.glue_sweep.report import choose
 
     def runs(metric, *scores):
         return [{"name": f"run{i}", "results": {metric: score, "eval_accuracy": 0.5}}
@@ -316,7 +318,7 @@ def test_averages_are_the_papers_and_the_glue_benchmarks():
     """AVERAGES_NOTE's rules by hand: the paper's Table 1 average of each task's metric (MRPC
     F1, STS-B Spearman, CoLA MCC) leaves WNLI out; the GLUE score averages every task's score,
     which is the mean of F1 and accuracy for MRPC and of Pearson and Spearman for STS-B."""
-    from bert_tf.tasks.classification.glue_sweep import averages
+    from bert_tf.training.glue_sweep.report import averages
     chosen = {"MRPC": {"eval_f1": 0.9, "eval_accuracy": 0.8},
               "STS-B": {"eval_pearson": 0.88, "eval_spearman": 0.86},
               "CoLA": {"eval_matthews_corrcoef": 0.5, "eval_accuracy": 0.8},
@@ -335,7 +337,7 @@ def test_submission_rows_are_the_predicted_labels_and_scores(tmp_path):
     import numpy as np
 
     from bert_tf.tasks.classification import get_processor
-    from bert_tf.tasks.classification.glue_sweep import SubmissionTask
+    from bert_tf.training.glue_sweep.submission import SubmissionTask
     from bert_tf.tasks.classification.task import ClassificationConfig
 
     def written(config, values, indices):
@@ -367,7 +369,7 @@ def test_mnli_test_sets_are_the_leaderboards_files(tmp_path):
     """The leaderboard's MNLI-m.tsv holds the predictions of test_matched.tsv, MNLI-mm.tsv of
     test_mismatched.tsv (and AX.tsv of the diagnostic set): each submission's rows are keyed by
     its own file's index column."""
-    from bert_tf.tasks.classification import glue_sweep
+    from bert_tf.training.glue_sweep.tasks import find_tasks
     header = ("index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
               "sentence1_parse\tsentence2_parse\tsentence1\tsentence2")
 
@@ -385,6 +387,6 @@ def test_mnli_test_sets_are_the_leaderboards_files(tmp_path):
     (tmp_path / "diagnostic").mkdir()
     (tmp_path / "diagnostic" / "diagnostic.tsv").write_text(
         "index\tsentence1\tsentence2\n30\tA.\tB.\n31\tC.\tD.\n", encoding="utf-8")
-    found, = glue_sweep.find_tasks(str(tmp_path), ["MNLI"])
+    found, = find_tasks(str(tmp_path), ["MNLI"])
     assert found.indices == {"MNLI-m.tsv": ["10", "11", "12"],
                              "MNLI-mm.tsv": ["20", "21", "22", "23"], "AX.tsv": ["30", "31"]}

@@ -160,7 +160,7 @@ def sort_windows_by_length(examples, global_batch_size, window_examples=SORT_WIN
     """Eval/predict in file order, batched by length: each window of ~`window_examples` records
     (a multiple of the batch) is sorted by length (stable), so a batch cut to its longest
     example (`trim_to_longest`) carries little padding. Each example gets its record number as
-    `EXAMPLE_INDEX`; `bert_tf.training.loops.gather_outputs` puts the outputs back in file order.
+    `EXAMPLE_INDEX`; `bert_tf.training.gathering.gather_outputs` puts the outputs back in file order.
     Memory stays bounded by the window (the file is never read whole)."""
     window = max(1, window_examples // global_batch_size) * global_batch_size
 

@@ -1,4 +1,4 @@
-"""The task contract: what a task tells the driver (`bert_tf.training.runner.run(task, settings)`),
+"""The task contract: what a task tells the driver (the runner's `run(task, settings)`),
 after TF Model Garden's `official/core/base_task.py`. A task is built from a typed config
 (`TaskConfig`), builds its inputs and model, defines its losses (each shard's share of the
 global batch) and metrics, turns the per-example outputs of eval and predict into results and
@@ -32,7 +32,7 @@ class Records:
 class TaskConfig:
     """What the driver reads of a task, and what every task is built from; each task's config
     extends it with its own fields (`Task.Config`). The run's other inputs (checkpoints, batch
-    sizes, steps) are `bert_tf.training.settings.RunSettings`.
+    sizes, steps) are the runner's RunSettings.
 
     Attributes:
       bert_config: the encoder's BertConfig (None: a task used for its losses only).
@@ -106,7 +106,7 @@ class Task(abc.ABC):
     # ---- Data.
     def check_inputs(self, settings):
         """Raises InputError naming the file or argument when the task's inputs cannot work
-        with the run's `settings` (bert_tf.training.settings.RunSettings; runs before any model
+        with the run's `settings` (the runner's RunSettings; runs before any model
         is built). The default checks nothing."""
 
     def feature_spec(self, mode):
@@ -194,7 +194,7 @@ class Task(abc.ABC):
     def main_metric(self):
         """The key of `eval_results` that chooses the best checkpoint unless the run names one
         (RunSettings.best_metric; losses are lower-is-better, every other key higher:
-        bert_tf.training.best_checkpoint). The default: None (the run must name one)."""
+        the runner's best checkpoint). The default: None (the run must name one)."""
         return None
 
     def eval_metric_names(self):
@@ -210,7 +210,7 @@ class Task(abc.ABC):
     def write_predictions(self, outputs, output_dir):
         """Writes the prediction files from the gathered `outputs` (or, with
         `streams_predictions`, an iterator over each step's); returns their paths.
-        `output_dir` is None in a run without one (bert_tf.training.settings.RunSettings)."""
+        `output_dir` is None in a run without one (the runner's RunSettings)."""
         raise NotImplementedError(f"{self.name} does not predict")
 
     # ---- Serving (bert_tf.serving.export saves the signatures).

@@ -14,8 +14,9 @@ import tensorflow as tf
 
 from bert_tf import io_utils
 from bert_tf.errors import InputError, argument_error
+from bert_tf.progress import log as default_log
 from bert_tf.tasks.base import MODES, Records, Task
-from bert_tf.training import runner
+from bert_tf.tasks.steps import epoch_steps
 
 # run_classifier's names of each mode's records.
 RECORD_FILES = {"train": "train.tf_record", "eval": "eval.tf_record",
@@ -153,9 +154,9 @@ def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
         --init_checkpoint with it).
       check_task: called with the task (over no records yet) before any record is written
         (the command lines check the run's settings against it: its eval results).
-      log: where the data's lines go (default: bert_tf.training.runner.log).
+      log: where the data's lines go (default: stderr, bert_tf.progress.log).
     """
-    log = log or runner.log
+    log = log or default_log
     output_dir = os.fspath(output_dir)
     splits = preprocessor.read()
     task = make_task({})
@@ -169,7 +170,7 @@ def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
     prepared = {}
     if "train" in splits:
         prepared["num_train"] = preprocessor.num_train(splits["train"])
-        prepared["num_train_steps"], prepared["num_warmup_steps"] = runner.epoch_steps(
+        prepared["num_train_steps"], prepared["num_warmup_steps"] = epoch_steps(
             prepared["num_train"], train_batch_size, num_train_epochs, warmup_proportion,
             preprocessor.counted_as)
     batch_sizes = {"eval": eval_batch_size, "predict": predict_batch_size}

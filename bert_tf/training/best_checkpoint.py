@@ -7,8 +7,9 @@ evaluations in a row without an improvement of more than `threshold`; training s
 (bert_tf.model.checkpoints.BEST_RECORD_FILE, written atomically after every evaluation: the
 selection, every evaluation's value) and, with `keep`, the best weights (model.ckpt-<step>,
 written before the record names them), so that a resumed run goes on with the best so far
-and its patience. The driver (`bert_tf.training.runner`) evaluates, predicts and exports
-from the best weights when kept, and so does every reader of the output_dir as a checkpoint
+and its patience; `chosen_metric`, the metric a run chooses by. The driver
+(`bert_tf.training.runner`) evaluates, predicts and exports from the best weights when kept,
+and so does every reader of the output_dir as a checkpoint
 (bert_tf.model.checkpoints.resolve_checkpoint).
 """
 import json
@@ -21,8 +22,8 @@ import numpy as np
 from bert_tf import io_utils
 from bert_tf.errors import arg, argument_error
 from bert_tf.model.checkpoints import BEST_RECORD_FILE
+from bert_tf.training.checkpoint_files import CHECKPOINT_NAME  # best/model.ckpt-<step>
 
-CHECKPOINT_NAME = "model.ckpt"  # -> best/model.ckpt-<step>, as the run's own checkpoints
 _CHECKPOINT_FILE = re.compile(rf"^{re.escape(CHECKPOINT_NAME)}-(\d+)(?:\.index|\.data-\d+-of-\d+)$")
 
 
@@ -85,6 +86,13 @@ class Selection:
         self.best_step, self.best_value = state["best_step"], state["best_value"]
         self.without_improvement = state["evaluations_without_improvement"]
         self.evaluations = [list(e) for e in state["evaluations"]]
+
+
+def chosen_metric(settings, default):
+    """The metric a run chooses its best checkpoint by: settings.best_metric, else `default`
+    (the task's main metric; in run_glue, the GLUE task's); None when the run chooses none
+    (neither keep_best_checkpoint nor early stopping)."""
+    return (settings.best_metric or default) if settings.chooses_best else None
 
 
 def check_metric(metric, known):

@@ -7,7 +7,7 @@ export). Every check comes before any record is written.
 """
 import dataclasses
 
-from bert_tf import tokenization
+from bert_tf import progress, tokenization
 from bert_tf.model import directory
 from bert_tf.serving import export
 from bert_tf.text.windows import check_max_seq_length
@@ -45,7 +45,7 @@ def check_model_files(files, settings, max_seq_length):
         directory.check_output_dir(settings.output_dir, files.config, files.vocab_file)
 
 
-def preparation_options(settings, num_train_epochs, warmup_proportion, log=runner.log,
+def preparation_options(settings, num_train_epochs, warmup_proportion, log=progress.log,
                         **options):
     """The arguments of a task's `prepare_task` (bert_tf.tasks.*) that come from the run:
     batch sizes (eval and predict sets are padded to them), the training steps' inputs, the

@@ -1,8 +1,8 @@
-"""The generic training loop and eval/predict loop on tf.distribute, reused by every task.
+"""The generic training loop on tf.distribute, reused by every task.
 
 The task-specific part is a `bert_tf.tasks.base.Task` (its train methods: outputs, normalizers,
-train_metrics, train_metric_names; eval/predict: eval_outputs, predict_outputs;
-restore_foreign). `bert_tf.training.runner.run` drives these loops for the command lines. Here, once:
+train_metrics, train_metric_names; restore_foreign). `bert_tf.training.runner.run` drives this
+loop for the command lines (and eval and predict, `bert_tf.training.gathering`). Here, once:
 
 - `iterations_per_loop` steps per tf.function call (strategy.run in a tf.range loop), so the host
   is out of the way (the original's TPUEstimator iterations_per_loop).
@@ -24,10 +24,9 @@ restore_foreign). `bert_tf.training.runner.run` drives these loops for the comma
   through tf.train.CheckpointManager, keeping `keep_checkpoint_max`; TF writes the data and index
   under temporary names and replaces the `checkpoint` state file atomically, so a crash never
   leaves a half-written latest checkpoint; what such a crash leaves (`model.ckpt-<step>_temp/`)
-  is removed when training starts again (`remove_dead_checkpoint_writes`). Rerunning resumes
+  is removed when training starts again (`bert_tf.training.checkpoint_files`). Rerunning resumes
   from the latest one, which may also be one the task continues (the original's
   run_pretraining: weights, Adam moments, step).
-- Eval and predict: per-example outputs gathered across replicas and steps, in record order.
 - TensorBoard summaries (every metric, learning rate, steps/s, examples/s) in model_dir/train,
   progress lines (bert_tf.progress) with steps/s, examples/s (packed pretraining rows: sequences/s
   and real tokens/s, `Task.throughput`) and ETA (float16: the loss scale and
@@ -36,24 +35,19 @@ restore_foreign). `bert_tf.training.runner.run` drives these loops for the comma
 """
 import math
 import os
-import re
-import shutil
 import time
-import weakref
 
 import keras
-import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
-from bert_tf.data.input_pipeline import EXAMPLE_INDEX
 from bert_tf.model.checkpoints import naming_damaged_checkpoint
 from bert_tf.progress import Progress
 from bert_tf.training import optimization
+from bert_tf.training.checkpoint_files import (CHECKPOINT_NAME, remove_dead_checkpoint_writes,
+                                               remove_worker_checkpoints, worker_checkpoint_dir)
 from bert_tf.training.distribution import is_chief
 from bert_tf.training.settings import INITIAL_LOSS_SCALE, LOSS_SCALE_GROWTH_STEPS, MIN_LOSS_SCALE
-
-CHECKPOINT_NAME = "model.ckpt"  # -> model.ckpt-<step>, as the original's checkpoints
 
 
 class NonFiniteLossError(RuntimeError):
@@ -253,82 +247,6 @@ def make_train_loop(strategy, replica_step, metric_names, optimizer=None):
     return train_loop
 
 
-def worker_checkpoint_dir(model_dir, strategy):
-    """Non-chief workers must save too (collectives), but into a throwaway directory."""
-    if is_chief(strategy):
-        return model_dir
-    return os.path.join(model_dir, f".worker_{strategy.cluster_resolver.task_id}")
-
-
-# What TF's checkpoint writers leave when killed mid-write (measured with kill -9, TF 2.21):
-# the sharded saver writes `<prefix>_temp/part-00000-of-00001{.index,.data-...}` (the data
-# under a `.tempstate<n>` name while it is written) and then merges them into `<prefix>.index`
-# and `<prefix>.data-...`, deleting the directory; the CheckpointManager's state file is
-# written as `checkpoint.tmp<32 hex>` and renamed over `checkpoint`.
-_DEAD_WRITE = re.compile(
-    rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+_temp|checkpoint\.tmp[0-9a-f]{{32}})$")
-
-
-# What a CheckpointManager writes into its directory: model.ckpt-<step>.{index,data-...}, the
-# `checkpoint` state file, and what a killed write leaves (_DEAD_WRITE).
-_CHECKPOINT_FILE = re.compile(
-    rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+(?:\.index|\.data-\d+-of-\d+)|checkpoint)$")
-
-
-def _remove_worker_checkpoints(directory):
-    """Removes a non-chief worker's throwaway checkpoints (`worker_checkpoint_dir`): the files
-    its CheckpointManager wrote, then the directory if that leaves it empty. Anything else in
-    it is not ours and stays."""
-    if not os.path.isdir(directory):
-        return
-    remove_dead_checkpoint_writes(directory)
-    for name in os.listdir(directory):
-        path = os.path.join(directory, name)
-        if _CHECKPOINT_FILE.match(name) and os.path.isfile(path) and not os.path.islink(path):
-            os.remove(path)
-    if not os.listdir(directory):
-        os.rmdir(directory)
-
-
-def remove_dead_checkpoint_writes(model_dir):
-    """Removes what checkpoint writes killed mid-way left in `model_dir` (the chief's
-    directory); returns the removed paths. Call at the start of training only.
-
-    The rule, and why it cannot remove a write in progress:
-    - only `model_dir` itself is looked at: other workers of a multi-worker run write into
-      their own `.worker_<id>` subdirectories (`worker_checkpoint_dir`), never looked into
-      (and removed whole by their worker when it finishes);
-    - only names TF's writers give their temporary output (`model.ckpt-<step>_temp`
-      directories holding nothing but `part-*` files, `checkpoint.tmp<32 hex>` files); a
-      finished write leaves neither, so none of them is part of a complete checkpoint;
-    - only at the start of the chief's training, before it saves anything: the chief is the
-      one process that writes checkpoints into model_dir, so any such name there now was left
-      by an earlier, dead writer. (Two runs training into one output_dir at once would be
-      the exception; CheckpointManager does not support that either: they would delete each
-      other's checkpoints and overwrite the state file.)
-    """
-    if "://" in str(model_dir) or not os.path.isdir(model_dir):
-        return []
-    removed = []
-    for name in sorted(os.listdir(model_dir)):
-        if not _DEAD_WRITE.match(name):
-            continue
-        path = os.path.join(model_dir, name)
-        try:
-            if os.path.islink(path):
-                continue
-            if os.path.isdir(path):
-                if not all(part.startswith("part-") for part in os.listdir(path)):
-                    continue  # not what TF writes there: leave it to the user
-                shutil.rmtree(path)
-            else:
-                os.remove(path)
-        except OSError:
-            continue
-        removed.append(path)
-    return removed
-
-
 def restore_latest(checkpoint, manager, model, optimizer, task=None, optional=None):
     """Restores the latest checkpoint of `manager`; returns its path or None.
 
@@ -344,6 +262,96 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None, optional=No
             if optional is not None:
                 optional.restore(latest).expect_partial()
     return latest
+
+
+class _TrainingCheckpoints:
+    """What a training run saves and resumes from: the model, the optimizer (slots, step),
+    the dropout layers' seed states (Keras keeps them out of the model's checkpoint: a resumed
+    run then draws the masks an uninterrupted one would) and, under float16, the loss scale,
+    its count of finite steps since it last changed, and the steps skipped so far (batches
+    read but not counted in the global step; a resumed run replays them)."""
+
+    def __init__(self, strategy, model, optimizer, settings):
+        self.scaled = scales_loss(optimizer)
+        dropout_seeds = [v.value for v in model.variables
+                         if v.path.endswith("seed_generator_state")]
+        self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+        self.loss_scale = tf.train.Checkpoint(skipped_steps=self.skipped_steps)
+        if self.scaled:
+            self.loss_scale.scale = optimizer.dynamic_scale.value
+            self.loss_scale.finite_steps = optimizer.step_counter.value
+        self.checkpoint = tf.train.Checkpoint(**checkpoint_objects(model, optimizer),
+                                              dropout_seeds=dropout_seeds)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, settings.output_dir,
+                                                  max_to_keep=settings.keep_checkpoint_max,
+                                                  checkpoint_name=CHECKPOINT_NAME)
+        self.strategy, self.output_dir = strategy, settings.output_dir
+
+    def restore(self, model, optimizer, task):
+        """Restores the latest checkpoint (the loss scale where it has one: not from a float32
+        run's); returns its path or None. Then the non-chief workers save into their own
+        throwaway directories."""
+        restored = restore_latest(self.checkpoint, self.manager, model, optimizer, task,
+                                  optional=tf.train.Checkpoint(loss_scale=self.loss_scale))
+        if self.scaled:
+            # Saved from now on; attached after the restore, whose check that every object has
+            # an entry would refuse a float32 run's checkpoint. One Checkpoint object restores
+            # and saves, so its save_counter goes on from the restored one.
+            self.checkpoint.loss_scale = self.loss_scale
+        if not is_chief(self.strategy):
+            self.manager = tf.train.CheckpointManager(
+                self.checkpoint, worker_checkpoint_dir(self.output_dir, self.strategy),
+                max_to_keep=1, checkpoint_name=CHECKPOINT_NAME)
+        return restored
+
+    @property
+    def skipped(self):
+        return int(self.skipped_steps.numpy())
+
+    def save(self, step, skipped):
+        self.skipped_steps.assign(skipped)
+        self.manager.save(checkpoint_number=step)
+
+    @property
+    def latest(self):
+        return self.manager.latest_checkpoint or "none"
+
+
+def _steps_to_run(settings, step):
+    """The steps of the next train_loop call: up to iterations_per_loop, stopping at the next
+    checkpoint, log line or the end."""
+
+    def distance_to_multiple(every):
+        return every - step % every if every and every > 0 else math.inf
+
+    return int(min(settings.iterations_per_loop, settings.num_train_steps - step,
+                   distance_to_multiple(settings.save_checkpoints_steps),
+                   distance_to_multiple(settings.log_steps)))
+
+
+def _check_finite(optimizer, scaled, step, steps_run, last_loss, latest):
+    """NonFiniteLossError when the loss is not finite (float16: when a step was skipped with
+    the loss scale at its minimum)."""
+    if scaled and _loss_scale(optimizer) < MIN_LOSS_SCALE:
+        raise NonFiniteLossError(
+            f"loss or gradients not finite at step {global_step(optimizer) + 1} (loss "
+            f"{float(last_loss)}) with the float16 loss scale at its minimum "
+            f"{MIN_LOSS_SCALE:g}; stopping (last checkpoint: {latest})")
+    if not scaled and not math.isfinite(float(last_loss)):
+        raise NonFiniteLossError(
+            f"loss is {float(last_loss)} at step {step + steps_run}; stopping (last checkpoint: "
+            f"{latest})")
+
+
+def _write_summaries(writer, step, optimizer, metrics, steps_run, elapsed, batch_size):
+    """The train metrics (`metrics`: each metric and the loss-scale report) and the rates at
+    `step`, for TensorBoard."""
+    with writer.as_default():
+        for name, value in metrics.items():
+            write_scalar(name, value, step)
+        write_scalar("learning_rate", inner_optimizer(optimizer).learning_rate, step)
+        write_scalar("steps_per_second", steps_run / elapsed, step)
+        write_scalar("examples_per_second", steps_run * batch_size / elapsed, step)
 
 
 def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, log=print,
@@ -371,31 +379,9 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
             log(f"removed {path}: left by a checkpoint write that did not finish")
     with strategy.scope():
         optimizer.build(model.trainable_variables)
-    scaled = scales_loss(optimizer)
-    # The dropout layers' seed states too (Keras keeps them out of the model's checkpoint): a
-    # resumed run then draws the masks an uninterrupted one would.
-    dropout_seeds = [v.value for v in model.variables if v.path.endswith("seed_generator_state")]
-    # float16: the loss scale, its count of finite steps since it last changed, and the steps
-    # skipped so far (batches read but not counted in the global step; a resumed run replays
-    # them). Restored when the checkpoint has them (not from a float32 run's).
-    skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
-    loss_scale = tf.train.Checkpoint(skipped_steps=skipped_steps)
-    if scaled:
-        loss_scale.scale = optimizer.dynamic_scale.value
-        loss_scale.finite_steps = optimizer.step_counter.value
-    checkpoint = tf.train.Checkpoint(**checkpoint_objects(model, optimizer),
-                                     dropout_seeds=dropout_seeds)
-    manager = tf.train.CheckpointManager(checkpoint, settings.output_dir,
-                                         max_to_keep=settings.keep_checkpoint_max,
-                                         checkpoint_name=CHECKPOINT_NAME)
-    restored = restore_latest(checkpoint, manager, model, optimizer, task,
-                              optional=tf.train.Checkpoint(loss_scale=loss_scale))
-    if scaled:
-        # Saved from now on; attached after the restore, whose check that every object has an
-        # entry would refuse a float32 run's checkpoint. One Checkpoint object restores and
-        # saves, so its save_counter goes on from the restored one.
-        checkpoint.loss_scale = loss_scale
-    skipped = int(skipped_steps.numpy())
+    saved = _TrainingCheckpoints(strategy, model, optimizer, settings)
+    restored = saved.restore(model, optimizer, task)
+    scaled, skipped = saved.scaled, saved.skipped
     if restored:
         log(f"resuming from {restored} at step {global_step(optimizer)}"
             + (f" (loss scale {_loss_scale(optimizer):g}, {skipped} steps skipped so far)"
@@ -404,10 +390,6 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
             on_resume(global_step(optimizer))
     elif init_fn is not None:
         init_fn()
-    if not chief:
-        manager = tf.train.CheckpointManager(
-            checkpoint, worker_checkpoint_dir(settings.output_dir, strategy), max_to_keep=1,
-            checkpoint_name=CHECKPOINT_NAME)
 
     step = global_step(optimizer)
     if step >= settings.num_train_steps:
@@ -427,29 +409,14 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     progress = Progress("train", total=settings.num_train_steps, unit="steps",
                         secondary_unit=units or "examples", interval=30.0, start=step)
 
-    def distance_to_multiple(every):
-        return every - step % every if every and every > 0 else math.inf
-
     last_metrics, scale_report = {}, {}
     while step < settings.num_train_steps:
-        num_steps = int(min(settings.iterations_per_loop, settings.num_train_steps - step,
-                            distance_to_multiple(settings.save_checkpoints_steps),
-                            distance_to_multiple(settings.log_steps)))
         start = time.monotonic()
-        steps_run, totals, last_loss, applied = train_loop(iterator, tf.constant(num_steps))
+        steps_run, totals, last_loss, applied = train_loop(
+            iterator, tf.constant(_steps_to_run(settings, step)))
         steps_run, applied = int(steps_run), int(applied)
         elapsed = time.monotonic() - start
-        if scaled and _loss_scale(optimizer) < MIN_LOSS_SCALE:
-            raise NonFiniteLossError(
-                f"loss or gradients not finite at step {global_step(optimizer) + 1} (loss "
-                f"{float(last_loss)}) with the float16 loss scale at its minimum "
-                f"{MIN_LOSS_SCALE:g}; stopping (last checkpoint: "
-                f"{manager.latest_checkpoint or 'none'})")
-        if not scaled and not math.isfinite(float(last_loss)):
-            bad_step = step + steps_run
-            raise NonFiniteLossError(
-                f"loss is {float(last_loss)} at step {bad_step}; stopping (last checkpoint: "
-                f"{manager.latest_checkpoint or 'none'})")
+        _check_finite(optimizer, scaled, step, steps_run, last_loss, saved.latest)
         previous_step = step
         step = global_step(optimizer)
         skipped += steps_run - applied
@@ -457,15 +424,9 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
             last_metrics = {n: float(totals[n]) / applied for n in names}
         if scaled:
             scale_report = {"loss_scale": _loss_scale(optimizer), "skipped_steps": skipped}
-        examples_per_second = steps_run * settings.train_batch_size / elapsed
-        with writer.as_default():
-            for name, value in (last_metrics.items() if applied else ()):
-                write_scalar(name, value, step)
-            for name, value in scale_report.items():
-                write_scalar(name, value, step)
-            write_scalar("learning_rate", inner_optimizer(optimizer).learning_rate, step)
-            write_scalar("steps_per_second", steps_run / elapsed, step)
-            write_scalar("examples_per_second", examples_per_second, step)
+        _write_summaries(writer, step, optimizer,
+                         dict(last_metrics if applied else {}, **scale_report), steps_run,
+                         elapsed, settings.train_batch_size)
         if step == previous_step:  # every step skipped (float16): nothing to log or save
             continue
         at_log = bool(settings.log_steps) and step % settings.log_steps == 0
@@ -476,8 +437,7 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
                         **scale_report)
         if (settings.save_checkpoints_steps and step % settings.save_checkpoints_steps == 0
                 or step >= settings.num_train_steps):
-            skipped_steps.assign(skipped)
-            manager.save(checkpoint_number=step)
+            saved.save(step, skipped)
             if on_checkpoint is not None:
                 on_checkpoint(step)
             if should_stop is not None and should_stop():
@@ -485,7 +445,7 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     writer.flush()
     progress.summary(**last_metrics, **scale_report)
     if not chief:
-        _remove_worker_checkpoints(worker_checkpoint_dir(settings.output_dir, strategy))
+        remove_worker_checkpoints(worker_checkpoint_dir(settings.output_dir, strategy))
     return last_metrics
 
 
@@ -493,67 +453,3 @@ def _loss_scale(optimizer):
     """The float16 loss scale now (an int when it is one: 32768, not 3.277e+04, in the logs)."""
     scale = float(optimizer.dynamic_scale.numpy())
     return int(scale) if scale.is_integer() else scale
-
-
-def gather_outputs(strategy, model, task, dataset_fn, num_steps, mode="eval"):
-    """Runs `num_steps` eval or predict steps; returns the per-example outputs, gathered.
-
-    mode "eval" collects `task.eval_outputs`, "predict" `task.predict_outputs`: dicts of
-    [B, ...] tensors per replica, concatenated over replicas (strategy.gather, in global-batch
-    order, across workers too) and over steps, as numpy arrays in record order.
-    """
-    progress = Progress(mode, total=num_steps, unit="steps", interval=30.0)
-    pieces = {}
-    for outputs in iterate_outputs(strategy, model, task, dataset_fn, num_steps, mode):
-        for name, value in outputs.items():
-            pieces.setdefault(name, []).append(value)
-        progress.update(1)
-    progress.summary()
-    outputs = {name: np.concatenate(values, axis=0) for name, values in pieces.items()}
-    if EXAMPLE_INDEX in outputs:  # batches were sorted by length: back to record order
-        order = np.argsort(outputs.pop(EXAMPLE_INDEX), kind="stable")
-        outputs = {name: values[order] for name, values in outputs.items()}
-    return outputs
-
-
-def iterate_outputs(strategy, model, task, dataset_fn, num_steps, mode="predict"):
-    """`gather_outputs` one step at a time (a task that writes as the model runs:
-    `Task.streams_predictions`): yields each step's outputs, numpy arrays gathered across
-    replicas in global-batch order, in the dataset's order (not put back in record order by
-    EXAMPLE_INDEX); no progress lines. Each step runs when the next item is asked for."""
-    step = _gather_step(strategy, model, task, mode)
-    iterator = input_iterator(strategy, dataset_fn)
-    for _ in range(num_steps):
-        yield {name: value.numpy() for name, value in step(iterator).items()}
-
-
-# model -> {(task, strategy, mode): compiled step}; an entry goes with its model. The steps
-# hold the model weakly: a value that held its own key would keep it, and every model an
-# eval or predict ran (each run of a sweep), for good.
-_GATHER_STEPS = weakref.WeakKeyDictionary()
-
-
-def _gather_step(strategy, model, task, mode):
-    """The compiled eval/predict step, kept while the model lives: a second call (eval during
-    training, the Python API's predictions on one model) does not trace again."""
-    # A task that runs no model (model None) gets a step of its own each time.
-    cache = {} if model is None else _GATHER_STEPS.setdefault(model, {})
-    key = (task, strategy, mode)
-    if key in cache:
-        return cache[key]
-    outputs_of = task.eval_outputs if mode == "eval" else task.predict_outputs
-    model_ref = (lambda: None) if model is None else weakref.ref(model)
-
-    def replica_step(batch):
-        outputs = outputs_of(batch, task.outputs(model_ref(), batch, training=False))
-        if EXAMPLE_INDEX in batch:
-            outputs = dict(outputs, **{EXAMPLE_INDEX: batch[EXAMPLE_INDEX]})
-        return outputs
-
-    @tf.function(autograph=False)  # no data-dependent Python control flow: spare the AST rewrite
-    def step(iterator):
-        per_replica = strategy.run(replica_step, args=(next(iterator),))
-        return tf.nest.map_structure(lambda v: strategy.gather(v, axis=0), per_replica)
-
-    cache[key] = step
-    return step

@@ -1,5 +1,10 @@
 """The GLUE tasks' and XNLI's files, laid out as the original and the GLUE download script
-write them, each registered under its task name (`bert_tf.tasks.classification.reader`)."""
+write them, each registered under its task name (`bert_tf.tasks.classification.reader`).
+
+Each GLUE task's processor carries its metrics: `task_metric`, the ClassificationConfig's
+(eval results beyond accuracy: "f1", "matthews_corrcoef", "correlation" or None), and
+`glue_metrics`, the eval_results keys whose mean is its GLUE score, the first the one the
+paper's Table 1 reports (and run_glue chooses runs by)."""
 from bert_tf.tasks.classification.reader import FileLayout, FileLayoutProcessor, register
 from bert_tf.tokenization import convert_to_unicode
 
@@ -15,6 +20,12 @@ def _glue_layouts(text_a, text_b=None, label=None, test_text_a=None, test_text_b
                            text_a if test_text_a is None else test_text_a,
                            text_b if test_text_b is None else test_text_b, guid=test_guid),
     }
+
+
+class GlueProcessor(FileLayoutProcessor):
+    """A GLUE task's files; its metrics (the module docstring): accuracy unless it says."""
+    task_metric = None
+    glue_metrics = ("eval_accuracy",)
 
 
 @register("xnli")
@@ -46,7 +57,7 @@ class XnliProcessor(FileLayoutProcessor):
 
 
 @register("mnli")
-class MnliProcessor(FileLayoutProcessor):
+class MnliProcessor(GlueProcessor):
     """MultiNLI (GLUE). Dev and test are the matched sets, or with `matched=False` (task
     "mnli-mm") the mismatched ones. The label is the last column (dev's gold label after
     label1..label5); guids use the pairID column."""
@@ -72,24 +83,28 @@ class MnliMismatchedProcessor(MnliProcessor):
 
 
 @register("mrpc")
-class MrpcProcessor(FileLayoutProcessor):
+class MrpcProcessor(GlueProcessor):
     """MRPC (GLUE): Quality, #1 ID, #2 ID, #1 String, #2 String; test has index for Quality."""
     name = "MRPC"
     labels = ("0", "1")
+    task_metric = "f1"
+    glue_metrics = ("eval_f1", "eval_accuracy")
     layouts = _glue_layouts(text_a=3, text_b=4, label=0)
 
 
 @register("cola")
-class ColaProcessor(FileLayoutProcessor):
+class ColaProcessor(GlueProcessor):
     """CoLA (GLUE): train/dev have no header (source, label, original mark, sentence); test
     has one (index, sentence)."""
     name = "CoLA"
     labels = ("0", "1")
+    task_metric = "matthews_corrcoef"
+    glue_metrics = ("eval_matthews_corrcoef",)
     layouts = _glue_layouts(text_a=3, label=1, test_text_a=1, has_header=False)
 
 
 @register("sst-2")
-class Sst2Processor(FileLayoutProcessor):
+class Sst2Processor(GlueProcessor):
     """SST-2 (GLUE): train/dev "sentence, label"; test "index, sentence". Guids count rows."""
     name = "SST-2"
     labels = ("0", "1")
@@ -97,7 +112,7 @@ class Sst2Processor(FileLayoutProcessor):
 
 
 @register("qnli")
-class QnliProcessor(FileLayoutProcessor):
+class QnliProcessor(GlueProcessor):
     """QNLI (GLUE): index, question, sentence, label; test without label."""
     name = "QNLI"
     labels = ("entailment", "not_entailment")
@@ -105,17 +120,19 @@ class QnliProcessor(FileLayoutProcessor):
 
 
 @register("qqp")
-class QqpProcessor(FileLayoutProcessor):
+class QqpProcessor(GlueProcessor):
     """QQP (GLUE): id, qid1, qid2, question1, question2, is_duplicate; test: id, question1,
     question2."""
     name = "QQP"
     labels = ("0", "1")
+    task_metric = "f1"
+    glue_metrics = ("eval_f1", "eval_accuracy")
     layouts = _glue_layouts(text_a=3, text_b=4, label=5, test_text_a=1, test_text_b=2, guid=0,
                             test_guid=0)
 
 
 @register("rte")
-class RteProcessor(FileLayoutProcessor):
+class RteProcessor(GlueProcessor):
     """RTE (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "RTE"
     labels = ("entailment", "not_entailment")
@@ -123,7 +140,7 @@ class RteProcessor(FileLayoutProcessor):
 
 
 @register("wnli")
-class WnliProcessor(FileLayoutProcessor):
+class WnliProcessor(GlueProcessor):
     """WNLI (GLUE): index, sentence1, sentence2, label; test without label."""
     name = "WNLI"
     labels = ("0", "1")
@@ -131,7 +148,7 @@ class WnliProcessor(FileLayoutProcessor):
 
 
 @register("sts-b")
-class StsbProcessor(FileLayoutProcessor):
+class StsbProcessor(GlueProcessor):
     """STS-B (GLUE), a regression task: the label is the similarity score (0 to 5, float).
 
     Columns: index, genre, filename, year, old_index, source1, source2, sentence1, sentence2,
@@ -140,4 +157,6 @@ class StsbProcessor(FileLayoutProcessor):
     name = "STS-B"
     labels = None
     is_regression = True
+    task_metric = "correlation"
+    glue_metrics = ("eval_spearman", "eval_pearson")
     layouts = _glue_layouts(text_a=7, text_b=8, label=9, guid=0, test_guid=0)

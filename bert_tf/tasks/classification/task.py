@@ -16,13 +16,20 @@ from bert_tf.errors import arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.model.models import BertClassifier
 from bert_tf.tasks import metrics, registry
+from bert_tf.tasks.classification import reader
 from bert_tf.tasks.classification.preprocessor import ClassificationPreprocessor, record_schema
 from bert_tf.tasks.base import Task, TaskConfig, require_labels
 from bert_tf.tasks.preprocessor import prepare, split_options
 from bert_tf.text.windows import check_doc_stride
 
-# The GLUE metric of each task (beyond accuracy): tasks with unbalanced classes report F1 or MCC.
-TASK_METRICS = {"mrpc": "f1", "qqp": "f1", "cola": "matthews_corrcoef", "sts-b": "correlation"}
+
+def default_task_metric(task_name, labels):
+    """The task_metric of the task `task_name` (a `reader.get_processor` name): its processor's
+    (the GLUE tasks with unbalanced classes report F1 or MCC), else "correlation" for a
+    regression (`labels` None), else None."""
+    processor = reader.PROCESSORS.get((task_name or "").strip().lower())
+    return (getattr(processor, "task_metric", None)
+            or ("correlation" if labels is None else None))
 
 
 def softmax_float32(logits):
@@ -63,7 +70,7 @@ def combine_windows(values, example_ids, pooling="mean"):
 class ClassificationConfig(TaskConfig):
     """Attributes (besides TaskConfig's):
       labels: the label names in output order; None or one label: regression (one output).
-      task_metric: "f1", "matthews_corrcoef", "correlation" or None (see TASK_METRICS).
+      task_metric: "f1", "matthews_corrcoef", "correlation" or None (see default_task_metric).
       original_pads_eval: the original's eval batches included padding examples (--use_tpu):
         changes only how "loss" is averaged (see the module docstring).
       dropout_rate: dropout on the pooled output in training (the original: 0.1).
@@ -428,15 +435,15 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         file_based_convert_examples_to_features.
       label_list: the labels in output order; None for regression (one output).
       tokenizer: FullTokenizer or FastTokenizer (the same records).
-      task_name: the processor's name: the GLUE metric (TASK_METRICS) and the log line.
+      task_name: the processor's name: the GLUE metric (`default_task_metric`) and the log
+        line.
       options: `prepare`'s (batch sizes, training steps, check_model, log) and
         ClassificationConfig's other fields (original_pads_eval, bucket_by_length,
         multi_label, threshold, doc_stride, window_pooling, ...).
     """
     prepare_options, task_options = split_options(options)
     name = (task_name or "").strip().lower()
-    task_options.setdefault("task_metric", TASK_METRICS.get(
-        name, "correlation" if label_list is None else None))
+    task_options.setdefault("task_metric", default_task_metric(name, label_list))
     config = ClassificationConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                                   labels=label_list, **task_options)
     preprocessor = ClassificationPreprocessor(

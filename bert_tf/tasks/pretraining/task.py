@@ -28,7 +28,6 @@ from bert_tf.tasks.base import Records, Task, TaskConfig
 from bert_tf.tasks.pretraining import dynamic_masking
 from bert_tf.tasks.pretraining.masked_text import MaskedTextPreprocessor
 from bert_tf.tokenization import load_vocab
-from bert_tf.training.optimization import AdamWeightDecay
 
 MASKED_LM_EPSILON = 1e-5  # the original's denominator guard
 MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
@@ -518,10 +517,10 @@ def load_original_training_state(model, optimizer, path):
     the slot of our fused QKV kernel is the concatenation of the query, key and value slots.
     `optimizer` (maybe inside a LossScaleOptimizer) must be built on model.trainable_variables.
     Returns a LoadReport; InputError if a weight, a moment or global_step is missing, or if the
-    optimizer is not AdamWeightDecay (the original has no other).
+    optimizer is not AdamWeightDecay (the original has no other; `continues_original_run`).
     """
     inner = getattr(optimizer, "inner_optimizer", optimizer)
-    if not isinstance(inner, AdamWeightDecay):
+    if not getattr(inner, "continues_original_run", False):
         raise file_error(path, f"is a checkpoint of the original run_pretraining, whose optimizer "
                                f"is AdamWeightDecay (adamw); it cannot continue with "
                                f"{type(inner).__name__}")

@@ -13,14 +13,14 @@ import time
 import tensorflow as tf
 
 from bert_tf.model.models import BertSpanLabeler
+from bert_tf.progress import log as default_log
 from bert_tf.tasks import registry
 from bert_tf.tasks.preprocessor import prepare, split_options
 from bert_tf.tasks.squad import metrics, postprocess
 from bert_tf.tasks.squad.preprocessor import (PADDING_UNIQUE_ID, SquadPreprocessor,
                                            check_query_length, has_answers, squad_feature_spec)
 from bert_tf.tasks.base import Task, TaskConfig
-from bert_tf.training import runner
-from bert_tf.training.results import format_results, write_results
+from bert_tf.tasks.results import print_results, write_results
 
 
 
@@ -168,7 +168,7 @@ class SquadTask(Task):
         if "eval" not in config.records and has_answers(self.predict_data[0]):
             results = self._score(predictions, null_odds)
             paths.append(write_results(results, output_dir))
-            print("***** Eval results *****\n" + format_results(results), end="", flush=True)
+            print_results(results)
         return paths
 
     # ---- Serving.
@@ -271,7 +271,7 @@ def prepare_task(bert_config, tokenizer, max_seq_length, output_dir, *, train_fi
         null_score_diff_threshold).
     """
     prepare_options, task_options = split_options(options)
-    log = prepare_options["log"] = prepare_options.get("log") or runner.log
+    log = prepare_options["log"] = prepare_options.get("log") or default_log
     eval_batch_size = prepare_options.pop("eval_batch_size", None)
     if evaluate and eval_batch_size:
         prepare_options["predict_batch_size"] = math.lcm(

@@ -15,3 +15,8 @@ def write_results(results, output_dir, filename="eval_results.txt"):
     with io_utils.atomic_open(path) as f:
         f.write(format_results(results))
     return path
+
+
+def print_results(results):
+    """The results on stdout, under the original's `***** Eval results *****` line."""
+    print("***** Eval results *****\n" + format_results(results), end="", flush=True)
