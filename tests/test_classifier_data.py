@@ -13,6 +13,7 @@ Oracles:
 import pytest
 
 from bert_tf.tasks import classification as cd
+from bert_tf.tasks import preprocessor as tasks_preprocessor
 from bert_tf.tasks.classification import preprocessor
 from bert_tf.errors import InputError
 from bert_tf.tokenization import FullTokenizer
@@ -408,7 +409,7 @@ def test_fast_tokenizer_path_gives_the_same_features(task_examples, tokenizers, 
 
     _, tokenizer = tokenizers
     fast = FastTokenizer(str(uncased_vocab), do_lower_case=True)
-    monkeypatch.setattr(preprocessor, "_BATCH_TOKENIZE_CHUNK", 97)  # several chunks per split
+    monkeypatch.setattr(tasks_preprocessor, "CHUNK", 97)  # several chunks per split
     # The batch path only: no text tokenized one at a time.
     monkeypatch.setattr(fast, "tokenize", lambda text: pytest.fail(f"tokenize({text!r})"))
     for task, splits in task_examples.items():

@@ -140,8 +140,8 @@ def test_predict_file_without_tags(tmp_path, tokenizer):
 def test_round_trip_reproduces_every_gold_tag(converted, sentences):
     """Gold label ids, as if predicted, map back to exactly the gold tags of every word."""
     max_seq_length, _, features = converted
-    padded = features + [ner.padding_feature(max_seq_length)] * 3
-    per_word = ner.words_predictions(padded, [f.label_ids for f in padded])
+    padding = ner.record_schema(max_seq_length).padding_record()["label_ids"]
+    per_word = ner.words_predictions(features, [f.label_ids for f in features] + [padding] * 3)
     assert [[CONLL_LABELS[i] for i in ids] for ids in per_word] == [t for _, t in sentences]
 
 
@@ -321,15 +321,16 @@ def test_records_read_back_with_the_tagging_spec(tmp_path, sentences, tokenizer)
     max_seq_length = 32
     features = ner.convert_sentences_to_features(sentences[:300], CONLL_LABELS,
                                                  max_seq_length, tokenizer)
-    features.append(ner.padding_feature(max_seq_length))
     path = tmp_path / "eval.tf_record"
-    assert ner.write_tagging_records(features, path) == len(features)
+    expected_records = [feature.record() for feature in features]
+    expected_records.append(ner.record_schema(max_seq_length).padding_record())
+    assert ner.write_tagging_records(features, path, batch_size=len(expected_records)) == len(
+        expected_records)
     spec = tagging_feature_spec(max_seq_length)
     records = [tf.io.parse_single_example(r, spec)
                for r in tf.data.TFRecordDataset(str(path))]
-    assert len(records) == len(features)
-    for record, feature in zip(records, features):
-        expected = feature.record()
+    assert len(records) == len(expected_records)
+    for record, expected in zip(records, expected_records):
         assert set(record) == set(expected)
         for name, value in expected.items():
             np.testing.assert_array_equal(record[name].numpy(), value, err_msg=name)

@@ -15,19 +15,22 @@ INPUT_NAMES = ("input_ids", "input_mask", "segment_ids")
 
 @dataclasses.dataclass(frozen=True)
 class Feature:
-    """One fixed-length feature: `shape` () for a scalar, (n,) or (n, m) (written flat)."""
+    """One fixed-length feature: `shape` () for a scalar, (n,) or (n, m) (written flat);
+    `padding`, each of its values in the record that stands for no example."""
     name: str
     shape: tuple = ()
     dtype: str = INT64
+    padding: int = 0
 
     @property
     def size(self):
         """How many values the record holds."""
         return math.prod(self.shape)
 
-    def zeros(self):
-        zero = 0.0 if self.dtype == FLOAT32 else 0
-        return zero if not self.shape else [zero] * self.size
+    def padded(self):
+        """The feature's values in the padding record."""
+        value = float(self.padding) if self.dtype == FLOAT32 else self.padding
+        return value if not self.shape else [value] * self.size
 
 
 class RecordSchema:
@@ -47,13 +50,11 @@ class RecordSchema:
         reads them back)."""
         return {feature.name: feature.size for feature in self.features}
 
-    def padding_record(self, **values):
-        """A record that stands for no example: every feature zero (`is_real_example` 0),
-        but for `values`."""
-        unknown = set(values) - set(self.names)
-        if unknown:
-            raise ValueError(f"no feature {sorted(unknown)} in {self.names}")
-        return {feature.name: values.get(feature.name, feature.zeros()) for feature in self}
+    def padding_record(self):
+        """The record that stands for no example, which pads eval and predict to whole batches
+        as the original's PaddingInputExample (TPU-style): every feature its `padding`, zero
+        unless the feature says otherwise (`is_real_example` 0)."""
+        return {feature.name: feature.padded() for feature in self}
 
 
 def input_features(shape):

@@ -2,9 +2,10 @@
 `prepare` that drives every fine-tuning task's records (the command lines, `bert_tf.api` and the
 notebook's runs).
 
-`prepare` reads and checks every split, checks the model, counts the training steps, pads eval
-and predict to whole batches (`pad_to_batch`), writes the records (atomically; nothing left in
-output_dir on failure) and returns the `PreparedTask` over them.
+`prepare` reads and checks every split, checks the model, counts the training steps, writes the
+records (atomically; nothing left in output_dir on failure), eval and predict padded to whole
+batches with the schema's padding record (`Preprocessor.write`), and returns the `PreparedTask`
+over them. `converted` is every task's tokenize-and-pack loop, a chunk of items per call.
 """
 import contextlib
 import os
@@ -13,6 +14,7 @@ import typing
 import tensorflow as tf
 
 from bert_tf import io_utils
+from bert_tf.data.records import write_examples
 from bert_tf.errors import InputError, argument_error
 from bert_tf.progress import log as default_log
 from bert_tf.tasks.base import MODES, Records, Task
@@ -43,16 +45,44 @@ def preparing(output_dir):
 
 
 def pad_to_batch(items, batch_size, padding):
-    """(`items` followed by copies of `padding`, the task's item that stands for no example
-    (`is_real_example` 0), until their count is a multiple of `batch_size`; the number of real
-    items). Fixed-size batches then see every real item once, and results weigh padding out.
-    The input is not modified."""
+    """An iterator over `items` (any iterable) followed by copies of `padding`, the item that
+    stands for no example (`is_real_example` 0), until their count is a multiple of
+    `batch_size`. Fixed-size batches then see every real item once, and results weigh padding
+    out."""
     if batch_size < 1:
         raise InputError(f"the batch size must be positive, got {batch_size}")
-    padded = list(items)
-    num_real = len(padded)
-    padded.extend([padding] * (-num_real % batch_size))
-    return padded, num_real
+
+    def padded():
+        count = 0
+        for count, item in enumerate(items, 1):
+            yield item
+        yield from [padding] * (-count % batch_size)
+
+    return padded()
+
+
+def write_records(path, records, schema, batch_size=None):
+    """Writes `records` ({name: values}, as `schema` types them) to a TFRecord file at `path`,
+    atomically, followed with `batch_size` by the schema's padding record until their count is
+    a multiple of it (the original's TPU-style padding of eval and predict). Returns how many
+    were written."""
+    if batch_size:
+        records = pad_to_batch(records, batch_size, schema.padding_record())
+    return write_examples(path, records, schema)
+
+
+# Items tokenized and packed per call of a task's converter (`converted`): one tokenizer call
+# for a chunk's texts (FastTokenizer's `tokenize_batch`, where its speed comes from) and one
+# packing call, few enough that a chunk's tokens and arrays take little memory.
+CHUNK = 4096
+
+
+def converted(items, convert, chunk=None):
+    """Yields, in order, what `convert(first, items[first:first + chunk])` returns for each
+    chunk of `items` (default CHUNK items): a task's tokenize-and-pack, one chunk per call."""
+    items, chunk = list(items), chunk or CHUNK
+    for first in range(0, len(items), chunk):
+        yield from convert(first, items[first:first + chunk])
 
 
 # mode: (a processor's name of the split, its reader).
@@ -79,9 +109,9 @@ def read_splits(processor, data_dir, modes):
 class Preprocessor:
     """A task's preprocessor: its raw inputs packed as the model takes them
     (`bert_tf.text.packing`), in the two places a model meets text:
-    - records: `prepare` drives `read`, `padding` and `write` (subclasses implement them) with
-      a Python tokenizer (FullTokenizer or FastTokenizer), so that the records equal the
-      original's byte for byte;
+    - records: `prepare` drives `read` and `write` (subclasses implement `read`, `schema` and
+      `records`) with a Python tokenizer (FullTokenizer or FastTokenizer), so that the records
+      equal the original's byte for byte;
     - the exported model: `text_inputs` (and a task's own graph calls) with a GraphTokenizer
       (bert_tf.text.graph_tokenization), in the SavedModel's graph
       (`bert_tf.tasks.base.Task.text_preprocessor`, `Task.text_signatures`).
@@ -112,13 +142,17 @@ class Preprocessor:
         """What the training steps are counted from, of the training split's items."""
         return len(items)
 
-    def padding(self, mode):
-        """The item that pads `mode`'s items to whole batches (`pad_to_batch`)."""
+    def schema(self, mode):
+        """The RecordSchema of `mode`'s records."""
         raise NotImplementedError
 
-    def write(self, mode, items, path):
-        """Writes `mode`'s records (items and padding) to `path`; returns how many."""
+    def records(self, mode, items):
+        """The record ({name: values}) of each of `mode`'s items, in order."""
         raise NotImplementedError
+
+    def write(self, mode, items, path, batch_size=None):
+        """Writes `mode`'s records to `path` (`write_records`); returns how many."""
+        return write_records(path, self.records(mode, items), self.schema(mode), batch_size)
 
     def summary(self, mode, num_real, count):
         """How the log describes a split written: `num_real` items, `count` records."""
@@ -146,8 +180,8 @@ def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
       preprocessor: a Preprocessor.
       make_task: {mode: Records} -> the Task over them (called with {} first: the task's
         config is checked, and `check_model` gets its model, before any record is written).
-      eval_batch_size, predict_batch_size: eval and predict are padded to a multiple of them
-        (if given).
+      eval_batch_size, predict_batch_size: eval's and predict's records are padded to a
+        multiple of them (if given).
       train_batch_size, num_train_epochs, warmup_proportion: the training steps, counted (and
         checked) before any record is written.
       check_model: called with a function building the task's model (the command lines check
@@ -179,13 +213,9 @@ def prepare(preprocessor, make_task, output_dir, *, eval_batch_size=None,
         for mode in MODES:
             if mode not in splits:
                 continue
-            items, num_real = splits[mode], len(splits[mode])
-            if batch_sizes.get(mode):
-                items, num_real = pad_to_batch(items, batch_sizes[mode],
-                                               preprocessor.padding(mode))
             path = os.path.join(output_dir, preprocessor.record_files[mode])
-            count = preprocessor.write(mode, items, path)
-            log(f"  {mode}: {preprocessor.summary(mode, num_real, count)} -> {path}")
+            count = preprocessor.write(mode, splits[mode], path, batch_sizes.get(mode))
+            log(f"  {mode}: {preprocessor.summary(mode, len(splits[mode]), count)} -> {path}")
             records[mode] = Records((path,), None if mode == "train" else count)
     return PreparedTask(make_task(records), **prepared)
 

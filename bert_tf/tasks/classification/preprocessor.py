@@ -1,6 +1,7 @@
 """Classification records: `InputExample`s packed as the original's run_classifier packs them
 (`convert_single_example`, `write_classifier_records`: input_ids, input_mask, segment_ids,
-label_ids, is_real_example), long texts in windows with `doc_stride`, and padding examples.
+label_ids, is_real_example), long texts in windows with `doc_stride`; the original's padding
+examples are the schema's padding record.
 """
 import dataclasses
 from typing import Optional, Union
@@ -8,23 +9,17 @@ from typing import Optional, Union
 from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import FLOAT32, INT64, Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
-from bert_tf.tasks.preprocessor import MODES, Preprocessor, pad_to_batch
+from bert_tf.tasks.preprocessor import MODES, Preprocessor, converted, pad_to_batch
 from bert_tf.text import packing
 from bert_tf.text.windows import check_doc_stride, check_max_seq_length, doc_spans
-
-# Examples tokenized per `tokenize_batch` call: large enough to amortize the call, small enough
-# that the chunk's tokens take little memory.
-_BATCH_TOKENIZE_CHUNK = 4096
 
 
 @dataclasses.dataclass
 class PaddingInputExample:
-    """Fake example so the number of eval/predict examples is a multiple of the batch size.
-
-    Fixed-size batches would otherwise drop the last partial batch, and with it part of the
-    output. Padding examples become all-zero inputs with `is_real_example` False, which metrics
-    weight by zero and prediction writers skip. A class rather than `None`, so that padding can
-    never be mistaken for a missing example.
+    """The original's fake example that pads a list of examples to a multiple of the batch size
+    (`pad_examples`): converted, it is `record_schema`'s padding record (`is_real_example`
+    False), which metrics weight by zero and prediction writers skip. A class rather than
+    `None`, so that padding can never be mistaken for a missing example.
     """
 
 
@@ -86,8 +81,8 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
 
     The original's function: the texts packed by `bert_tf.text.packing` (a pair is truncated
     longest-first to max_seq_length - 3 tokens, a single text cut to max_seq_length - 2), the
-    label mapped to its index in `label_list`. A PaddingInputExample becomes all zeros, label
-    0, `is_real_example` False.
+    label mapped to its index in `label_list`. A PaddingInputExample becomes the schema's
+    padding record: all zeros, `is_real_example` False.
 
     Args:
       ex_index: the example's position; the first 5 are described to `log`, as the original
@@ -124,15 +119,16 @@ def _convert_chunk(first_index, examples, label_list, max_seq_length, tokenizer,
     windows = {} if doc_stride is None else _long_text_windows(
         packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id, sep_id)
     row_of = {i: row for row, i in enumerate(real)}
-    zeros = [0] * max_seq_length
+    padding = record_schema(max_seq_length, regression,
+                            len(label_list) if multi_label else None,
+                            doc_stride is not None).padding_record()
     result = []
     for i, example in enumerate(examples):
         if i not in row_of:
-            result.append(InputFeatures(input_ids=zeros, input_mask=zeros, segment_ids=zeros,
-                                        label_id=(0.0 if regression else
-                                                  [0] * len(label_list) if multi_label else 0),
-                                        is_real_example=False,
-                                        example_id=None if doc_stride is None else -1))
+            result.append(InputFeatures(
+                **{name: padding[name] for name in packing.INPUT_NAMES},
+                label_id=padding["label_ids"], is_real_example=False,
+                example_id=padding.get("example_id")))
             continue
         row = row_of[i]
         inputs = {name: packed[name][row].tolist() for name in packing.INPUT_NAMES}
@@ -197,10 +193,8 @@ def _long_text_windows(packed, ids_a, ids_b, max_seq_length, doc_stride, cls_id,
 
 def iter_features(examples, label_list, max_seq_length, tokenizer, regression=False, log=None,
                   multi_label=False, doc_stride=None):
-    """Yields `convert_single_example` of each example, in order, converting a few thousand
-    examples at a time (one tokenizer call for their texts with FastTokenizer's
-    `tokenize_batch`, which is where its speed comes from: measured 2.4x FullTokenizer's on
-    QNLI's long texts, the same on SST-2's short ones; and one packing call).
+    """Yields `convert_single_example` of each example, in order, a chunk of examples per
+    tokenizer call and packing call (`bert_tf.tasks.preprocessor.converted`).
 
     With `doc_stride` (not the original's), an example whose texts do not fit is not
     truncated but split into windows (`_long_text_windows`: a single text's pieces, or a
@@ -209,11 +203,9 @@ def iter_features(examples, label_list, max_seq_length, tokenizer, regression=Fa
     the original's, with its example_id.
     """
     check_doc_stride(doc_stride, max_seq_length)
-    examples = list(examples)
-    for start in range(0, len(examples), _BATCH_TOKENIZE_CHUNK):
-        yield from _convert_chunk(start, examples[start:start + _BATCH_TOKENIZE_CHUNK],
-                                  label_list, max_seq_length, tokenizer, regression, log,
-                                  multi_label, doc_stride)
+    yield from converted(examples, lambda first, chunk: _convert_chunk(
+        first, chunk, label_list, max_seq_length, tokenizer, regression, log, multi_label,
+        doc_stride))
 
 
 def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
@@ -253,14 +245,14 @@ def write_features(input_features, output_file):
 def record_schema(max_seq_length, regression=False, multi_label_size=None, windowed=False):
     """run_classifier's records: inputs [max_seq_length], `label_ids` [] (float for
     regression; multi-label: multi-hot [multi_label_size]) and `is_real_example` []; windows
-    also their `example_id` []."""
+    also their `example_id` [] (a padding record's -1)."""
     if multi_label_size is not None:
         label = Feature("label_ids", (multi_label_size,))
     else:
         label = Feature("label_ids", (), FLOAT32 if regression else INT64)
     schema = input_features([max_seq_length]) + [label, Feature("is_real_example")]
     if windowed:
-        schema.append(Feature("example_id"))
+        schema.append(Feature("example_id", padding=-1))
     return RecordSchema(schema)
 
 
@@ -282,7 +274,7 @@ def pad_examples(examples, batch_size):
 
     Returns (the padded list, the number of real examples). The input list is not modified.
     """
-    return pad_to_batch(examples, batch_size, PaddingInputExample())
+    return list(pad_to_batch(examples, batch_size, PaddingInputExample())), len(examples)
 
 
 class ClassificationPreprocessor(Preprocessor):
@@ -317,16 +309,15 @@ class ClassificationPreprocessor(Preprocessor):
             return splits
         return {mode: self._features(examples) for mode, examples in splits.items()}
 
-    def padding(self, mode):
-        if self.doc_stride is None:
-            return PaddingInputExample()
-        return self._features([PaddingInputExample()])[0]
+    def schema(self, mode):
+        return record_schema(self.max_seq_length, self.conversion["regression"],
+                             len(self.label_list) if self.conversion["multi_label"] else None,
+                             self.doc_stride is not None)
 
-    def write(self, mode, items, path):
-        if self.doc_stride is None:
-            return write_classifier_records(items, self.label_list, self.max_seq_length,
-                                            self.tokenizer, path, **self.conversion)
-        return write_features(items, path)
+    def records(self, mode, items):
+        features = items if self.doc_stride is not None else iter_features(
+            items, self.label_list, self.max_seq_length, self.tokenizer, **self.conversion)
+        return (feature.to_record() for feature in features)
 
     def summary(self, mode, num_real, count):
         what = (f"{num_real} examples" if self.doc_stride is None else

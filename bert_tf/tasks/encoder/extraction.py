@@ -20,15 +20,12 @@ from bert_tf.model.pooling import check_pooling
 from bert_tf.progress import Progress
 from bert_tf.tasks.base import Records
 from bert_tf.tasks.encoder.task import EncoderConfig, EncoderTask
-from bert_tf.tasks.preprocessor import PreparedTask
+from bert_tf.tasks.preprocessor import PreparedTask, converted
 from bert_tf.text import packing
 
 InputExample = collections.namedtuple("InputExample", ["unique_id", "text_a", "text_b"])
 InputFeatures = collections.namedtuple(
     "InputFeatures", ["unique_id", "tokens", "input_ids", "input_mask", "input_type_ids"])
-
-# Examples tokenized per tokenizer call (FastTokenizer.tokenize_batch).
-_TOKENIZE_CHUNK = 4096
 
 
 def read_examples(input_file):
@@ -52,10 +49,9 @@ def read_examples(input_file):
 def convert_examples_to_features(examples, seq_length, tokenizer):
     """The original's convert_examples_to_features: [CLS] a [SEP] (b [SEP]) truncated to
     `seq_length`, segment ids, mask and zero padding (`bert_tf.text.packing`), with each
-    example's unique id and tokens. Yields the features (`_TOKENIZE_CHUNK` examples tokenized
-    and packed per call)."""
-    for start in range(0, len(examples), _TOKENIZE_CHUNK):
-        chunk = examples[start:start + _TOKENIZE_CHUNK]
+    example's unique id and tokens. Yields the features, a chunk of examples tokenized and
+    packed per call (`bert_tf.tasks.preprocessor.converted`)."""
+    def convert(first, chunk):
         packed = packing.pack_texts(tokenizer, [e.text_a for e in chunk],
                                     [e.text_b for e in chunk], max_seq_length=seq_length)
         for i, example in enumerate(chunk):
@@ -63,6 +59,8 @@ def convert_examples_to_features(examples, seq_length, tokenizer):
             tokens = [str(t) for t in packing.packed_tokens(tokenizer, input_ids, input_mask)]
             yield InputFeatures(example.unique_id, tokens, input_ids.tolist(),
                                 input_mask.tolist(), packed["segment_ids"][i].tolist())
+
+    return converted(examples, convert)
 
 
 def round6(values):

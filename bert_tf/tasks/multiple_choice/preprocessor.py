@@ -4,23 +4,17 @@ as the original's pairs (longest part truncated first) and flattened, with `labe
 """
 import tensorflow as tf
 
-from bert_tf.data.records import feature_spec, write_examples
+from bert_tf.data.records import feature_spec
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
-from bert_tf.tasks.classification.preprocessor import PaddingInputExample
-from bert_tf.tasks.preprocessor import MODES, Preprocessor
+from bert_tf.tasks.preprocessor import MODES, Preprocessor, converted
 from bert_tf.text import packing
-
-# Questions packed per `packing.pack_choices` call (their texts tokenized in one call).
-_CHUNK = 2048
 
 
 def check_examples(examples, num_choices):
     """InputError naming the first question whose endings are not `num_choices` or whose label
     is not one of their indexes (for examples made in Python; files are checked as read)."""
     for example in examples:
-        if isinstance(example, PaddingInputExample):
-            continue
         if len(example.endings) != num_choices:
             raise InputError(f"question {example.guid!r} has {len(example.endings)} endings; "
                              f"every question needs {num_choices}")
@@ -29,36 +23,19 @@ def check_examples(examples, num_choices):
                              f"index of an ending: 0 to {num_choices - 1}")
 
 
-def iter_records(examples, num_choices, max_seq_length, tokenizer):
-    """The record features of each question (or PaddingInputExample: all zeros, label 0,
-    is_real_example 0), in order, packed a chunk of questions at a time
+def iter_records(examples, max_seq_length, tokenizer):
+    """The record of each question, in order, a chunk of questions packed per call
     (`packing.pack_choices`)."""
-    examples = list(examples)
-    padding = record_schema(num_choices, max_seq_length).padding_record()
-    for start in range(0, len(examples), _CHUNK):
-        chunk = examples[start:start + _CHUNK]
-        real = [e for e in chunk if not isinstance(e, PaddingInputExample)]
-        packed = packing.pack_choices(tokenizer, [e.context for e in real],
-                                      [e.endings for e in real], max_seq_length=max_seq_length)
-        row = 0
-        for example in chunk:
-            if isinstance(example, PaddingInputExample):
-                yield padding
-                continue
+    def convert(first, chunk):
+        packed = packing.pack_choices(tokenizer, [e.context for e in chunk],
+                                      [e.endings for e in chunk], max_seq_length=max_seq_length)
+        for row, example in enumerate(chunk):
             record = {name: packed[name][row].reshape(-1).tolist()
                       for name in packing.INPUT_NAMES}
             record.update(label_ids=example.label, is_real_example=1)
-            row += 1
             yield record
 
-
-def write_choice_records(examples, num_choices, max_seq_length, tokenizer, output_file):
-    """Writes one tf.train.Example per question (see the module docstring) to `output_file`,
-    atomically; returns the number written."""
-    check_examples(examples, num_choices)
-    return write_examples(output_file,
-                          iter_records(examples, num_choices, max_seq_length, tokenizer),
-                          record_schema(num_choices, max_seq_length))
+    return converted(examples, convert)
 
 
 def record_schema(num_choices, max_seq_length):
@@ -89,12 +66,11 @@ class MultipleChoicePreprocessor(Preprocessor):
             check_examples(split, self.num_choices)
         return {mode: self.examples[mode] for mode in MODES if mode in self.examples}
 
-    def padding(self, mode):
-        return PaddingInputExample()
+    def schema(self, mode):
+        return record_schema(self.num_choices, self.max_seq_length)
 
-    def write(self, mode, items, path):
-        return write_choice_records(items, self.num_choices, self.max_seq_length,
-                                    self.tokenizer, path)
+    def records(self, mode, items):
+        return iter_records(items, self.max_seq_length, self.tokenizer)
 
     def description(self, task):
         return f"*** multiple choice: {self.num_choices} endings per question"

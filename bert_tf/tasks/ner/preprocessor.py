@@ -11,13 +11,12 @@ from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.tasks.ner.reader import ConllSentences, label_list_from, read_sentences
-from bert_tf.tasks.preprocessor import Preprocessor
+from bert_tf.tasks.preprocessor import Preprocessor, converted, write_records
 from bert_tf.text import packing
 from bert_tf.text.windows import (check_doc_stride, check_max_seq_length, scoring_windows,
                                   word_windows)
 
 UNKNOWN_PIECE = "[UNK]"
-_PACKING_CHUNK = 4096  # windows packed per call
 
 
 # ---------------------------------------------------------------------------------------------
@@ -31,7 +30,8 @@ class TaggingFeature:
 
     input_ids, input_mask, segment_ids, label_ids, label_mask: [max_seq_length] each, label_ids
     the tag's index in the label list where label_mask is 1 and 0 elsewhere (also 0 on words
-    without a gold tag, which are still scored for prediction). Not written to the records:
+    without a gold tag, which are still scored for prediction); is_real_example 1 (the records
+    that pad eval and predict are the schema's padding record). Not written to the records:
     sentence_index, word_indices (the word of each position where label_mask is 1, in order)
     and num_words (of the sentence, so the inverse mapping can check it covered every word).
     """
@@ -50,16 +50,6 @@ class TaggingFeature:
         return {"input_ids": self.input_ids, "input_mask": self.input_mask,
                 "segment_ids": self.segment_ids, "label_ids": self.label_ids,
                 "label_mask": self.label_mask, "is_real_example": int(self.is_real_example)}
-
-
-def padding_feature(max_seq_length):
-    """The original's PaddingInputExample as a feature: all zeros, is_real_example 0, no words.
-
-    Eval and predict pad their records with these to a multiple of the batch size.
-    """
-    zeros = [0] * max_seq_length
-    return TaggingFeature(list(zeros), list(zeros), list(zeros), list(zeros), list(zeros),
-                          is_real_example=0)
 
 
 def word_pieces(tokenizer, words):
@@ -121,20 +111,19 @@ def _packed_features(windows, max_seq_length, cls_id, sep_id):
     """The TaggingFeatures of windows: `[CLS] pieces [SEP]` packed by `bert_tf.text.packing`
     (a window fits: nothing is cut), each scored word's label at its first piece (one
     position after [CLS])."""
-    features = []
-    for start in range(0, len(windows), _PACKING_CHUNK):
-        chunk = windows[start:start + _PACKING_CHUNK]
+    def convert(first, chunk):
         packed = packing.pack_lists([w.piece_ids for w in chunk], max_seq_length=max_seq_length,
                                     cls_id=cls_id, sep_id=sep_id)
         for row, window in enumerate(chunk):
             label_ids, label_mask = [0] * max_seq_length, [0] * max_seq_length
             for position, label_id in zip(window.positions, window.label_ids):
                 label_ids[1 + position], label_mask[1 + position] = label_id, 1
-            features.append(TaggingFeature(
+            yield TaggingFeature(
                 *(packed[name][row].tolist() for name in packing.INPUT_NAMES), label_ids,
                 label_mask, sentence_index=window.sentence_index,
-                word_indices=window.scored_words, num_words=window.num_words))
-    return features
+                word_indices=window.scored_words, num_words=window.num_words)
+
+    return list(converted(windows, convert))
 
 
 def convert_sentences_to_features(sentences, label_list, max_seq_length, tokenizer,
@@ -159,14 +148,15 @@ def convert_sentences_to_features(sentences, label_list, max_seq_length, tokeniz
     return _packed_features(windows, max_seq_length, *packing.special_ids(tokenizer))
 
 
-def write_tagging_records(features, output_file):
-    """Writes the features' records (tagging_feature_spec) to a TFRecord file, atomically.
-
-    Returns the number of records written.
-    """
+def write_tagging_records(features, output_file, batch_size=None):
+    """Writes the features' records (tagging_feature_spec) to a TFRecord file, atomically,
+    followed with `batch_size` by the schema's padding record until their count is a multiple
+    of it (as `NerPreprocessor.write`). Returns the number of records written."""
     features = list(features)
-    schema = record_schema(len(features[0].input_ids)) if features else None
-    return write_examples(output_file, (feature.record() for feature in features), schema)
+    if not features:
+        return write_examples(output_file, [])
+    return write_records(output_file, (feature.record() for feature in features),
+                         record_schema(len(features[0].input_ids)), batch_size)
 
 
 def record_schema(max_seq_length):
@@ -191,18 +181,16 @@ def words_predictions(features, predicted_label_ids_per_feature):
     """Per sentence, the predicted tag index of each word: the inverse of the conversion.
 
     predicted_label_ids_per_feature: one [max_seq_length] sequence of label ids per feature,
-    in the features' order (padding features included or not: they score no word). Raises
-    ValueError if a word is scored twice or never, which would mean the features and the
-    predictions do not belong together.
+    in the features' order, then any of the padding records after them (not read). Raises
+    ValueError if there are fewer predictions than features, or a word is scored twice or
+    never, which would mean the features and the predictions do not belong together.
     """
     features = list(features)
     predictions = list(predicted_label_ids_per_feature)
-    if len(features) != len(predictions):
+    if len(predictions) < len(features):
         raise ValueError(f"{len(features)} features but {len(predictions)} predictions")
     per_sentence = {}
     for feature, predicted in zip(features, predictions):
-        if not feature.is_real_example:
-            continue
         positions = [i for i, mask in enumerate(feature.label_mask) if mask]
         words = per_sentence.setdefault(feature.sentence_index, [None] * feature.num_words)
         for position, word in zip(positions, feature.word_indices):
@@ -233,8 +221,8 @@ class NerPreprocessor(Preprocessor):
         (records only).
       label_list: the tags in output order (default: the training file's, "O" first; required
         without a training file).
-    After `read`: `labels`, and {mode: ...} `sentences` and `features` (the written ones,
-    padding included, after `write`: the task maps each record's predictions back).
+    After `read`: `labels`, and {mode: ...} `sentences` and `features` (one per record before
+    the padding: the task maps each record's predictions back).
     """
     counted_as = "windows"
 
@@ -260,12 +248,11 @@ class NerPreprocessor(Preprocessor):
             for mode, sentences in self.sentences.items()}
         return dict(self.features)
 
-    def padding(self, mode):
-        return padding_feature(self.max_seq_length)
+    def schema(self, mode):
+        return record_schema(self.max_seq_length)
 
-    def write(self, mode, items, path):
-        self.features[mode] = items
-        return write_tagging_records(items, path)
+    def records(self, mode, items):
+        return (feature.record() for feature in items)
 
     def summary(self, mode, num_real, count):
         return (f"{len(self.sentences[mode])} sentences, {num_real} windows "

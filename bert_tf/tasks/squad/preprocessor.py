@@ -10,7 +10,7 @@ from typing import Optional
 from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import Feature, RecordSchema, input_features
 from bert_tf.errors import InputError, argument_error
-from bert_tf.tasks.preprocessor import Preprocessor
+from bert_tf.tasks.preprocessor import Preprocessor, converted
 from bert_tf.tasks.squad.reader import (TRAINING_SHUFFLE_SEED, SkippedAnswer, SquadExample,
                                        load_squad_json, read_squad_examples,
                                        shuffle_training_examples, split_context)
@@ -18,7 +18,7 @@ from bert_tf.text import packing
 from bert_tf.text.windows import DocSpan, check_doc_stride, doc_spans, max_context_spans
 
 FIRST_UNIQUE_ID = 1000000000
-PADDING_UNIQUE_ID = 0  # predict records that pad the last batch
+PADDING_UNIQUE_ID = 0  # the padding record's (`record_schema`)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,8 +111,12 @@ class _ContextTokens:
         return self._result
 
 
-# Examples whose windows are packed in one call.
-_PACKING_CHUNK = 256
+# Questions whose windows are packed per call: fewer than the other tasks' chunk, because a
+# question makes several windows, each holding two maps over its context positions
+# (`token_to_orig_map`, `token_is_max_context`) that the chunk keeps until it is packed, and
+# a context is tokenized once per paragraph (`_ContextTokens`), not per chunk, so a larger
+# chunk would only save packing calls.
+_QUESTIONS_PER_CHUNK = 256
 
 
 def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_length,
@@ -123,10 +127,11 @@ def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_len
     check_window_flags(max_seq_length, doc_stride, max_query_length)
     cls_id, sep_id = packing.special_ids(tokenizer)
     context_tokens = _ContextTokens(tokenizer)
-    unique_id = first_unique_id
-    for start in range(0, len(examples), _PACKING_CHUNK):
+    unique_ids = itertools.count(first_unique_id)
+
+    def convert(first, chunk):
         windows = []
-        for example_index, example in enumerate(examples[start:start + _PACKING_CHUNK], start):
+        for example_index, example in enumerate(chunk, first):
             windows.extend(_example_windows(example_index, example, tokenizer, context_tokens,
                                             max_seq_length, doc_stride, max_query_length,
                                             is_training))
@@ -138,7 +143,7 @@ def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_len
         for row, window in enumerate(windows):
             inputs = {name: packed[name][row].tolist() for name in packing.INPUT_NAMES}
             feature = InputFeatures(
-                unique_id=unique_id, example_index=window.example_index,
+                unique_id=next(unique_ids), example_index=window.example_index,
                 doc_span_index=window.doc_span_index,
                 tokens=packing.packed_tokens(tokenizer, inputs["input_ids"],
                                              inputs["input_mask"]),
@@ -149,7 +154,8 @@ def iter_features(examples, tokenizer, max_seq_length, doc_stride, max_query_len
             if log is not None and window.example_index < 20:
                 _describe(log, feature, is_training)
             yield feature
-            unique_id += 1
+
+    yield from converted(examples, convert, _QUESTIONS_PER_CHUNK)
 
 
 @dataclasses.dataclass
@@ -275,8 +281,10 @@ def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride
 def record_schema(max_seq_length, is_training):
     """run_squad's records: `unique_ids` [], inputs [max_seq_length], and for training
     `start_positions` [], `end_positions` [], `is_impossible` [] (the original's FeatureWriter;
-    its reader leaves `is_impossible` out, its records have it)."""
-    features = [Feature("unique_ids")] + input_features([max_seq_length])
+    its reader leaves `is_impossible` out, its records have it). The padding record, a predict
+    window that is not one, has unique id PADDING_UNIQUE_ID."""
+    features = ([Feature("unique_ids", padding=PADDING_UNIQUE_ID)]
+                + input_features([max_seq_length]))
     if is_training:
         features += [Feature(name) for name in
                      ("start_positions", "end_positions", "is_impossible")]
@@ -314,13 +322,6 @@ def write_squad_records(path, features, is_training):
         path, (feature_record(feature, is_training)
                for feature in itertools.chain([first], features)),
         record_schema(len(first.input_ids), is_training))
-
-
-def padding_feature(max_seq_length):
-    """A predict window that is not one (unique_id 0, no tokens): pads the predict records to a
-    multiple of the batch, as the original's padding examples do for the classifier."""
-    zeros = [0] * max_seq_length
-    return InputFeatures(PADDING_UNIQUE_ID, -1, -1, [], {}, {}, zeros, zeros, zeros)
 
 
 def require_windows(path, examples, features, argument="predict_file"):
@@ -404,13 +405,13 @@ class SquadPreprocessor(Preprocessor):
             splits["predict"] = features
         return splits
 
-    def padding(self, mode):
-        return padding_feature(self.windows["max_seq_length"])
+    def schema(self, mode):
+        return record_schema(self.max_seq_length, mode == "train")
 
-    def write(self, mode, items, path):
+    def records(self, mode, items):
         if mode == "train":  # the windows of a few questions at a time
             items = iter_features(items, is_training=True, **self.windows)
-        return write_squad_records(path, items, is_training=mode == "train")
+        return (feature_record(feature, mode == "train") for feature in items)
 
     def summary(self, mode, num_real, count):
         if mode == "train":
