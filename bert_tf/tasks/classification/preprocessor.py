@@ -9,6 +9,7 @@ from typing import Optional, Union
 from bert_tf.data.records import feature_spec, write_examples
 from bert_tf.data.schema import FLOAT32, INT64, Feature, RecordSchema, input_features
 from bert_tf.errors import InputError
+from bert_tf.tasks.classification.reader import unknown_label
 from bert_tf.tasks.preprocessor import MODES, Preprocessor, converted, pad_to_batch
 from bert_tf.text import packing
 from bert_tf.text.windows import check_doc_stride, check_max_seq_length, doc_spans
@@ -56,8 +57,7 @@ def _label_id(example, label_map, regression, multi_label=False):
                              f"list of labels, got {example.label!r}")
         unknown = [label for label in example.label if label not in label_map]
         if unknown:
-            raise InputError(f"example {example.guid!r}: label {unknown[0]!r} is not one of "
-                             f"the labels {list(label_map)}")
+            raise unknown_label(f"example {example.guid!r}", unknown[0], label_map)
         ids = [0] * len(label_map)
         for label in example.label:
             ids[label_map[label]] = 1
@@ -71,8 +71,7 @@ def _label_id(example, label_map, regression, multi_label=False):
     try:
         return label_map[example.label]
     except (KeyError, TypeError):
-        raise InputError(f"example {example.guid!r}: label {example.label!r} is not one of the "
-                         f"labels {list(label_map)}") from None
+        raise unknown_label(f"example {example.guid!r}", example.label, label_map) from None
 
 
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer,

@@ -107,9 +107,14 @@ def _parse_label(path, line_number, value, labels, regression, label_separator=N
                              line_number)
         return score
     if labels is not None and value not in labels:
-        raise file_error(path, f"label {value!r} is not one of the labels {list(labels)}",
-                         line_number)
+        raise unknown_label(f"{path}:{line_number}", value, labels)
     return value
+
+
+def unknown_label(where, label, labels):
+    """The InputError of a label that is not one of the task's `labels`, at `where` (a file's
+    line, an example's guid): the readers' and the converter's rule."""
+    return InputError(f"{where}: label {label!r} is not one of the labels {list(labels)}")
 
 
 def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=None):
