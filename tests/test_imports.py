@@ -33,12 +33,12 @@ LAZY_IMPORTS = {
         {"tensorflow", "bert_tf.text.fast_tokenization"},
         "TensorFlow-free: create_pretraining_data never imports TensorFlow for local files and "
         "forks its tokenizing processes; FastTokenizer (~0.3 s to import) for --tokenizer=fast"),
-    "bert_tf.text.fast_tokenization": (
+    "bert_tf.text.library_route": (
         {"tensorflow", "tensorflow_text"},
         "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
         "tensorflow-text is optional (not beside tensorflow-tpu) and slow to import"),
     "bert_tf.model.extended_vocab": (
-        {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
+        {"bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
         "TensorFlow's start-up (seconds)"),
 }
