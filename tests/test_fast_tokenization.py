@@ -26,7 +26,8 @@ import pytest
 import corpora
 from bert_tf import tokenization
 from bert_tf.errors import InputError
-from bert_tf.text.fast_tokenization import Encoding, FastTokenizer
+from bert_tf.text.encoding import Encoding
+from bert_tf.text.fast_tokenization import FastTokenizer
 
 LIBRARY_DIFFERENCES = corpora.LIBRARY_DIFFERENCES
 
@@ -147,10 +148,10 @@ def test_python_alone_until_library_after_chars(vocab_for_case, adversarial_text
     corpora.assert_same_tokens(texts, expected, tokens, lambda t: "adversarial, Python alone")
     code_points = corpora.code_point_texts()
     assert python_alone.tokenize_batch(code_points) == reference_code_point_tokens[do_lower_case]
-    assert python_alone._libraries == {}  # no library model was built
+    assert python_alone._library_route._libraries == {}  # no library model was built
     library = library_tokenizer(vocab_file, do_lower_case=do_lower_case)
     assert library.encode_batch(texts) == encodings
-    assert library._libraries
+    assert library._library_route._libraries
 
     # Crossing the limit part way: batches of 50 texts, the library from the ~5,000th character.
     switching = FastTokenizer(str(vocab_file), do_lower_case=do_lower_case,
@@ -160,7 +161,7 @@ def test_python_alone_until_library_after_chars(vocab_for_case, adversarial_text
     got = []
     for batch in batches:
         got.extend(switching.tokenize_batch(batch))
-        built.append(bool(switching._libraries))
+        built.append(bool(switching._library_route._libraries))
     assert got == expected
     assert not built[0] and built[-1]
 
@@ -243,7 +244,7 @@ def test_python_alone_matches_reference_on_all_shared_text(
               for t in tokenizer.tokenize_batch(texts[i:i + 1000])]
     corpora.assert_same_tokens(texts, reference_corpus_tokens[do_lower_case], tokens,
                                lambda t: f"corpus {corpus_texts[t]}, Python alone")
-    assert tokenizer._libraries == {}
+    assert tokenizer._library_route._libraries == {}
 
 
 @pytest.mark.slow

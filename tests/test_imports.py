@@ -37,12 +37,12 @@ LAZY_IMPORTS = {
         {"tensorflow"},
         "TensorFlow-free: create_pretraining_data never imports TensorFlow for local files; "
         "TensorFlow only for remote (gs://...) output files"),
-    "bert_tf.text.fast_tokenization": (
+    "bert_tf.text.library_route": (
         {"tensorflow", "tensorflow_text"},
         "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
         "tensorflow-text is optional (not beside tensorflow-tpu) and slow to import"),
     "bert_tf.model.extended_vocab": (
-        {"tensorflow", "bert_tf.model", "bert_tf.text.vocab_learning"},
+        {"bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
         "TensorFlow's start-up (seconds)"),
 }

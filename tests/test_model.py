@@ -312,10 +312,10 @@ def test_dense_with_transposed_kernel_gradient_matches_autodiff():
     """A float32 intermediate-shaped Dense (units = 4 x input) in training multiplies its input
     gradient by a transposed copy of the kernel: the same values and gradients as the plain
     matmul + bias + GELU differentiated by TensorFlow."""
-    from bert_tf.model import layers
+    from bert_tf.model import cpu_kernels, layers
 
-    assert layers._transposes_kernel_for_gradient(32, 128)  # this layer takes that path
-    assert not layers._transposes_kernel_for_gradient(32, 64)
+    assert cpu_kernels.transposes_kernel_for_gradient(32, 128)  # this layer takes that path
+    assert not cpu_kernels.transposes_kernel_for_gradient(32, 64)
     rng = np.random.RandomState(1)
     dense = layers.Dense(128, 32, "gelu")
     dense.build(None)
@@ -342,7 +342,7 @@ def test_dense_with_transposed_kernel_gradient_matches_autodiff():
 def test_training_gelu_kernels_match_autodiff(name, approximate):
     """The training variants of both GELUs (one XLA kernel each way, hand-written derivative)
     give tf.nn.gelu's values and its automatic gradient."""
-    from bert_tf.model import layers
+    from bert_tf.model import activations
 
     rng = np.random.RandomState(2)
     x = tf.constant((rng.randn(64, 96) * 3).astype(np.float32))
@@ -355,8 +355,8 @@ def test_training_gelu_kernels_match_autodiff(name, approximate):
             loss = tf.reduce_sum(y * upstream)
         return np.asarray(y), np.asarray(tape.gradient(loss, x))
 
-    fused = layers.get_activation(name, training=True)
-    assert fused is not layers.get_activation(name)  # the training path is the fused kernel
+    fused = activations.get_activation(name, training=True)
+    assert fused is not activations.get_activation(name)  # the training path is the fused kernel
     ours = value_and_grad(fused)
     plain = value_and_grad(lambda t: tf.nn.gelu(t, approximate=approximate))
     for a, b in zip(ours, plain):
@@ -402,10 +402,11 @@ def test_fused_layer_norm_matches_keras_values_and_gradients():
 
 
 def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
-    """The CPU kernels switch (bert_tf.model.layers.set_cpu_kernels) on and off: the same outputs at
-    inference, and in training (dropout on, the same seeds) the same loss and gradients, up to
-    float rounding. On, the training path uses the fused kernels; off, plain TensorFlow ops."""
-    from bert_tf.model import layers
+    """The CPU kernels switch (bert_tf.model.cpu_kernels.set_cpu_kernels) on and off: the same
+    outputs at inference, and in training (dropout on, the same seeds) the same loss and
+    gradients, up to float rounding. On, the training path uses the fused kernels; off, plain
+    TensorFlow ops."""
+    from bert_tf.model import activations, cpu_kernels
 
     # intermediate_size = 4 x hidden: the Dense with the transposed-kernel gradient is used too.
     config = BertConfig.from_dict(dict(SMALL_CONFIG, intermediate_size=128))
@@ -416,7 +417,7 @@ def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
     upstream = np.random.RandomState(4).randn(BATCH, PREDICTIONS, config.vocab_size)
 
     def run(mode):
-        layers.set_cpu_kernels(mode)
+        cpu_kernels.set_cpu_kernels(mode)
         for variable, value in zip(model.variables, initial):
             variable.assign(value)
         served = model(inputs, training=False)["masked_lm_log_probs"]
@@ -426,17 +427,17 @@ def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
                     + tf.reduce_sum(out["next_sentence_log_probs"]))
         grads = [tf.convert_to_tensor(g)  # embedding gradients are IndexedSlices
                  for g in tape.gradient(loss, model.trainable_variables)]
-        activation = layers.get_activation("gelu", training=True)
+        activation = activations.get_activation("gelu", training=True)
         return [served, loss] + grads, activation
 
     try:
         on, on_activation = run("on")
         off, off_activation = run("off")
     finally:
-        layers.set_cpu_kernels("auto")
-    assert on_activation is layers.gelu_fused and off_activation is not layers.gelu_fused
+        cpu_kernels.set_cpu_kernels("auto")
+    assert on_activation is cpu_kernels.gelu_fused and off_activation is not cpu_kernels.gelu_fused
     assert len(on) == len(model.trainable_variables) + 2
     for a, b in zip(on, off):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="not one of"):
-        layers.set_cpu_kernels("gpu")
+        cpu_kernels.set_cpu_kernels("gpu")

@@ -13,6 +13,7 @@ import tensorflow as tf
 import pretraining_fixtures as fx
 from bert_tf.model import layers
 from bert_tf.model.config import BertConfig
+from bert_tf.model.cpu_kernels import cpu_kernels_mode, set_cpu_kernels
 from bert_tf.model.models import BertPretrainer
 from bert_tf.tasks.pretraining.task import PretrainingTask
 
@@ -30,10 +31,10 @@ def batch(count=4):
 @pytest.fixture(params=["on", "off"])
 def cpu_kernels(request):
     """Both kernel sets: the CPU kernels' custom gradients run inside the recomputation."""
-    saved = layers.cpu_kernels_mode()
-    layers.set_cpu_kernels(request.param)
+    saved = cpu_kernels_mode()
+    set_cpu_kernels(request.param)
     yield request.param
-    layers.set_cpu_kernels(saved)
+    set_cpu_kernels(saved)
 
 
 def test_same_loss_and_gradients_with_dropout(cpu_kernels):

@@ -115,18 +115,18 @@ def test_the_runner_drives_a_fake_task_through_train_eval_predict_export(tmp_pat
     import keras
     from absl import logging
 
-    from bert_tf.model import layers
+    from bert_tf.model.cpu_kernels import cpu_kernels_mode
     # The process-wide state the run sets (float32, the CPU kernels switch, absl's verbosity)
     # is given back as the caller had it.
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
-    before = (layers.cpu_kernels_mode(), logging.get_verbosity())
+    before = (cpu_kernels_mode(), logging.get_verbosity())
     try:
         results = runner.run(task, dataclasses.replace(settings, cpu_kernels="off"),
                              log=lambda message: None,
                              export=trained_model_exporter(str(exported), None, True,
                                                            settings.output_dir))
         assert keras.mixed_precision.global_policy().name == "mixed_bfloat16"
-        assert (layers.cpu_kernels_mode(), logging.get_verbosity()) == before
+        assert (cpu_kernels_mode(), logging.get_verbosity()) == before
     finally:
         keras.mixed_precision.set_global_policy("float32")
 

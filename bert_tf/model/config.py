@@ -20,7 +20,7 @@ import tensorflow as tf
 from bert_tf.errors import InputError, file_error
 from bert_tf.io_utils import atomic_open
 
-# Activations the encoder implements (bert_tf.model.layers.get_activation).
+# Activations the encoder implements (bert_tf.model.activations.get_activation).
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear", "swish")
 
 # Hugging Face `hidden_act` -> ours. Their "gelu" is exact erf GELU; "gelu_new" is the tanh form.

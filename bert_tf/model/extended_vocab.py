@@ -15,7 +15,6 @@ import numpy as np
 from bert_tf import io_utils, tokenization
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.io_utils import atomic_open
-from bert_tf.progress import Progress
 from bert_tf.text.vocab_extension import (MODES, check_free_slots, check_single_pieces,
                                           extended_lines, rank_words, read_vocab_lines)
 
@@ -83,7 +82,7 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
     Returns a dict: the `words` added ({word, id, count, pieces} each, best first), the
     `vocab_size` (lines) written, and figures of the corpus and the checkpoint.
     """
-    from bert_tf.text.vocab_learning import TextLines, count_words
+    from bert_tf.text.vocab_learning import count_corpus_words
 
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     start = time.monotonic()
@@ -116,14 +115,7 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
         weights, left_out = vocabulary_checkpoint_weights(init_checkpoint, bert_config)
         checkpoint_path = os.path.join(output_dir, "bert_model.ckpt")
 
-    import tensorflow as tf  # (after the checks: seconds to import)
-
-    total_kb = sum(tf.io.gfile.stat(p).length for p in input_files) // 1000
-    progress = Progress("extend_vocab: count words", total=total_kb or None, unit="kB")
-    corpus = TextLines(input_files, progress)
-    counts, stats = count_words(corpus, do_lower_case)
-    progress.summary(lines=stats["lines"], tokens=stats["tokens"],
-                     distinct=stats["distinct_tokens"])
+    counts, stats = count_corpus_words(input_files, do_lower_case, "extend_vocab")
     vocab = tokenization.load_vocab(vocab_file)
     candidates = rank_words(counts, vocab, min_count)
     if not candidates:

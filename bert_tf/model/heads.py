@@ -43,7 +43,8 @@ class MaskedLMHead(keras.layers.Layer):
         self.built = True
 
     def call(self, masked_states):
-        """[B, P, H] hidden states at the masked positions (`bert_tf.model.layers.gather_positions`)."""
+        """[B, P, H] hidden states at the masked positions
+        (`bert_tf.model.layers.gather_positions`)."""
         num_positions = masked_states.shape[1] or tf.shape(masked_states)[1]
         x = self.transform(tf.reshape(masked_states, [-1, self.hidden_size]))
         table = tf.cast(self.embedding_table(), x.dtype)
@@ -58,8 +59,9 @@ class MaskedLMHead(keras.layers.Layer):
         return config
 
 
-class NextSentenceHead(keras.layers.Layer):
-    """Next-sentence log-probs [B, 2] (float32) from the pooled output; 0 = "is next"."""
+class _TwoOutputHead(keras.layers.Layer):
+    """A head with two outputs per hidden state: `projection`, [2, hidden] output weights and
+    [2] output bias."""
 
     def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -72,13 +74,17 @@ class NextSentenceHead(keras.layers.Layer):
         self.projection.build(None)
         self.built = True
 
-    def call(self, pooled_output):
-        return tf.nn.log_softmax(self.projection(pooled_output), axis=-1)
-
     def get_config(self):
         config = super().get_config()
         config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
         return config
+
+
+class NextSentenceHead(_TwoOutputHead):
+    """Next-sentence log-probs [B, 2] (float32) from the pooled output; 0 = "is next"."""
+
+    def call(self, pooled_output):
+        return tf.nn.log_softmax(self.projection(pooled_output), axis=-1)
 
 
 class ClassificationHead(keras.layers.Layer):
@@ -112,30 +118,14 @@ class ClassificationHead(keras.layers.Layer):
         return config
 
 
-class SpanHead(keras.layers.Layer):
+class SpanHead(_TwoOutputHead):
     """Start and end logits [B, T] each (float32) from the sequence output (run_squad)."""
-
-    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
-        super().__init__(**kwargs)
-        self.hidden_size = hidden_size
-        self.initializer_range = initializer_range
-        self.projection = OutputProjection(2, hidden_size, initializer_range, name="projection",
-                                           dtype=self.dtype_policy)
-
-    def build(self, input_shape=None):
-        self.projection.build(None)
-        self.built = True
 
     def call(self, sequence_output):
         seq_length = sequence_output.shape[1] or tf.shape(sequence_output)[1]
         logits = self.projection(tf.reshape(sequence_output, [-1, self.hidden_size]))
         logits = tf.reshape(logits, [-1, seq_length, 2])
         return logits[:, :, 0], logits[:, :, 1]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(hidden_size=self.hidden_size, initializer_range=self.initializer_range)
-        return config
 
 
 class TokenClassificationHead(ClassificationHead):

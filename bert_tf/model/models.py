@@ -110,7 +110,31 @@ class BertPretrainer(_TaskModel):
         return config
 
 
-class BertClassifier(_TaskModel):
+class _LabelModel(_TaskModel):
+    """Encoder + `num_labels` logits through dropout and a projection (`head_type`: on the
+    pooled output or per token), under run_classifier's names output_weights, output_bias."""
+
+    head_type = ClassificationHead
+
+    def __init__(self, config, num_labels, dropout_rate=0.1, **kwargs):
+        super().__init__(config, **kwargs)
+        self.num_labels = num_labels
+        self.dropout_rate = dropout_rate
+        self.classifier = self.head_type(num_labels, self.config.hidden_size, dropout_rate, 0.02,
+                                         name="classifier", dtype=self.dtype_policy)
+        self._finish_build(self.classifier)
+
+    def head_variable_parts(self):
+        """run_classifier's names: output_weights, output_bias (no scope)."""
+        return variable_names.projection_parts("", self.classifier.projection)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate)
+        return config
+
+
+class BertClassifier(_LabelModel):
     """Encoder + sentence classification/regression head (run_classifier's output_weights/bias).
 
     Args:
@@ -119,16 +143,7 @@ class BertClassifier(_TaskModel):
     """
 
     def __init__(self, config, num_labels, dropout_rate=0.1, name="bert_classifier", **kwargs):
-        super().__init__(config, name=name, **kwargs)
-        self.num_labels = num_labels
-        self.dropout_rate = dropout_rate
-        self.classifier = ClassificationHead(num_labels, self.config.hidden_size, dropout_rate,
-                                             0.02, name="classifier", dtype=self.dtype_policy)
-        self._finish_build(self.classifier)
-
-    def head_variable_parts(self):
-        """run_classifier's names: output_weights, output_bias (no scope)."""
-        return variable_names.projection_parts("", self.classifier.projection)
+        super().__init__(config, num_labels, dropout_rate, name=name, **kwargs)
 
     def call(self, inputs, training=False, return_encoder_outputs=True):
         """`return_encoder_outputs=False` returns "logits" and "pooled_output" only, and then
@@ -142,11 +157,6 @@ class BertClassifier(_TaskModel):
             outputs.pop("positions_output")
         outputs["logits"] = self.classifier(outputs["pooled_output"], training=training)
         return outputs
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate)
-        return config
 
 
 class BertMultipleChoice(BertClassifier):
@@ -207,31 +217,17 @@ class BertSpanLabeler(_TaskModel):
         return outputs
 
 
-class BertTokenClassifier(_TaskModel):
+class BertTokenClassifier(_LabelModel):
     """Encoder + per-token classification head (output_weights/output_bias), e.g. for NER."""
 
     reads_pooled_output = False
+    head_type = TokenClassificationHead
 
     def __init__(self, config, num_labels, dropout_rate=0.1, name="bert_token_classifier",
                  **kwargs):
-        super().__init__(config, name=name, **kwargs)
-        self.num_labels = num_labels
-        self.dropout_rate = dropout_rate
-        self.classifier = TokenClassificationHead(num_labels, self.config.hidden_size,
-                                                  dropout_rate, 0.02, name="classifier",
-                                                  dtype=self.dtype_policy)
-        self._finish_build(self.classifier)
-
-    def head_variable_parts(self):
-        """run_classifier's names: output_weights, output_bias (no scope)."""
-        return variable_names.projection_parts("", self.classifier.projection)
+        super().__init__(config, num_labels, dropout_rate, name=name, **kwargs)
 
     def call(self, inputs, training=False):
         outputs = dict(self.encoder(inputs, training=training))
         outputs["logits"] = self.classifier(outputs["sequence_output"], training=training)
         return outputs
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_labels=self.num_labels, dropout_rate=self.dropout_rate)
-        return config

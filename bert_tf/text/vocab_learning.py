@@ -203,6 +203,17 @@ class TextLines:
             self.progress.update(pending_bytes // 1000)
 
 
+def count_corpus_words(input_files, do_lower_case, command):
+    """`count_words` over the lines of `input_files`, with a progress line in kB read
+    ("<command>: count words") and its summary: (counts, stats)."""
+    total_kb = sum(tf.io.gfile.stat(p).length for p in input_files) // 1000
+    progress = Progress(f"{command}: count words", total=total_kb or None, unit="kB")
+    counts, stats = count_words(TextLines(input_files, progress), do_lower_case)
+    progress.summary(lines=stats["lines"], tokens=stats["tokens"],
+                     distinct=stats["distinct_tokens"])
+    return counts, stats
+
+
 def build_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_unused=10,
                 min_frequency=2, limit_alphabet=1000, log=None):
     """Counts words in `input_files`, learns the vocabulary, writes it atomically to `output_file`.
@@ -213,12 +224,7 @@ def build_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_un
     log = log or (lambda message: print(message, file=sys.stderr, flush=True))
     check_vocab_size(vocab_size, num_unused)  # before reading a possibly large corpus
     start = time.monotonic()
-    total_kb = sum(tf.io.gfile.stat(p).length for p in input_files) // 1000
-    progress = Progress("build_vocab: count words", total=total_kb or None, unit="kB")
-    lines = TextLines(input_files, progress)
-    counts, stats = count_words(lines, do_lower_case)
-    progress.summary(lines=stats["lines"], tokens=stats["tokens"],
-                     distinct=stats["distinct_tokens"])
+    counts, stats = count_corpus_words(input_files, do_lower_case, "build_vocab")
     if not counts:
         raise InputError(f"{', '.join(input_files)}: no words to learn a vocabulary from")
 

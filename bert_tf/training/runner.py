@@ -36,6 +36,8 @@ from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.io_utils import remove_path
 from bert_tf.model import directory, layers
 from bert_tf.model.checkpoints import BEST_DIR, load_checkpoint, write_tf1_checkpoint
+from bert_tf.model.cpu_kernels import (cpu_kernels_mode, releasing_custom_gradients,
+                                       set_cpu_kernels)
 from bert_tf.model.load_report import require_complete
 from bert_tf.model.variable_names import original_variable_map
 from bert_tf.progress import log
@@ -156,20 +158,20 @@ def run(task, settings, log=log, export=None, on_phase=None):
     # Process-wide state the run sets, given back as it was when it ends (a Python caller's
     # later models and logs are not changed by a run); the random seed cannot be given back.
     verbosity, policy = logging.get_verbosity(), keras.mixed_precision.global_policy()
-    cpu_kernels = layers.cpu_kernels_mode()
+    cpu_kernels = cpu_kernels_mode()
     logging.set_verbosity(logging.WARNING)  # TF's INFO chatter would bury the progress lines
     if settings.seed is not None:
         keras.utils.set_random_seed(settings.seed)
     loops.set_mixed_precision(settings.mixed_precision)
     if settings.cpu_kernels is not None:
-        layers.set_cpu_kernels(settings.cpu_kernels)
+        set_cpu_kernels(settings.cpu_kernels)
     try:
-        with layers.releasing_custom_gradients():
+        with releasing_custom_gradients():
             return _run_model(task, settings, log, export, strategy, strategy_name, best,
                               on_phase)
     finally:
         keras.mixed_precision.set_global_policy(policy)
-        layers.set_cpu_kernels(cpu_kernels)
+        set_cpu_kernels(cpu_kernels)
         logging.set_verbosity(verbosity)
 
 

@@ -75,7 +75,7 @@ class RunSettings:
     loss_scale_growth_steps: int = LOSS_SCALE_GROWTH_STEPS
     recompute_layers: bool = False  # bert_tf.model.layers.set_recompute
     jit_compile: bool = False
-    cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.layers.set_cpu_kernels); None: as set
+    cpu_kernels: str = None  # "auto", "on", "off" (bert_tf.model.cpu_kernels); None: as set
     seed: int = None
     # The run's vocabulary and casing: a training run copies and records them in output_dir
     # (a model directory, bert_tf.model.directory); a casing of None is not recorded.
