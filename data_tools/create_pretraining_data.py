@@ -157,7 +157,7 @@ def main(argv):
     if FLAGS.runner is None:
         inactive["beam_options"] = "only with --runner (an Apache Beam pipeline)"
     refuse_flags_that_cannot_act(inactive)
-    # Dynamic masks differ every epoch: copies of the data with other masks are no longer
+    # Dynamic masks differ every epoch: copies of the data with other masks are not
     # needed, so --dupe_factor is 1 unless given.
     dupe_factor = (FLAGS.dupe_factor if FLAGS.masking == "static" or FLAGS["dupe_factor"].present
                    else 1)

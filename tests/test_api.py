@@ -197,10 +197,10 @@ def test_fine_tune_a_multi_label_classifier(google_layout, tmp_path):
     assert classifier.predict_labels(texts) == expected
     assert [[name.decode() for name in row if name] for row in served["labels"].numpy()] == (
         expected)
-    # Issue 31.9: the export records that it is multi-label, and each label's threshold.
+    # The export records that it is multi-label, and each label's threshold.
     marker = json.loads((tmp_path / "exported" / "assets" / "bert_tf_export.json").read_text())
     assert (marker["multi_label"], marker["thresholds"]) == (True, [0.5, 0.5, 0.45])
-    # Issue 31.6: output_dir is a model directory: the classifier loads from it alone, with
+    # output_dir is a model directory: the classifier loads from it alone, with
     # its labels, length and thresholds.
     reloaded = api.load_classifier(tmp_path / "out")
     assert (reloaded.labels, reloaded.max_seq_length, reloaded.multi_label,
@@ -229,7 +229,7 @@ def exported_folders(google_layout, tmp_path_factory):
                                   "pretraining_mlm_nsp"])
 def test_the_readme_calls_run_on_every_kind_of_model_directory(
         kind, google_layout, exported_folders, pretraining_folders, tmp_path):
-    """Issue 43.4: the README's calls on each kind of folder they accept, and
+    """The README's calls on each kind of folder they accept, and
     `api.load_model(folder, "pretraining")` on pretraining folders of either objective (its
     heads as the folder records them). The oracle of each: the model the folder was written
     from (the Google layout's encoder, exported), or the run's checkpoint restored by

@@ -1,4 +1,4 @@
-"""Bad input to every data and run command line (issue 14): one line `error: ...` naming the flag,
+"""Bad input to every data and run command line: one line `error: ...` naming the flag,
 file, line or byte offset, exit status 2, no traceback. A table of cases, each run as the real
 command line on tiny files; then the cases that need more than one command (leftover temporary
 files, the demo's output folder) and `--help`."""
@@ -202,7 +202,7 @@ def dead_pid():
 
 
 def test_leftover_temporary_files_are_skipped_and_cleaned(tmp_path):
-    """Issue 14.9: a killed writer's temporary files match no input glob, and the next write of
+    """A killed writer's temporary files match no input glob, and the next write of
     the same output removes them (not those of a live process)."""
     from bert_tf import io_utils
     from bert_tf.data.pretraining.writers import RecordFileWriter
@@ -238,8 +238,8 @@ COMMAND_LINES = ["data_tools.build_vocab", "data_tools.create_pretraining_data",
 
 @pytest.mark.parametrize("module", COMMAND_LINES)
 def test_help_exits_0_with_the_usage_lines_intact(module):
-    """Issue 14.10: --help exits 0; a usage example continued with `\\` keeps its line breaks
-    (a `\\` at a line's end in a docstring used to join the lines)."""
+    """--help exits 0; a usage example continued with `\\` keeps its line breaks
+    (absl's help joins the lines of a docstring whose line ends in a `\\`)."""
     status, output = run_command_line(module, ["--help"])
     assert status == 0, output[-3000:]
     assert "Traceback" not in output
@@ -253,7 +253,7 @@ def test_help_exits_0_with_the_usage_lines_intact(module):
 
 
 def test_demo_refuses_a_foreign_folder_and_deletes_nothing(tmp_path):
-    """Issue 14.8: a non-empty folder that is not a demo output is refused, untouched."""
+    """A non-empty folder that is not a demo output is refused, untouched."""
     (tmp_path / "thesis.tex").write_text("years of work")
     (tmp_path / "corpus.txt").write_text("a demo name, but not only demo files here")
     assert_one_line_error("run.demo", {"output_dir": tmp_path, "num_documents": 100},
@@ -268,7 +268,7 @@ def test_demo_refuses_a_foreign_folder_and_deletes_nothing(tmp_path):
 
 
 def test_demo_reuses_its_own_output(tmp_path):
-    """Issue 14.8: a previous demo output (its marker and only the demo's files) is emptied
+    """A previous demo output (its marker and only the demo's files) is emptied
     and reused."""
     from run import demo
     for name in [demo.DEMO_MARKER, "corpus.txt", "vocab.txt", "features.jsonl",
@@ -284,7 +284,7 @@ def test_demo_reuses_its_own_output(tmp_path):
 
 
 def test_demo_shows_the_interpreter_and_times_tokenizers_warm():
-    """Issue 14.10: the printed command starts with the interpreter; timings are warm."""
+    """The printed command starts with the interpreter; timings are warm."""
     from run import demo
     shown = demo.shown_command([sys.executable, "-m", "run.run_pretraining", "--do_train"])
     assert shown.startswith("python") and shown.endswith(" -m run.run_pretraining --do_train")
@@ -295,7 +295,7 @@ def test_demo_shows_the_interpreter_and_times_tokenizers_warm():
 
 @pytest.mark.slow
 def test_demo_tokenize_stage_times_the_fast_tokenizer_warm(tmp_path, capsys):
-    """Issue 14.10: timed warm, the fast tokenizer is not reported many times slower than the
+    """Timed warm, the fast tokenizer is not reported many times slower than the
     exact one (30x, when its first call, which traces its graph, was timed). Measured here at
     this size: 1.4x faster; the bound leaves room for a loaded machine."""
     from data_tools import demo_corpus
@@ -346,7 +346,7 @@ def test_tensorflow_start_up_noise_is_recognised_in_both_log_formats():
 
 
 def test_importing_bert_tf_drops_the_start_up_banner_and_keeps_the_users_logging():
-    """Issue 43.8: a script that imports bert_tf (the API, a notebook), with
+    """A script that imports bert_tf (the API, a notebook), with
     TF_CPP_MIN_LOG_LEVEL=3 or without it, sees none of TensorFlow's start-up lines (oneDNN's
     and the CUDA stubs' banner, the cuInit ERROR), and its own logging configuration (absl's
     verbosity, Python's root logger) is as it set it. The oracle: the same script importing
@@ -389,7 +389,7 @@ def test_importing_bert_tf_drops_the_start_up_banner_and_keeps_the_users_logging
 ])
 def test_undecodable_input_is_the_same_error_in_every_data_tool(tmp_path, uncased_vocab, module,
                                                                  flags):
-    """Issue 43.9: bytes that are not UTF-8 stop every data tool with the file, line and byte
+    """Bytes that are not UTF-8 stop every data tool with the file, line and byte
     (build_vocab and extend_vocab as create_pretraining_data), exit 2, nothing written."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_bytes(b"a first line of text\nthe caf\xe9 line\nlast line\n")
@@ -400,7 +400,7 @@ def test_undecodable_input_is_the_same_error_in_every_data_tool(tmp_path, uncase
                    f"at byte 8 of the line)", tmp_path)
 
 
-# ---- Issue 31: input that would make a silently wrong model, and what the command lines print.
+# ---- Input that would make a silently wrong model, and what the command lines print.
 def tsv_run(data_dir, vocab_file, config_file, output_dir, **flags):
     """run_classifier --task_name=tsv on data_dir's train.tsv (text, label) with a tiny model."""
     base = {"task_name": "tsv", "text_a_column": 0, "label_column": 1, "data_dir": data_dir,
@@ -425,7 +425,7 @@ MULTI_LABEL_JOINED = ("a fine short film\tpositive;short\nno bad moment\tpositiv
 
 @pytest.mark.slow
 def test_multi_label_labels_joined_by_another_separator_are_refused(classifier_files, tmp_path):
-    """Issue 31.2: --multi_label labels joined by ";" read with the default --label_separator=","
+    """--multi_label labels joined by ";" read with the default --label_separator=","
     and no --label_list would make a model over `positive;short`, `short`, ...: refused, naming
     the file, line and both flags; nothing written, nothing lost."""
     f = classifier_files
@@ -440,7 +440,7 @@ def test_multi_label_labels_joined_by_another_separator_are_refused(classifier_f
 
 
 def test_multi_label_separator_check_reads_the_labels_as_meant(tmp_path):
-    """Issue 31.2: with the separator the file uses, or with the labels given (taken as
+    """With the separator the file uses, or with the labels given (taken as
     listed), the same file is read; labels holding "/" (AG News' "Sci/Tech") are no
     separators; "|" is suggested as ";" is."""
     from bert_tf.errors import InputError
@@ -473,7 +473,7 @@ def sst2_head(shared_data, path, lines=40):
 
 @pytest.mark.slow
 def test_a_tsv_header_is_refused_without_skip_header(classifier_files, shared_data, tmp_path):
-    """Issue 31.3: --task_name=tsv on SST-2's first 40 lines (a header, then 39 rows labelled 0
+    """--task_name=tsv on SST-2's first 40 lines (a header, then 39 rows labelled 0
     or 1) without --skip_header would train 3 classes, the third `label`: refused, naming
     line 1 and --skip_header, nothing written (the next test reads it with skip_header)."""
     f = classifier_files
@@ -486,7 +486,7 @@ def test_a_tsv_header_is_refused_without_skip_header(classifier_files, shared_da
 
 
 def test_a_header_line_read_as_data_is_named_by_every_reader(shared_data, tmp_path):
-    """Issue 31.3, each way a header can be read as data: inferred labels (single and
+    """Each way a header can be read as data: inferred labels (single and
     multi-label), given labels, regression, and the multiple-choice reader of a user's file;
     each error names line 1 and skip_header, and skip_header reads the file. Files where line
     1's label is rare but real are read: too few lines to tell, or labels that do not repeat."""
@@ -535,7 +535,7 @@ def extend_vocab_flags(files, **flags):
 
 
 def test_extend_vocab_append_without_output_dir_names_it(files):
-    """Issue 31.8: --mode=append without --output_dir names --output_dir (where the checkpoint
+    """--mode=append without --output_dir names --output_dir (where the checkpoint
     goes; the vocabulary's default follows from it), before any work."""
     (files["root"] / "unknown_words.txt").write_text("zebra quokka\nzebra quokka\n")
     assert_refused(*extend_vocab_flags(files),
@@ -544,7 +544,7 @@ def test_extend_vocab_append_without_output_dir_names_it(files):
 
 @pytest.mark.slow
 def test_extend_vocab_append_prints_no_tensorflow_deprecation(files, tmp_path):
-    """Issue 31.8: appending writes the checkpoint's state file without TensorFlow's
+    """Appending writes the checkpoint's state file without TensorFlow's
     deprecated update_checkpoint_state (its 3-line warning); the folder still works as an
     init_checkpoint (tf.train.latest_checkpoint finds the checkpoint)."""
     import tensorflow as tf
@@ -558,7 +558,7 @@ def test_extend_vocab_append_prints_no_tensorflow_deprecation(files, tmp_path):
 
 
 def test_oneDNN_float16_fallback_line_is_dropped_and_nothing_else():
-    """Issue 31.8: oneDNN's once-per-process ERROR line on a CPU without float16 arithmetic is
+    """oneDNN's once-per-process ERROR line on a CPU without float16 arithmetic is
     recognised in both log formats and dropped by the filter that absorbs it; other lines on
     file descriptor 2 are kept."""
     from bert_tf import cli
@@ -582,7 +582,7 @@ def test_oneDNN_float16_fallback_line_is_dropped_and_nothing_else():
 
 
 def test_a_float16_run_shows_a_note_only_where_the_cpu_lacks_float16():
-    """Issue 31.8: a float16 run on this CPU prints no `E0000 ... DT_HALF` line; where oneDNN
+    """A float16 run on this CPU prints no `E0000 ... DT_HALF` line; where oneDNN
     has no float16 kernels (TensorFlow's rule: AVX512BW with AVX512-FP16 or AMX-FP16, or
     AVX-NE-CONVERT, read from /proc/cpuinfo here), one note says what happens instead."""
     from bert_tf import cli

@@ -534,7 +534,7 @@ def test_bad_input_errors_name_flag_or_file(shared_data, uncased_vocab, tmp_path
     (["--beam_options=--project=p"], "--beam_options: cannot act: only with --runner"),
 ])
 def test_a_flag_that_cannot_act_is_refused(shared_data, uncased_vocab, tmp_path, flags, named):
-    """Issue 43.3's family in the data tool: a flag that would be silently ignored (masks of
+    """'s family in the data tool: a flag that would be silently ignored (masks of
     records whose masks are drawn when read; window sizes without windows) is an error naming
     it, before any work, nothing written."""
     out = tmp_path / "o.tfrecord"

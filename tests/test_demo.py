@@ -43,7 +43,7 @@ def test_demo_runs_end_to_end(tmp_path):
                  os.path.join("tagger", "test_predictions.txt"),
                  os.path.join("exported_tagger", "saved_model.pb")]:
         assert (out / name).exists(), name
-    # Issue 14: the commands are shown as typed (`python -m ...`), and the folder holds only
+    # The commands are shown as typed (`python -m ...`), and the folder holds only
     # the demo's own files, so that a rerun recognises it as a demo output and reuses it.
     from run import demo
     assert "\n$ python" in result.stdout and "\n$ -m" not in result.stdout

@@ -269,7 +269,7 @@ def test_minilm_mean_pooling_equals_sentence_transformers(shared_data, tmp_path)
 @pytest.mark.slow
 def test_a_hugging_face_config_passed_as_bert_config_file_keeps_its_meaning(shared_data,
                                                                             tmp_path):
-    """Issue 31.1: MiniLM's config.json given as --bert_config_file is read as Hugging Face's
+    """MiniLM's config.json given as --bert_config_file is read as Hugging Face's
     (its "gelu" the exact erf form, as the directory alone reads it), not as the original's
     bert_config.json (the tanh form, which moved these embeddings by 2.4e-4): extract_features
     gives the directory's own embeddings, and the export's bert_config.json keeps gelu_exact."""
@@ -296,7 +296,7 @@ def test_a_hugging_face_config_passed_as_bert_config_file_keeps_its_meaning(shar
 
 
 def test_every_config_file_is_read_by_its_format(tmp_path):
-    """Issue 31.1: one reader (BertConfig.from_json_file) tells the two formats apart by their
+    """One reader (BertConfig.from_json_file) tells the two formats apart by their
     keys: Hugging Face's "gelu" is the erf form, the original's the tanh form; a non-BERT
     Hugging Face config is an error naming the file, in a command line too."""
     from bert_tf.errors import InputError

@@ -101,7 +101,7 @@ def test_a_multi_label_classifier_exports_its_labels_over_the_thresholds(exporte
     assert 0 < over.sum() < over.size
     assert [[name.decode() for name in row if name] for row in served["labels"].numpy()] == [
         [label for label, chosen in zip("abc", row) if chosen] for row in over]
-    # Issue 31.9: the export records that it is multi-label, and each label's threshold.
+    # The export records that it is multi-label, and each label's threshold.
     marker = json.loads((tmp_path / "multi" / "assets" / "bert_tf_export.json").read_text())
     assert (marker["labels"], marker["multi_label"], marker["thresholds"]) == (
         ["a", "b", "c"], True, [0.5, 0.48, 0.52])

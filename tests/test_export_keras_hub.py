@@ -121,7 +121,7 @@ def h5_contents(path):
 
 
 def test_keras_hub_loads_each_preset_and_saves_the_same_files(kh, tmp_path, caplog):
-    """Issue 34.3: nothing missing or unexpected: keras-hub's own save of what it loaded has the
+    """Nothing missing or unexpected: keras-hub's own save of what it loaded has the
     same groups, datasets, values and configs as ours, and reads back as the same weights."""
     import keras
 
@@ -185,7 +185,7 @@ def keras_hub_inputs(features):
 
 
 def test_outputs_and_ids_equal_ours_on_glue_dev_text(kh):
-    """Issue 34.3: keras-hub's preprocessor packs MRPC pairs and SST-2 sentences to our ids; the
+    """keras-hub's preprocessor packs MRPC pairs and SST-2 sentences to our ids; the
     backbone's, the classifier's and the masked-LM head's outputs equal ours within 1e-5."""
     import tensorflow as tf
 
@@ -256,7 +256,7 @@ def test_outputs_and_ids_equal_ours_on_glue_dev_text(kh):
 
 
 def test_google_layout_converts_and_says_what_was_left_out(kh):
-    """Issue 34.2: the command line from Google's layout (no config or vocabulary flags), with
+    """The command line from Google's layout (no config or vocabulary flags), with
     one line each on the next-sentence head and keras-hub's masked-LM head."""
     lines = kh["log"].splitlines()
     assert sum("keras-hub has no next-sentence head" in line for line in lines) == 1
@@ -269,7 +269,7 @@ def test_google_layout_converts_and_says_what_was_left_out(kh):
 
 
 def test_round_trip_gives_identical_weights(kh):
-    """Issue 34.3: ours -> keras-hub -> ours: every weight identical, nothing new or unused."""
+    """Ours -> keras-hub -> ours: every weight identical, nothing new or unused."""
     from bert_tf.model.checkpoints import load_checkpoint, original_weights
     from bert_tf.model.encoder import BertEncoder
     from bert_tf.model.models import BertClassifier, BertPretrainer
@@ -289,7 +289,7 @@ def test_round_trip_gives_identical_weights(kh):
 
 
 def test_a_preset_is_a_model_directory(kh, uncased_vocab, tmp_path):
-    """Issue 34.2: --init_checkpoint=PRESET gives the config, vocabulary and casing (the encoder
+    """--init_checkpoint=PRESET gives the config, vocabulary and casing (the encoder
     was exported cased); flags that disagree are refused naming the flag."""
     from bert_tf import api
     from bert_tf.errors import InputError
@@ -308,7 +308,7 @@ def test_a_preset_is_a_model_directory(kh, uncased_vocab, tmp_path):
 
 
 def test_a_preset_without_its_vocabulary_or_with_an_edited_config_is_refused(kh, tmp_path):
-    """Issue 43.7 and 43.1: a preset lacking assets/tokenizer/vocabulary.txt names that file
+    """A preset lacking assets/tokenizer/vocabulary.txt names that file
     (as a missing model.weights.h5 is named); a preset whose config.json says 1 layer where its
     weights hold 2 is refused naming both (every shape agrees): by what our export recorded of
     its weights, and without that record (a preset keras-hub wrote) by the weights left
@@ -339,7 +339,7 @@ def test_a_preset_without_its_vocabulary_or_with_an_edited_config_is_refused(kh,
 
 
 def test_exporting_a_preset_again_writes_the_same_weights(kh):
-    """Issue 34.2: a preset as --init_checkpoint, as export_savedmodel reads it (its config,
+    """A preset as --init_checkpoint, as export_savedmodel reads it (its config,
     vocabulary, casing and recorded labels the defaults, the weights through load_checkpoint):
     exported again, the same files."""
     from bert_tf import api
@@ -371,7 +371,7 @@ def test_exporting_a_preset_again_writes_the_same_weights(kh):
 
 
 def test_the_docs_snippet_runs_as_written(kh):
-    """Issue 34.4: docs/export.md's keras-hub snippet on the classifier's preset: the logits of
+    """docs/export.md's keras-hub snippet on the classifier's preset: the logits of
     its two sentences are ours."""
     from conftest import PROJECT_ROOT
 
@@ -390,7 +390,7 @@ def test_the_docs_snippet_runs_as_written(kh):
 
 
 def test_what_keras_hub_cannot_express_is_refused(kh, tmp_path):
-    """Issue 34 bad input: a head keras-hub has no class for, another activation, a vocabulary
+    """Bad input: a head keras-hub has no class for, another activation, a vocabulary
     its tokenizer cannot take, int8: an InputError naming the argument, before any work."""
     from bert_tf.errors import InputError
     from bert_tf.model.config import BertConfig
@@ -417,7 +417,7 @@ def test_what_keras_hub_cannot_express_is_refused(kh, tmp_path):
 
 
 def test_a_preset_keras_hub_cannot_mean_as_bert_is_refused(kh, tmp_path):
-    """Issue 34 bad input: a preset of another model, a tokenizer the original's cannot be
+    """Bad input: a preset of another model, a tokenizer the original's cannot be
     (lower-casing without stripping accents), a weights file without a weight of the layout: an
     InputError naming the file."""
     from bert_tf.errors import InputError
@@ -448,7 +448,7 @@ def test_a_preset_keras_hub_cannot_mean_as_bert_is_refused(kh, tmp_path):
 
 
 def test_the_command_line_refuses_a_vocabulary_and_a_users_folder(kh):
-    """Issue 34 bad input: through the command line, a model whose vocabulary keras-hub's
+    """Bad input: through the command line, a model whose vocabulary keras-hub's
     tokenizer cannot take (no [MASK]; from its folder, Google's layout): one `error:` line
     naming --vocab_file, exit 2, nothing lost, nothing written. A user's folder is never an
     --export_dir (the check every format makes before any work); an earlier keras-hub export

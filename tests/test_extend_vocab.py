@@ -171,7 +171,7 @@ def test_append_resizes_the_checkpoint(refbert, ref, uncased_vocab, corpus, tmp_
 
 @pytest.mark.slow
 def test_append_draws_the_new_rows_from_the_seed(uncased_vocab, corpus, tmp_path):
-    """Issue 31: --mode=append with --random_seed=1 and the library's extend_vocab with seed=1
+    """--mode=append with --random_seed=1 and the library's extend_vocab with seed=1
     give the same new embedding rows, bit for bit; seed=2 other ones; the old rows are the
     original's in each."""
     import tensorflow as tf
@@ -276,7 +276,7 @@ def test_append_refuses_a_folder_in_use_before_reading_the_corpus(uncased_vocab,
 
 
 def test_the_appended_folder_is_a_movable_model_directory(uncased_vocab, corpus, tmp_path):
-    """Issue 31.6: extend_vocab --mode=append's output folder is a model directory (config,
+    """extend_vocab --mode=append's output folder is a model directory (config,
     vocabulary, casing beside the checkpoint) that extract_features takes alone, and its
     `checkpoint` file names the checkpoint relative to the folder: moved elsewhere, it gives
     the same features, without "Couldn't match files"."""
@@ -309,7 +309,7 @@ def test_the_appended_folder_is_a_movable_model_directory(uncased_vocab, corpus,
 @pytest.mark.parametrize("layers", [1, 3])
 def test_append_refuses_a_config_that_does_not_describe_the_checkpoint(uncased_vocab, corpus,
                                                                         tmp_path, layers):
-    """Issue 43.1 in extend_vocab: a config of 1 or 3 layers for a checkpoint of 2 would write a
+    """In extend_vocab: a config of 1 or 3 layers for a checkpoint of 2 would write a
     resized checkpoint that its new config does not describe: refused naming the checkpoint
     and both counts, no --output_dir made."""
     _, checkpoint = write_tiny_checkpoint(tmp_path / "model")

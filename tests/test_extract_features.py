@@ -106,7 +106,7 @@ def test_extract_features_matches_original(refbert, uncased_vocab, tmp_path):
                      f"--max_seq_length={MAX_SEQ_LENGTH}", "--batch_size=4")
     assert result.returncode == 0, result.stderr
     assert "[extract_features] done: 6 examples" in result.stderr
-    assert "optimizer" not in strategy_line(result.stderr)  # issue 31.8: it trains nothing
+    assert "optimizer" not in strategy_line(result.stderr)  # it trains nothing
 
     expected = reference_jsonl(refbert, str(input_file), str(uncased_vocab), str(checkpoint),
                                config)

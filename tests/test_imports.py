@@ -1,4 +1,4 @@
-"""Imports (issue 23): the dependency graph is visible at the top of each module.
+"""Imports: the dependency graph is visible at the top of each module.
 
 - bert_tf/: an import inside a function is allowed only in the modules of LAZY_IMPORTS, only of
   the modules listed there, for the reason given (each entry must still be needed: an entry

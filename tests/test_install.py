@@ -1,4 +1,4 @@
-"""How bert_tf installs (issue 22): the Python and TensorFlow it declares, what it depends on, and
+"""How bert_tf installs: the Python and TensorFlow it declares, what it depends on, and
 what its wheel holds, checked with pip itself.
 
 Fast: the runtime requirements are exactly the third-party modules bert_tf/, run/ and
@@ -156,7 +156,7 @@ def _help_flags(text):
 
 @pytest.mark.parametrize("module", ["run.run_classifier", "data_tools.build_vocab", "run.demo"])
 def test_console_script_help_is_the_command_lines_help(module):
-    """Issue 31: a console script (pip's wrapper imports the command line's module and calls
+    """A console script (pip's wrapper imports the command line's module and calls
     its console_main) shows the same docstring and flags as `python -m`; it showed only
     `USAGE: .../run_classifier [flags]` and "Try --helpfull"."""
     as_module = subprocess.run([sys.executable, "-m", module, "--help"], cwd=PROJECT_ROOT,

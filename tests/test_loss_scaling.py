@@ -1,4 +1,4 @@
-"""float16 training with dynamic loss scaling (issue 25, item 6), on this CPU, with a tiny BERT.
+"""float16 training with dynamic loss scaling, on this CPU, with a tiny BERT.
 
 What is checked against what:
 - skipping: each step's gradients are computed here, independently of the loop, at the loss
@@ -209,7 +209,7 @@ def test_a_non_finite_loss_is_skipped_and_a_lasting_one_stops(tmp_path):
 
 
 def test_the_logged_loss_is_the_mean_over_the_applied_steps_only(tmp_path):
-    """Issue 31: four steps per loop call (log_steps=4), the second batch's loss inf (skipped):
+    """Four steps per loop call (log_steps=4), the second batch's loss inf (skipped):
     the loss logged for that call is the mean over its three applied steps, each step's loss
     taken from a second run of the same start and input logging every step (log_steps=1),
     not their sum over the four steps run."""

@@ -96,7 +96,7 @@ def read_results(path):
 
 
 def test_predict_and_export_from_the_folder_alone(trained, tmp_path):
-    """Issue 31.6: predict with --init_checkpoint=out and the data flags only (no training
+    """Predict with --init_checkpoint=out and the data flags only (no training
     file, no --label_list, config, vocabulary or length) equals the run given every flag; the
     export of the folder alone serves the same probabilities with the recorded labels."""
     import tensorflow as tf
@@ -110,7 +110,7 @@ def test_predict_and_export_from_the_folder_alone(trained, tmp_path):
     status, log = run_command_line("run.run_classifier", dict(
         DATA_FLAGS, data_dir=test_only, init_checkpoint=out, output_dir=alone, do_predict=True))
     assert status == 0, log[-3000:]
-    # Issue 31.8: the settings line names the optimizer of a training run only.
+    # The settings line names the optimizer of a training run only.
     assert strategy_line(trained["log"]).endswith("optimizer=adamw")
     assert "optimizer" not in strategy_line(log)
     explicit = tmp_path / "explicit"
@@ -150,7 +150,7 @@ def test_predict_and_export_from_the_folder_alone(trained, tmp_path):
 
 
 def test_further_fine_tuning_from_the_folder(trained, tmp_path):
-    """Issue 31.6: --init_checkpoint=out trains on with the data flags alone: the labels are
+    """--init_checkpoint=out trains on with the data flags alone: the labels are
     the folder's (its head is loaded, none of the model is new), and the new folder is a model
     directory too."""
     again = tmp_path / "again"
@@ -174,7 +174,7 @@ def other_vocab(path, uncased_vocab):
 @pytest.mark.parametrize("flag", ["vocab_file", "label_list", "do_lower_case",
                                   "bert_config_file"])
 def test_flags_against_the_folder_are_refused(trained, tmp_path, uncased_vocab, flag):
-    """Issue 31.6: a given flag that contradicts the folder (another vocabulary, other labels,
+    """A given flag that contradicts the folder (another vocabulary, other labels,
     the other casing, another model's config) would predict silently wrong: one error line
     naming the flag, exit 2, nothing written."""
     values = {"vocab_file": other_vocab(tmp_path / "vocab.txt", uncased_vocab),
@@ -248,7 +248,7 @@ def edited_minilm(tmp_path_factory):
                                      "run_classifier_train", "run_pretraining_train"])
 def test_every_command_refuses_a_directory_whose_config_does_not_describe_its_weights(
         edited_minilm, trained, pretraining_folders, tmp_path, command):
-    """Issue 43.1: a model directory whose config.json says 4 layers where its weights hold 6
+    """A model directory whose config.json says 4 layers where its weights hold 6
     would predict silently wrong (every shape agrees): one error line naming the directory,
     its config.json and both layer counts; exit 2; nothing written, in a command that trains
     too."""
@@ -293,7 +293,7 @@ def test_run_pretraining_refuses_a_config_against_the_init_checkpoints(trained, 
 
 
 def test_a_pretraining_folder_is_a_model_directory(pretraining_folders, uncased_vocab, tmp_path):
-    """Issue 43.2: run_pretraining's output_dir holds its config, a copy of the vocabulary and
+    """run_pretraining's output_dir holds its config, a copy of the vocabulary and
     a record of casing and objective, so export needs only --init_checkpoint; a vocabulary
     that is not the model's (2,000 other entries for a 30,522-entry model: smaller, so its
     size says nothing) is refused by its tokens."""

@@ -1,4 +1,4 @@
-"""Multiple choice (issue 25, item 8): the paper's SWAG task on the runner.
+"""Multiple choice: the paper's SWAG task on the runner.
 
 Oracles:
 - SWAG's reader: hand-written rows in SWAG's exact CSV layout (its header with the unnamed
@@ -572,7 +572,7 @@ COMMAND_LINE_CASES = [
      "columns, its context and 4 endings"),
     ("a missing ending", lambda d, t: {"task_name": "swag", "data_dir": d, "do_train": True},
      "error: {swag}/train.csv:3: ending 1 (column 8) is empty"),
-    # Issue 31.3: a header read as a question.
+    # A header read as a question.
     ("a header without --skip_header",
      lambda d, t: dict(TSV_FLAGS, data_dir=t, train_file="headered.tsv", do_train=True),
      "error: {tsv}/headered.tsv:1: label 'label' is not the index of an ending: 0 to 3; if line "
@@ -595,7 +595,7 @@ def test_bad_input_is_one_error_line_and_nothing_is_written(tmp_path, uncased_vo
 
 
 def test_serve_choices_says_what_is_wrong_with_its_inputs(tmp_path, uncased_vocab):
-    """Issue 31.5: serve_choices checks its inputs in the graph: `context` and `endings` of
+    """serve_choices checks its inputs in the graph: `context` and `endings` of
     different batch sizes, or no ending, fail with an InvalidArgumentError (it is a SavedModel)
     that names them and their counts, not at an op deep inside (Minimum, ArgMax); other
     numbers of endings are served."""

@@ -109,7 +109,7 @@ def test_predictions_cover_every_test_word(trained):
 
 
 def test_predict_from_the_trained_folder_alone(trained, tmp_path):
-    """Issue 31.6: the trained output_dir is a model directory: run_ner predicts from it with
+    """The trained output_dir is a model directory: run_ner predicts from it with
     the data flag alone (its tags, config, vocabulary and casing recorded there; no
     --label_list), and tags the test words as the training run did."""
     data, output_dir, _ = trained

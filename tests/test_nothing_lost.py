@@ -280,7 +280,7 @@ def test_a_failed_data_preparation_leaves_no_output_dir(files):
 
 @pytest.mark.slow
 def test_an_earlier_export_is_replaced_only_while_it_holds_nothing_else(files, tmp_path):
-    """An empty folder is used, and our own export replaced; issue 31.7: one holding a user's
+    """An empty folder is used, and our own export replaced; one holding a user's
     file at any depth (assets/, a folder of its own inside variables/, beside saved_model.pb)
     is refused by export_savedmodel and by run_classifier --export_dir (before any work: no
     output folder made), naming the file, and the export and the file stay as they were;
@@ -320,7 +320,7 @@ def test_an_earlier_export_is_replaced_only_while_it_holds_nothing_else(files, t
 
 @pytest.mark.slow
 def test_tfhub_and_litert_exports_holding_a_users_file_at_any_depth_are_kept(files, tmp_path):
-    """Issue 31.7, the other formats through the same check: a user's file in a TF Hub part's
+    """The other formats through the same check: a user's file in a TF Hub part's
     assets/ or variables/, beside its two parts, beside model.tflite or in a folder there is
     named and nothing is deleted, from Python (formats.save, export_folders.check_export_dir) and
     from export_savedmodel; the export without it is replaceable."""

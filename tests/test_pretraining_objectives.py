@@ -710,7 +710,7 @@ def test_command_line_refuses_bad_masking_flags(files, tmp_path):
 
 @pytest.mark.slow
 def test_a_flag_that_cannot_act_on_the_records_is_refused(files, tmp_path):
-    """Issue 43.3 and 43.5: --masked_lm_prob on records with static masks (which hold their
+    """--masked_lm_prob on records with static masks (which hold their
     own rate), --do_lower_case without a vocabulary to record it with, --shuffle_buffer_size
     with unshuffled input, and an objective the records cannot train: one error line naming
     the flag and the file, exit 2, before any step, and no --output_dir created."""

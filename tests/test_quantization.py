@@ -63,7 +63,7 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
 
 
 def test_each_output_unit_has_its_own_scale():
-    """Issue 31: a kernel whose columns differ in size by up to 1000x (column j times
+    """A kernel whose columns differ in size by up to 1000x (column j times
     10^(j % 4)): each unit's scale is max |its column| / 127, so every column, the small ones
     included, comes back within half a step of its own scale and every output unit within
     int8 error of its own spread (one scale for the whole tensor rounds the small columns to

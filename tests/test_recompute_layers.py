@@ -1,4 +1,4 @@
-"""Recomputing each transformer layer in the backward pass (issue 25, item 7; `recompute_layers`,
+"""Recomputing each transformer layer in the backward pass (`recompute_layers`,
 bert_tf.model.layers.set_recompute): the same loss and gradients as keeping the activations,
 with dropout on, against the same model computed without it (the oracle: plain autodiff of
 the same layers); it does recompute (the gradient graph runs every layer's matmuls once more);

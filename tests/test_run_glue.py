@@ -102,7 +102,7 @@ def sweep(files):
 
 
 def test_the_chosen_run_is_the_best_on_dev(sweep):
-    """Issue 35.3: per task, the chosen run (whose predictions are the submission, whose score
+    """Per task, the chosen run (whose predictions are the submission, whose score
     the table's "chosen on dev" row gives) has the best dev score of the runs' own
     eval_results.txt (the first in grid order among equal ones)."""
     output_dir, _, _, _ = sweep
@@ -133,7 +133,7 @@ def test_the_chosen_run_is_the_best_on_dev(sweep):
 
 
 def test_submission_has_every_test_row_in_order(sweep, files):
-    """Issue 35.3: each submission file is `index<TAB>prediction`, then one row per row of the
+    """Each submission file is `index<TAB>prediction`, then one row per row of the
     task's test file, in its order, keyed by its index column, with a label of the task (RTE:
     entailment / not_entailment; STS-B: a number); the zip holds the same files."""
     import zipfile
@@ -157,7 +157,7 @@ def test_submission_has_every_test_row_in_order(sweep, files):
 
 
 def test_a_killed_sweep_redoes_no_finished_run(sweep):
-    """Issue 35.3: the sweep killed after its first recorded run, run again, kept every run
+    """The sweep killed after its first recorded run, run again, kept every run
     recorded (same file, same time), said so, prepared no records again, and finished the
     grid."""
     output_dir, finished, markers, output = sweep
@@ -173,7 +173,7 @@ def test_a_killed_sweep_redoes_no_finished_run(sweep):
 
 
 def test_bad_input(files, tmp_path):
-    """Issue 35: a data_dir without a GLUE task, a grid value out of range, a best_metric a
+    """A data_dir without a GLUE task, a grid value out of range, a best_metric a
     task lacks, a test file without its index column: one error line, exit 2, nothing
     written."""
     from bert_tf.errors import InputError

@@ -366,7 +366,7 @@ def test_conll_predictions_without_gold(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Windows give the one-window tags (issue 25 item 2)
+# Windows give the one-window tags
 # ---------------------------------------------------------------------------------------------
 
 

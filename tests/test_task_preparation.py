@@ -143,7 +143,7 @@ def _served(inputs, length):
 
 def test_a_task_preprocessor_packs_served_texts_as_its_records(mrpc, shared_data, tokenizers,
                                                                tmp_path):
-    """Issue 33: one preprocessor class per task packs both its records (Python tokenizer,
+    """One preprocessor class per task packs both its records (Python tokenizer,
     `write`) and the exported model's raw strings (GraphTokenizer, in the graph): on real
     texts (MRPC pairs, CoNLL-2003 sentences, SQuAD 1.1 questions with their contexts, MRPC
     sentences as a question's endings) the graph half gives each record's inputs, and NER's

@@ -250,7 +250,7 @@ def test_encoder_outputs_equal_the_keras_encoder(hub_run, uncased_vocab):
 def test_serving_default_by_keyword_on_pairs_equals_the_keras_encoder(hub_export,
                                                                       uncased_vocab,
                                                                       shared_data):
-    """Issue 31: the encoder's `serving_default` signature (TensorFlow Serving's,
+    """The encoder's `serving_default` signature (TensorFlow Serving's,
     saved_model_cli's) called by keyword, as they call it, on padded MRPC pairs, where the
     mask and the type ids differ: every output equals the Keras encoder's on the same ids."""
     import tensorflow as tf

@@ -22,11 +22,9 @@ and tries n_best_size^2 pairs per window in a Python loop; here the top position
 come from one numpy partition (ties at the cut resolved exactly as the stable sort) and the pairs
 are filtered as arrays, so the Python work left is the n-best texts (`get_final_text`, its
 basic tokenization cached by word) and the JSON (written by a specialised encoder with
-json.dumps' exact output, as the standard one has no C path with indent). Dev v1.1 (10,570
-questions, 10,833 windows, seeded random logits), the whole write_predictions call: the
-reference 78 s, this 9.0 s (8.7x); dev v2.0 (11,873 questions): 120 s and 14.7 s; the files
-identical (`python -m bench.finetuning.squad_postprocess [--version=2.0]`, 2 cores shared with
-other jobs at load ~4.5, which inflates both times; 2026-11-23).
+json.dumps' exact output, as the standard one has no C path with indent); the files are
+identical, and the speed-up is measured by `python -m bench.finetuning.squad_postprocess`
+(docs/fine_tuning.md).
 
 One case the original does not survive: with SQuAD 2.0, a question whose only candidate is the
 null answer (no window has a valid span) makes the original fail (`best_non_null_entry` is
