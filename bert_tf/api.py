@@ -43,7 +43,12 @@ from bert_tf.text.packing import pack_texts
 from bert_tf.training import fine_tuning
 from bert_tf.training.settings import RunSettings
 
-TASK_MODELS = registry.names()
+
+def __getattr__(name):
+    """TASK_MODELS: the task names (bert_tf.tasks.registry), found when first asked for."""
+    if name == "TASK_MODELS":
+        return registry.names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclasses.dataclass
@@ -168,8 +173,8 @@ def build_model(task, config, num_labels=None, record=None):
     inputs, a score per choice). `record`: what a model directory records of a run of `task`
     (`ModelFiles.task_record`), which gives the heads' shape: a masked-LM-only pretraining
     objective, the labels' count when num_labels is not given."""
-    if task not in TASK_MODELS:
-        raise InputError(f"task must be one of {', '.join(TASK_MODELS)}, got {task!r}")
+    if task not in registry.names():
+        raise InputError(f"task must be one of {', '.join(registry.names())}, got {task!r}")
     record = record or {}
     options = {}
     if task in ("classifier", "ner"):
@@ -378,4 +383,4 @@ def load_embedder(files, pooling="mean", normalize=None, max_seq_length=None):
 
 __all__ = ["ModelFiles", "model_files", "resolve_model_files", "load_config", "load_tokenizer",
            "build_model", "load_model", "encode", "Classifier", "fine_tune_classifier",
-           "load_classifier", "Embedder", "load_embedder", "TASK_MODELS"]
+           "load_classifier", "Embedder", "load_embedder"]

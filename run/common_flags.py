@@ -190,6 +190,30 @@ def define_delimiter_flag():
                       "characters) or comma-separated (CSV quoting). Default: tab.")
 
 
+def define_pooling_flags(pooling_help):
+    """--pooling and --normalize_embeddings: one embedding per text (bert_tf.model.pooling)."""
+    flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"], pooling_help)
+    flags.DEFINE_bool("normalize_embeddings", False,
+                      "With --pooling: divide each embedding by its L2 norm. Default for a "
+                      "sentence-transformers directory: whether its modules.json has a "
+                      "Normalize module.")
+
+
+def embedding_options():
+    """(normalize, max_seq_length) of the pooling flags: those given, else what a
+    sentence-transformers directory as --init_checkpoint declares (`embedding_options`);
+    without --pooling, (False, --max_seq_length). --normalize_embeddings without --pooling is
+    an error."""
+    if FLAGS.pooling is None:
+        if FLAGS["normalize_embeddings"].present:
+            raise flag_error("normalize_embeddings", "only with --pooling")
+        return False, FLAGS.max_seq_length
+    from bert_tf.model.pooling import embedding_options as declared
+    return declared(FLAGS.init_checkpoint,
+                    FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None,
+                    FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None)
+
+
 def check_required(*names):
     for name in names:
         if not getattr(FLAGS, name):
@@ -225,6 +249,14 @@ def fine_tuning_model_files(task):
     flags_from_model(files, task, {"max_seq_length": "max_seq_length"})
     fine_tuning.check_model_files(files, run_settings(), FLAGS.max_seq_length)
     return files
+
+
+def read_splits(processor):
+    """The examples of the splits the --do_ flags ask for, from --data_dir's files
+    (bert_tf.tasks.preprocessor.read_splits: each read and checked before any record)."""
+    from bert_tf.tasks.preprocessor import read_splits as read
+    modes = [mode for mode in ("train", "eval", "predict") if FLAGS[f"do_{mode}"].value]
+    return read(processor, FLAGS.data_dir, modes)
 
 
 def _trains():

@@ -67,12 +67,9 @@ flags.DEFINE_enum("quantization", "none", ["none", "int8"],
                   "of 32 texts, 1.6x its batch-32 serving here: docs/export.md), the "
                   "embeddings, pooler and head float32; --format=litert: dynamic-range int8 "
                   "weights (the converter's Optimize.DEFAULT).")
-flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
-                  "encoder: also serve `embed_text`, raw strings -> one embedding each: the "
-                  "last layer's [CLS] hidden state, or its mean or max over the real tokens.")
-flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: `embed_text` divides each "
-                  "embedding by its L2 norm. Default for a sentence-transformers directory: "
-                  "whether its modules.json has a Normalize module.")
+common_flags.define_pooling_flags(
+    "encoder: also serve `embed_text`, raw strings -> one embedding each: the last layer's [CLS] "
+    "hidden state, or its mean or max over the real tokens.")
 flags.DEFINE_string("export_dir", None, "Where to write the SavedModel: a new or empty folder, "
                     "or an earlier bert_tf export (replaced); never the checkpoint's folder.")
 flags.DEFINE_enum("format", "saved_model",
@@ -130,8 +127,7 @@ def main(argv):
         FLAGS.task = recorded_task
     registry.task_class(FLAGS.task)  # a task's name (the error names them)
     task_options(None, None)  # every task option given is the task's
-    if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
-        raise flag_error("normalize_embeddings", "only with --pooling")
+    common_flags.embedding_options()  # the pooling flags, checked before any work
     from bert_tf.serving import formats
     from bert_tf.serving.export_folders import check_export_dir
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
@@ -150,13 +146,7 @@ def main(argv):
     common_flags.flags_from_model(files, FLAGS.task, RECORDED_FLAGS,
                                   agree=("label_list", "multi_label"))
     config, vocab_file, do_lower_case = files.config, files.vocab_file, files.do_lower_case
-    max_seq_length, normalize = FLAGS.max_seq_length, False
-    if FLAGS.pooling is not None:
-        from bert_tf.model.pooling import embedding_options
-        normalize, max_seq_length = embedding_options(
-            FLAGS.init_checkpoint,
-            FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None,
-            FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None)
+    normalize, max_seq_length = common_flags.embedding_options()
     common_flags.check_max_seq_length(config, value=max_seq_length)
     task = registry.build_for_serving(FLAGS.task, config, task_options(max_seq_length, normalize),
                                       vocab_file, files.task_record(FLAGS.task))

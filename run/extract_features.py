@@ -37,7 +37,8 @@ from absl import flags
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
 from bert_tf.io_utils import check_input_file, check_output_file, split_comma_list
-from .common_flags import check_max_seq_length, check_required, define_model_file_flags
+from .common_flags import (check_max_seq_length, check_required, define_model_file_flags,
+                           define_pooling_flags, embedding_options)
 
 flags.DEFINE_string("input_file", None, "Input text: one example per line, 'text_a' or "
                     "'text_a ||| text_b'.")
@@ -50,13 +51,10 @@ flags.DEFINE_integer("max_seq_length", 128, "Maximum total sequence length after
                      "tokenization; longer inputs are truncated, shorter ones padded.")
 define_model_file_flags()
 flags.DEFINE_integer("batch_size", 32, "Batch size for predictions.")
-flags.DEFINE_enum("pooling", None, ["cls", "mean", "max"],
-                  "Write one embedding per line instead of per-token values: the [CLS] hidden "
-                  "state, or the mean or max over the line's real tokens ([CLS] and [SEP] "
-                  "included, padding not). Not in the original; unset, the output is its JSONL.")
-flags.DEFINE_bool("normalize_embeddings", False, "With --pooling: divide each embedding by its "
-                  "L2 norm. Default for a sentence-transformers directory: whether its "
-                  "modules.json has a Normalize module.")
+define_pooling_flags(
+    "Write one embedding per line instead of per-token values: the [CLS] hidden state, or the "
+    "mean or max over the line's real tokens ([CLS] and [SEP] included, padding not). Not in "
+    "the original; unset, the output is its JSONL.")
 flags.DEFINE_bool("use_tpu", False, "Accepted for compatibility with the original; no effect.")
 flags.DEFINE_string("master", None, "Accepted for compatibility with the original; no effect.")
 flags.DEFINE_integer("num_tpu_cores", 8, "Accepted for compatibility with the original; "
@@ -94,9 +92,7 @@ def parse_layers(value, num_layers):
 def main(argv):
     del argv
     check_required("input_file", "output_file", "init_checkpoint")
-    if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
-        raise flag_error("normalize_embeddings", "only with --pooling (the per-token output "
-                                                 "is the original's)")
+    embedding_options()  # the pooling flags, checked before any work
     check_input_file(FLAGS.input_file, "input_file")  # before any slow import or work
     check_output_file(FLAGS.output_file, "output_file",
                       inputs={name: getattr(FLAGS, name) for name in
@@ -113,13 +109,7 @@ def main(argv):
     files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
                                 FLAGS.do_lower_case, FLAGS["do_lower_case"].present)
     config, vocab_file, do_lower_case = files.config, files.vocab_file, files.do_lower_case
-    max_seq_length, normalize = FLAGS.max_seq_length, False
-    if FLAGS.pooling is not None:
-        from bert_tf.model.pooling import embedding_options
-        normalize, max_seq_length = embedding_options(
-            FLAGS.init_checkpoint,
-            FLAGS.normalize_embeddings if FLAGS["normalize_embeddings"].present else None,
-            FLAGS.max_seq_length if FLAGS["max_seq_length"].present else None)
+    normalize, max_seq_length = embedding_options()
     check_max_seq_length(config, value=max_seq_length)
     layers = FLAGS.layers
     if FLAGS.pooling is not None and not FLAGS["layers"].present:

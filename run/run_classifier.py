@@ -91,9 +91,8 @@ def main(argv):
     del argv
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
-    from bert_tf.tasks import preprocessor
     from bert_tf.tasks.classification import reader, task as classification
-    from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.api import load_tokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
     common_flags.start_strategy()
@@ -111,11 +110,10 @@ def main(argv):
         for key, value in (("regression", label_list is None), ("labels", label_list),
                            ("multi_label", processor.is_multi_label)):
             common_flags.check_recorded(files, "classifier", key, value, "task_name")
-    modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
-    examples = preprocessor.read_splits(processor, FLAGS.data_dir, modes)
+    examples = common_flags.read_splits(processor)
     prepared = classification.prepare_task(
         files.config, examples, label_list,
-        FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case),
+        load_tokenizer(files),
         FLAGS.max_seq_length, FLAGS.output_dir, task_name=FLAGS.task_name,
         original_pads_eval=FLAGS.use_tpu, bucket_by_length=FLAGS.bucket_by_length,
         multi_label=processor.is_multi_label, threshold=FLAGS.threshold,

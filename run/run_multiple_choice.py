@@ -62,19 +62,17 @@ def file_options():
 
 def main(argv):
     del argv
-    from bert_tf.tasks import preprocessor
     from bert_tf.tasks.multiple_choice import reader, task as multiple_choice
-    from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.api import load_tokenizer
 
     common_flags.check_required("data_dir", "task_name", "output_dir")
     processor = reader.get_processor(FLAGS.task_name, **file_options())
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("multiple_choice")
-    modes = [m for m in ("train", "eval", "predict") if FLAGS[f"do_{m}"].value]
-    examples = preprocessor.read_splits(processor, FLAGS.data_dir, modes)
+    examples = common_flags.read_splits(processor)
     prepared = multiple_choice.prepare_task(
         files.config, examples, processor.num_choices,
-        FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case), FLAGS.max_seq_length,
+        load_tokenizer(files), FLAGS.max_seq_length,
         FLAGS.output_dir, bucket_by_length=FLAGS.bucket_by_length,
         **common_flags.preparation_options())
     common_flags.run_prepared(prepared, files)

@@ -48,7 +48,7 @@ def main(argv):
     # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
     # without TensorFlow's start-up.
     from bert_tf.tasks.ner import task as tagging
-    from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.api import load_tokenizer
 
     common_flags.check_required("data_dir", "output_dir")
     common_flags.start_strategy()
@@ -60,7 +60,7 @@ def main(argv):
         raise flag_error("label_list", "is required without --do_train (the tags in output "
                                        "order, as the model was trained)")
     prepared = tagging.prepare_task(
-        files.config, FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case),
+        files.config, load_tokenizer(files),
         FLAGS.max_seq_length, FLAGS.output_dir, data_dir=FLAGS.data_dir,
         train_file=FLAGS.train_file if FLAGS.do_train else None,
         dev_file=FLAGS.dev_file if FLAGS.do_eval else None,

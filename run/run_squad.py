@@ -83,7 +83,7 @@ def main(argv):
     # The library (and TensorFlow) after the flags are checked: --help and flag errors come
     # without TensorFlow's start-up.
     from bert_tf.tasks.squad import task as squad
-    from bert_tf.text.fast_tokenization import FastTokenizer
+    from bert_tf.api import load_tokenizer
 
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("squad")
@@ -92,7 +92,7 @@ def main(argv):
         "max_query_length", "n_best_size", "max_answer_length", "version_2_with_negative")})
     do_lower_case = files.do_lower_case
     prepared = squad.prepare_task(
-        files.config, FastTokenizer(files.vocab_file, do_lower_case=do_lower_case),
+        files.config, load_tokenizer(files),
         FLAGS.max_seq_length, FLAGS.output_dir,
         train_file=FLAGS.train_file if FLAGS.do_train else None,
         predict_file=FLAGS.predict_file if FLAGS.do_predict or FLAGS.do_eval else None,

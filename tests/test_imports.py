@@ -76,9 +76,9 @@ LAYERS = (
     ("bert_tf.tokenization", "bert_tf.text"),
     ("bert_tf.data",),
     ("bert_tf.model",),
-    ("bert_tf.training",),
     ("bert_tf.tasks",),
     ("bert_tf.serving",),
+    ("bert_tf.training",),
     ("bert_tf.api",),
     ("bert_tf.cli",),
 )

@@ -10,8 +10,10 @@ export's: the options a task has, completed from the model's files.
 """
 import dataclasses
 import importlib
+import importlib.util
 import pkgutil
 
+import bert_tf.tasks
 from bert_tf.errors import InputError
 
 _CLASSES = {}
@@ -25,7 +27,6 @@ def register(cls):
 
 def _import_tasks():
     """Imports the `task` module of every package of bert_tf.tasks (which registers it)."""
-    import bert_tf.tasks
     for package in pkgutil.iter_modules(bert_tf.tasks.__path__):
         if package.ispkg and importlib.util.find_spec(
                 f"bert_tf.tasks.{package.name}.task") is not None:
