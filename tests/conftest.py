@@ -15,6 +15,12 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parent.parent
+# The tests mirror the library's folders; a test module may use another's oracles by its module
+# name (`from test_model import ...`) from any folder, as from its own (pytest puts a test's own
+# folder on the path).
+for _folder in sorted(pathlib.Path(__file__).resolve().parent.rglob("test_*.py")):
+    if str(_folder.parent) not in sys.path:
+        sys.path.append(str(_folder.parent))
 SHARED = pathlib.Path(os.environ.get("BERT_TF_SHARED", PROJECT_ROOT.parent / "shared"))
 SHARED_DATA = SHARED / "data"
 REFERENCE_DIR = SHARED / "reference"
@@ -346,7 +352,7 @@ def ref_flags(rs):
         setattr(flags.FLAGS, name, value)
 
 
-# Tokenizer oracles (tests/test_*tokenization.py), each computed once per session; the texts and
+# Tokenizer oracles (tests/test_tokenization.py, tests/text/test_*tokenization.py), each computed once per session; the texts and
 # helpers are in tests/corpora.py.
 
 

@@ -1,7 +1,7 @@
 """All text of ../shared/data, as the strings a tokenizer is asked to tokenize.
 
-Shared by every tokenizer parity check (tests/test_tokenization.py, tests/test_fast_tokenization.py,
-tests/test_graph_tokenization.py, bench/data/tokenization.py), so that they all compare against
+Shared by every tokenizer parity check (tests/test_tokenization.py, tests/text/test_fast_tokenization.py,
+tests/text/test_graph_tokenization.py, bench/data/tokenization.py), so that they all compare against
 the reference on exactly the same text. Import it as
 
     import corpora                  # in tests (pytest puts tests/ on sys.path via conftest.py)

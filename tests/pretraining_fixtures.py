@@ -1,4 +1,4 @@
-"""Tiny pretraining fixtures shared by tests/test_pretraining*.py and tests/test_input_pipeline.py.
+"""Tiny pretraining fixtures shared by tests/tasks/pretraining/test_pretraining*.py, tests/data/pretraining/ and tests/data/test_input_pipeline.py.
 
 Records are written directly as tf.train.Example with the original's 7 features (random ids, a
 few masked positions with weight 1 and zero padding after them, as create_pretraining_data

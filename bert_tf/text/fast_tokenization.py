@@ -31,7 +31,7 @@ as the original's greedy longest-match-first WordPiece). Each text takes one of 
     are controls it deletes).
 
 Why not a library's normalizer: both compiled candidates differ from the original. Measured on
-every code point (see tests/test_fast_tokenization.py): Hugging Face `tokenizers`'
+every code point (see tests/text/test_fast_tokenization.py): Hugging Face `tokenizers`'
 BertNormalizer + BertPreTokenizer deletes private-use (Co) and unassigned (Cn) characters, which
 the original keeps (they make their word `[UNK]`), treats ~800 other characters differently
 (Unicode version: new punctuation, Cf, Mn, CJK Extension ranges), lower-cases without the final

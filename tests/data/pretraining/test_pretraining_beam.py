@@ -1,6 +1,6 @@
 """create_pretraining_data on Apache Beam (--runner): the streaming mode's files, byte for byte.
 
-Oracle: the streaming mode (tests/test_create_pretraining_data.py checks it against the
+Oracle: the streaming mode (tests/data/pretraining/test_create_pretraining_data.py checks it against the
 reference release, window by window) on the same input, flags, seed, window size and shard
 count.
 """

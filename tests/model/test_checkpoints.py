@@ -19,7 +19,7 @@ from bert_tf.tasks.pretraining.task import load_original_training_state
 from conftest import minilm_directory
 from test_model import SMALL_CONFIG, build_reference, make_inputs, max_diff
 
-MINILM_REFERENCE = pathlib.Path(__file__).parent / "data" / "minilm_reference.npz"
+MINILM_REFERENCE = pathlib.Path(__file__).parent / "minilm_reference.npz"
 
 
 def test_tf1_checkpoint_with_adam_slots_and_global_step(refbert, tmp_path):
