@@ -1,6 +1,6 @@
-"""What the benches share: the project's and ../shared's paths, the peers' venvs, a bench's own
-child processes, timing and memory sampling, the MiniLM weights every fine-tuning and serving
-peer loads, the reference release, and the readers of GLUE and WikiText-2.
+"""What the benches measure with and on: the project's and ../shared's paths, timing and memory
+sampling, the MiniLM weights every fine-tuning and serving peer loads, the reference release,
+and the readers of GLUE and WikiText-2 (the frame they run in is bench/harness.py).
 
 Only the standard library is imported at the top: the peers' venvs import this module too
 (their children run as `python -m bench.<group>.<name>` from the project root).
@@ -10,7 +10,6 @@ import json
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -22,43 +21,6 @@ DATA = SHARED / "data"
 REFERENCE = SHARED / "reference"
 VOCAB = DATA / "vocab" / "bert-base-uncased-vocab.txt"
 GLUE_DIR = os.environ.get("BERT_TF_GLUE_DIR", str(DATA / "glue_data"))
-
-# The peers' venvs, outside the repository (made by the scripts in bench/envs).
-HF_VENV = os.environ.get("BERT_TF_HF_VENV", os.path.expanduser("~/.cache/bert_tf/hf-venv"))
-HF_PYTHON = os.path.join(HF_VENV, "bin", "python")
-SERVING_VENV = os.environ.get("BERT_TF_SERVING_VENV",
-                              os.path.expanduser("~/.cache/bert_tf/serving-venv"))
-SERVING_PYTHON = os.path.join(SERVING_VENV, "bin", "python")
-MODEL_GARDEN_VENV = os.environ.get(
-    "BERT_TF_MODEL_GARDEN_VENV", os.path.expanduser("~/.cache/bert_tf/model-garden-venv"))
-MODEL_GARDEN_PYTHON = os.path.join(MODEL_GARDEN_VENV, "bin", "python")
-
-
-def missing_venv(venv, script):
-    """What to say when a peer's venv is not there: `script` is its maker in bench/envs."""
-    return f"no venv at {venv}; create it with `bash bench/envs/{script}`"
-
-
-# ---- Child processes: each bench runs its peers as `python -m <its module> --child ...`.
-
-def module_command(module, *args, python=sys.executable):
-    """The command line of `python -m module args` (run it with cwd=PROJECT_ROOT); `python` is a
-    peer venv's to run the child there."""
-    return [python, "-m", module, *map(str, args)]
-
-
-def run_json_child(command, label, env=None):
-    """Runs `command` from the project root: the JSON object its stdout ends with, plus
-    "wall_s" (the process's wall seconds); None, with its stderr's end printed, when it fails."""
-    start = time.perf_counter()
-    result = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
-    if result.returncode != 0:
-        print(f"  {label}: failed\n{result.stderr[-3000:]}", file=sys.stderr, flush=True)
-        return None
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    out["wall_s"] = time.perf_counter() - start
-    return out
-
 
 # ---- Model sizes.
 
@@ -73,6 +35,25 @@ BERT_SIZES = {
 }
 # The original's max_predictions_per_seq at each sequence length it pretrains at.
 MAX_PREDICTIONS = {128: 20, 512: 80}
+
+
+def keras_hub_backbone(size, **options):
+    """keras-hub's BertBackbone of a size (BertConfig arguments, as BERT_SIZES')."""
+    import keras_hub
+    return keras_hub.models.BertBackbone(
+        vocabulary_size=size["vocab_size"], num_layers=size["num_hidden_layers"],
+        num_heads=size["num_attention_heads"], hidden_dim=size["hidden_size"],
+        intermediate_dim=size["intermediate_size"], **options)
+
+
+def transformers_config(size, **options):
+    """transformers' BertConfig of a size (BertConfig arguments, as BERT_SIZES')."""
+    import transformers
+    return transformers.BertConfig(
+        vocab_size=size["vocab_size"], hidden_size=size["hidden_size"],
+        num_hidden_layers=size["num_hidden_layers"],
+        num_attention_heads=size["num_attention_heads"],
+        intermediate_size=size["intermediate_size"], **options)
 
 
 # ---- Timing.
@@ -118,6 +99,20 @@ def batches(items, size):
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
+def serve_timings(call, texts, latency_texts, batch):
+    """(ms of each batch-1 call on the first `latency_texts` texts, one after the other; texts/s
+    over every text in batches of `batch`) of `call(list of texts)`."""
+    times = []
+    for text in texts[:latency_texts]:
+        start = time.perf_counter()
+        call([text])
+        times.append((time.perf_counter() - start) * 1e3)
+    start = time.perf_counter()
+    for chunk in batches(texts, batch):
+        call(chunk)
+    return times, len(texts) / (time.perf_counter() - start)
+
+
 # ---- Memory of processes (Linux /proc).
 
 def process_tree(root_pid):
@@ -137,6 +132,24 @@ def process_tree(root_pid):
         pids.append(pid)
         stack.extend(children.get(pid, []))
     return pids
+
+
+def proc_kb(pid, name, field):
+    """The kB of `field` (e.g. "VmRSS") in /proc/<pid>/<name> (status, smaps_rollup) now, or
+    None once the process is gone."""
+    try:
+        with open(f"/proc/{pid}/{name}") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def tree_kb(root_pid, name, field):
+    """proc_kb summed over root_pid and all its descendants."""
+    return sum(proc_kb(pid, name, field) or 0 for pid in process_tree(root_pid))
 
 
 class PeakSampler:

@@ -24,14 +24,14 @@ and on the corpus four times over (the bound does not grow with the corpus).
 import argparse
 import os
 import pathlib
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench.common import (DATA, PROJECT_ROOT, REFERENCE, VOCAB, PeakSampler, process_tree,
+from bench import harness
+from bench.common import (DATA, PROJECT_ROOT, REFERENCE, VOCAB, PeakSampler, tree_kb,
                           wikitext_documents, write_documents)
 
 WIKITEXT = DATA / "wikitext-2"
@@ -49,23 +49,6 @@ def write_corpus(path, repeat, sources=("valid.txt", "test.txt")):
     return write_documents(path, wikitext_documents([WIKITEXT / name for name in sources]), repeat)
 
 
-def _tree_pss_kb(root_pid):
-    """Summed PSS (kB) of a process and all its descendants.
-
-    PSS (proportional set size) splits each shared page between the processes sharing it, so
-    forked workers are not charged again for the pages they share with their parent.
-    """
-    pss = 0
-    for pid in process_tree(root_pid):
-        try:
-            with open(f"/proc/{pid}/smaps_rollup") as f:
-                rollup = f.read()
-        except OSError:
-            continue
-        pss += int(re.search(r"^Pss:\s+(\d+)", rollup, re.M).group(1))
-    return pss
-
-
 def measure(command, cwd):
     """Runs `command`; returns (wall seconds, peak summed PSS MB of its process tree, largest
     single process's peak RSS MB from getrusage)."""
@@ -75,7 +58,9 @@ def measure(command, cwd):
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "-c", wrapper, *command], cwd=cwd,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    with PeakSampler(lambda: _tree_pss_kb(process.pid)) as tree:
+    # PSS (proportional set size) splits each shared page between the processes sharing it, so
+    # forked workers are not charged again for the pages they share with their parent.
+    with PeakSampler(lambda: tree_kb(process.pid, "smaps_rollup", "Pss")) as tree:
         _, stderr = process.communicate()
         wall = time.perf_counter() - start
     if process.returncode != 0:
@@ -123,27 +108,25 @@ def bench_speed(args, workdir, flags):
     ours_out, ref_out = workdir / "ours.tfrecord", workdir / "reference.tfrecord"
     cold = measure(ours_command(corpus, ours_out, flags), PROJECT_ROOT)
     print(f"bert_tf first run (fills the numba cache if empty): {cold[0]:.2f} s")
-    results = {"reference": [], "bert_tf": []}
-    for round_index in range(args.rounds):
-        for name in (("reference", "bert_tf") if round_index % 2 == 0
-                     else ("bert_tf", "reference")):
-            command = (reference_command(corpus, ref_out, flags) if name == "reference"
-                       else ours_command(corpus, ours_out, flags))
-            results[name].append(measure(command, PROJECT_ROOT))
-            wall, tree, single = results[name][-1]
-            print(f"  round {round_index + 1} {name:9s}: {wall:7.2f} s  peak memory {tree:7.0f} MB "
-                  f"(largest process's peak RSS {single:.0f} MB)")
+
+    def run(name, round_index):
+        command = (reference_command(corpus, ref_out, flags) if name == "reference"
+                   else ours_command(corpus, ours_out, flags))
+        wall, tree, single = result = measure(command, PROJECT_ROOT)
+        print(f"  round {round_index + 1} {name:9s}: {wall:7.2f} s  peak memory {tree:7.0f} MB "
+              f"(largest process's peak RSS {single:.0f} MB)")
+        return result
+
+    results = harness.interleave(args.rounds, ("reference", "bert_tf"), run, alternate=True)
     print()
     for name in ("reference", "bert_tf"):
         walls = [r[0] for r in results[name]]
         trees = [r[1] for r in results[name]]
         print(f"{name:9s}: wall {fmt(walls, 's')}  peak memory {fmt(trees, 'MB')}")
-    ref_wall = statistics.median(r[0] for r in results["reference"])
-    our_wall = statistics.median(r[0] for r in results["bert_tf"])
-    ref_rss = statistics.median(r[1] for r in results["reference"])
-    our_rss = statistics.median(r[1] for r in results["bert_tf"])
-    print(f"speed-up (reference wall / bert_tf wall): {ref_wall / our_wall:.1f}x")
-    print(f"peak memory (bert_tf / reference): {our_rss / ref_rss:.2f}")
+    wall, memory = harness.medians(results, 0), harness.medians(results, 1)
+    print(f"speed-up (reference wall / bert_tf wall): "
+          f"{harness.ratio(wall['reference'], wall['bert_tf'], 1)}")
+    print(f"peak memory (bert_tf / reference): {memory['bert_tf'] / memory['reference']:.2f}")
     if args.verify:
         print(f"verify: {verify(ref_out, ours_out)} records identical")
 
@@ -179,7 +162,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5,
                         help="WikiText-2 valid+test copies in the corpus (5 = 11.6 MB)")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each")
+    harness.add_rounds(parser, 3, "interleaved runs of each")
     parser.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                         help="check that both wrote the same records")
     parser.add_argument("--streaming", action="store_true",

@@ -12,11 +12,10 @@ the pieces the ranking predicted to save (count * (pieces - 1) summed over the c
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 
-from bench.common import DATA, PROJECT_ROOT, VOCAB
+from bench import harness
+from bench.common import DATA, VOCAB
 
 
 def main():
@@ -37,12 +36,9 @@ def main():
             f.write("\n".join(p["context"] for a in part for p in a["paragraphs"]) + "\n")
     domain_file = next(iter(files.values()))
     new_vocab = os.path.join(work, "domain_vocab.txt")
-    process = subprocess.run(
-        [sys.executable, "-m", "data_tools.extend_vocab", f"--vocab_file={vocab}",
-         f"--input_file={domain_file}", f"--output_vocab_file={new_vocab}",
-         f"--num_words={args.num_words}"], cwd=PROJECT_ROOT, capture_output=True, text=True)
-    if process.returncode != 0:
-        sys.exit(process.stderr[-3000:])
+    process = harness.run_command(harness.module_command(
+        "data_tools.extend_vocab", f"--vocab_file={vocab}", f"--input_file={domain_file}",
+        f"--output_vocab_file={new_vocab}", f"--num_words={args.num_words}"), "extend_vocab")
     summary = process.stderr.strip().splitlines()[-1]
     predicted = int(summary.split("pieces_saved=")[1].split()[0])
     before, after = FullTokenizer(vocab), FullTokenizer(new_vocab)

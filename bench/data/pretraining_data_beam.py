@@ -22,32 +22,18 @@ Rounds interleave the peers; the table gives medians over rounds.
 import argparse
 import filecmp
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench.common import DATA, PROJECT_ROOT, PeakSampler, load_average, process_tree
+from bench import harness
+from bench.common import DATA, PROJECT_ROOT, PeakSampler, load_average, tree_kb
 from bench.common import VOCAB as UNCASED_VOCAB
 
 WIKITEXT = os.environ.get("BERT_TF_WIKITEXT", str(DATA / "wikitext-2"))
 VOCAB = os.environ.get("BERT_TF_VOCAB", str(UNCASED_VOCAB))
 PEERS = (("streaming", 1), ("beam", 1), ("streaming", 2), ("beam", 2))
-
-
-def tree_rss_bytes(root_pid):
-    """Resident bytes of root_pid and all its descendants (from /proc)."""
-    total = 0
-    for pid in process_tree(root_pid):
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-        except OSError:
-            pass
-    return total
 
 
 def run(peer, workers, input_files, output, args):
@@ -63,7 +49,8 @@ def run(peer, workers, input_files, output, args):
     start = time.perf_counter()
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
-    with PeakSampler(lambda: tree_rss_bytes(process.pid), interval=0.05) as tree:
+    with PeakSampler(lambda: 1024 * tree_kb(process.pid, "status", "VmRSS"),
+                     interval=0.05) as tree:
         log, _ = process.communicate()
     seconds = time.perf_counter() - start
     if process.returncode:
@@ -75,47 +62,48 @@ def run(peer, workers, input_files, output, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scales", default="1,2,4")
-    parser.add_argument("--rounds", type=int, default=2)
+    harness.add_rounds(parser, 2)
     parser.add_argument("--dupe_factor", type=int, default=5)
     parser.add_argument("--window_bytes", type=int, default=1_000_000)
     args = parser.parse_args()
     files = [os.path.join(WIKITEXT, name) for name in ("test.txt", "valid.txt")]
     unit_mb = sum(os.path.getsize(f) for f in files) / 1e6
     work = tempfile.mkdtemp(prefix="bench_beam_")
-    results = {}
     mismatches = 0
-    load = load_average()
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {os.cpu_count()} CPUs, load {load:.2f}; "
-          f"corpus unit {unit_mb:.2f} MB, dupe_factor {args.dupe_factor}, window_bytes "
-          f"{args.window_bytes}", flush=True)
-    for round_index in range(args.rounds):
-        for scale in [int(s) for s in args.scales.split(",")]:
-            input_files = files * scale
-            for peer, workers in PEERS:
-                output = os.path.join(work, f"{peer}{workers}-x{scale}.tfrecord")
-                seconds, instances, peak = run(peer, workers, input_files, output, args)
-                results.setdefault((scale, peer, workers), []).append(
-                    (seconds, instances, peak))
-                same = ""
-                if peer == "beam":
-                    reference = os.path.join(work, f"streaming1-x{scale}.tfrecord")
-                    equal = all(filecmp.cmp(f"{output}-{i:05d}-of-00002",
-                                            f"{reference}-{i:05d}-of-00002", shallow=False)
-                                for i in range(2))
-                    mismatches += not equal
-                    same = ", files equal to streaming's" if equal else ", FILES DIFFER"
-                print(f"round {round_index + 1} x{scale} {peer} {workers} worker(s): "
-                      f"{seconds:.1f} s, {unit_mb * scale / seconds:.2f} MB/s, "
-                      f"{instances / seconds:.0f} instances/s, peak {peak / 2**20:.0f} MiB"
-                      f"{same}; load {load_average():.2f}", flush=True)
+    print(f"{harness.stamp()}; corpus unit {unit_mb:.2f} MB, dupe_factor {args.dupe_factor}, "
+          f"window_bytes {args.window_bytes}", flush=True)
+
+    def measure(key, round_index):
+        nonlocal mismatches
+        scale, peer, workers = key
+        output = os.path.join(work, f"{peer}{workers}-x{scale}.tfrecord")
+        seconds, instances, peak = run(peer, workers, files * scale, output, args)
+        same = ""
+        if peer == "beam":
+            reference = os.path.join(work, f"streaming1-x{scale}.tfrecord")
+            equal = all(filecmp.cmp(f"{output}-{i:05d}-of-00002",
+                                    f"{reference}-{i:05d}-of-00002", shallow=False)
+                        for i in range(2))
+            mismatches += not equal
+            same = ", files equal to streaming's" if equal else ", FILES DIFFER"
+        print(f"round {round_index + 1} x{scale} {peer} {workers} worker(s): "
+              f"{seconds:.1f} s, {unit_mb * scale / seconds:.2f} MB/s, "
+              f"{instances / seconds:.0f} instances/s, peak {peak / 2**20:.0f} MiB"
+              f"{same}; load {load_average():.2f}", flush=True)
+        return seconds, instances, peak
+
+    keys = [(int(scale), peer, workers) for scale in args.scales.split(",")
+            for peer, workers in PEERS]
+    results = harness.interleave(args.rounds, keys, measure)
     print(f"\nMedians of {args.rounds} rounds:")
-    print("| corpus | peer | workers | seconds | MB/s | instances/s | peak memory MiB |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for (scale, peer, workers), runs in results.items():
-        seconds = statistics.median(r[0] for r in runs)
-        print(f"| {unit_mb * scale:.1f} MB | {peer} | {workers} | {seconds:.1f} | "
-              f"{unit_mb * scale / seconds:.2f} | {runs[0][1] / seconds:.0f} | "
-              f"{statistics.median(r[2] for r in runs) / 2**20:.0f} |")
+        seconds = harness.median(runs, 0)
+        rows.append([f"{unit_mb * scale:.1f} MB", peer, workers, f"{seconds:.1f}",
+                     f"{unit_mb * scale / seconds:.2f}", f"{runs[0][1] / seconds:.0f}",
+                     f"{harness.median(runs, 2) / 2**20:.0f}"])
+    print("\n".join(harness.markdown(["corpus", "peer", "workers", "seconds", "MB/s",
+                                      "instances/s", "peak memory MiB"], rows)))
     if mismatches:
         raise SystemExit(f"{mismatches} Beam runs wrote files that differ from the streaming "
                          "mode's")

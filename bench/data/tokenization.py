@@ -32,10 +32,10 @@ each peer's share of lines whose tokens equal the reference's.
 import argparse
 import gc
 import os
-import statistics
 import sys
 import time
 
+from bench import harness
 from bench.common import DATA, VOCAB, batches, import_refbert
 from bert_tf import tokenization
 from bert_tf.progress import Progress
@@ -111,7 +111,7 @@ def make_peers(batch_size):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (median quoted)")
+    harness.add_rounds(parser, 3, "interleaved rounds (median quoted)")
     parser.add_argument("--batch_size", type=int, default=1000, help="lines per batch call")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # before the peers import TensorFlow
@@ -126,35 +126,38 @@ def main():
     for factory in peers.values():  # warm-up: imports, TensorFlow start-up, model building
         factory()(warm_up)
 
-    seconds = {name: [] for name in peers}
     outputs = {}
     progress = Progress("bench.data.tokenization", total=args.rounds * len(peers), unit="runs",
                         interval=0)
-    for round_index in range(args.rounds):
-        order = list(peers) if round_index % 2 == 0 else list(reversed(peers))
-        for name in order:
-            tokenize = peers[name]()
-            gc.collect()
-            start = time.perf_counter()
-            result = tokenize(texts)
-            seconds[name].append(time.perf_counter() - start)
-            outputs[name] = result
-            progress.update(1, peer=name, seconds=round(seconds[name][-1], 2))
+
+    def measure(name, round_index):
+        tokenize = peers[name]()
+        gc.collect()
+        start = time.perf_counter()
+        outputs[name] = tokenize(texts)
+        seconds = time.perf_counter() - start
+        progress.update(1, peer=name, seconds=round(seconds, 2))
+        return seconds
+
+    seconds = harness.interleave(args.rounds, list(peers), measure, alternate=True)
     progress.summary()
 
     reference = outputs["reference FullTokenizer"]
-    median = {name: statistics.median(values) for name, values in seconds.items()}
+    median = harness.medians(seconds)
     hf = median["HF tokenizers BertWordPieceTokenizer"]
     ref = median["reference FullTokenizer"]
     print(f"\n{len(texts)} lines, {megabytes:.2f} MB, median of {args.rounds} interleaved rounds, "
           f"batch_size={args.batch_size}\n")
-    print("| tokenizer | MB/s | tokens/s | vs reference | vs HF tokenizers | lines identical to reference |")
-    print("|---|---:|---:|---:|---:|---:|")
+    rows = []
     for name in peers:
         tokens = sum(map(len, outputs[name]))
         same = sum(a == b for a, b in zip(outputs[name], reference)) / len(texts)
-        print(f"| {name} | {megabytes / median[name]:.2f} | {tokens / median[name]:,.0f} | "
-              f"{ref / median[name]:.1f}x | {hf / median[name]:.2f}x | {100 * same:.2f}% |")
+        rows.append([name, f"{megabytes / median[name]:.2f}", f"{tokens / median[name]:,.0f}",
+                     harness.ratio(ref, median[name], 1), harness.ratio(hf, median[name]),
+                     f"{100 * same:.2f}%"])
+    print("\n".join(harness.markdown(
+        ["tokenizer", "MB/s", "tokens/s", "vs reference", "vs HF tokenizers",
+         "lines identical to reference"], rows, align="lrrrrr")))
 
 
 if __name__ == "__main__":

@@ -42,14 +42,5 @@ print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
 EOF
 }
 
-if [ -x "$VENV/bin/python" ] && check; then
-  echo "hf venv ready: $VENV"
-  exit 0
-fi
-echo "Creating the hf venv at $VENV ..."
-mkdir -p "$(dirname "$VENV")"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet "${PINS[@]}"
-check
-echo "hf venv ready: $VENV"
+source "$(dirname "${BASH_SOURCE[0]}")/make_venv.sh"
+make_venv "hf"

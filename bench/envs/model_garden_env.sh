@@ -32,14 +32,5 @@ print(f"tensorflow {tf.__version__}, tf_keras {tf_keras.__version__}, "
 EOF
 }
 
-if [ -x "$VENV/bin/python" ] && check; then
-  echo "Model Garden venv ready: $VENV"
-  exit 0
-fi
-echo "Creating the Model Garden venv at $VENV ..."
-mkdir -p "$(dirname "$VENV")"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet "${PINS[@]}"
-check
-echo "Model Garden venv ready: $VENV"
+source "$(dirname "${BASH_SOURCE[0]}")/make_venv.sh"
+make_venv "Model Garden"

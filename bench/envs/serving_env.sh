@@ -40,14 +40,5 @@ print(f"torch {torch.__version__}, transformers {transformers.__version__}, "
 PY
 }
 
-if [ -x "$VENV/bin/python" ] && check; then
-  echo "serving venv ready: $VENV"
-  exit 0
-fi
-echo "Creating the serving venv at $VENV ..."
-mkdir -p "$(dirname "$VENV")"
-"$PYTHON" -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --upgrade pip
-"$VENV/bin/python" -m pip install --quiet "${PINS[@]}"
-check
-echo "serving venv ready: $VENV"
+source "$(dirname "${BASH_SOURCE[0]}")/make_venv.sh"
+make_venv "serving"

@@ -91,11 +91,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
-from bench.common import (DATA, HF_PYTHON, HF_VENV, PROJECT_ROOT, glue_train_head, minilm_dir,
-                          missing_venv, module_command, read_eval_results, write_init_dir)
+from bench import harness
+from bench.common import (DATA, PROJECT_ROOT, glue_train_head, minilm_dir, read_eval_results,
+                          write_init_dir)
 
 BATCH = 32
 MAX_SEQ_LENGTH = 128
@@ -274,19 +274,15 @@ def run_transformers(task, data_dir, init_dir, output_dir, args, seed, steps, wa
     spec = {"task": task, "data_dir": data_dir, "init_dir": init_dir, "output_dir": output_dir,
             "learning_rate": args.learning_rate, "steps": steps, "warmup": warmup, "seed": seed,
             "max_seq_length": args.squad_max_seq_length, "doc_stride": args.squad_doc_stride}
-    command = module_command(__spec__.name, "--hf_child", json.dumps(spec), python=HF_PYTHON)
+    command = harness.child_command(__spec__.name, spec, venv=harness.HF)
     os.makedirs(output_dir, exist_ok=True)
     log_path = os.path.join(output_dir, "run.log")
     start = time.perf_counter()
-    with open(log_path, "w") as log:
-        result = subprocess.run(command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=log,
-                                text=True)
-    wall = time.perf_counter() - start
-    if result.returncode != 0:
+    out = harness.run_child(command, f"transformers {task}", log=log_path)
+    if out is None:
         with open(log_path) as f:
             tail = f.read()[-4000:]
-        return {"error": f"exit {result.returncode}; {log_path}:\n{tail}", "wall_s": wall}
-    out = json.loads(result.stdout.strip().splitlines()[-1])
+        return {"error": f"failed; {log_path}:\n{tail}", "wall_s": time.perf_counter() - start}
     if task == SQUAD:  # scored here, by the official formulas
         from bert_tf.tasks.squad import metrics, reader
         with open(os.path.join(output_dir, "predictions.json")) as f:
@@ -294,27 +290,27 @@ def run_transformers(task, data_dir, init_dir, output_dir, args, seed, steps, wa
         scores = metrics.evaluate_v1(
             reader.load_squad_json(os.path.join(data_dir, "eval.json"))["data"], predictions)
         out.update(accuracy=scores["exact_match"] / 100, f1=scores["f1"] / 100, eval_loss=None)
-    out.update(wall_s=wall, log=log_path,
-               command=f"{HF_PYTHON} -m {__spec__.name} --hf_child '{json.dumps(spec)}'")
+    out.update(log=log_path, command=f"{harness.HF.python} -m {__spec__.name} --child "
+                                     f"'{json.dumps(spec)}'")
     return out
 
 
 # ---- The transformers side (runs with the hf venv's python: no bert_tf, no TensorFlow). ----
 
+# (text_a column, text_b column or None, label column, labels in our order) of each GLUE TSV.
+GLUE_COLUMNS = {"MRPC": (3, 4, 0, ("0", "1")), "SST-2": (0, None, 1, ("0", "1")),
+                "RTE": (1, 2, 3, ("entailment", "not_entailment"))}
+
+
 def read_glue(task, path):
-    """(text_a, text_b, label) rows of MRPC / SST-2 as GLUE lays them out (the same columns as
+    """(text_a, text_b or None, label index) rows of a GLUE task's TSV (the same columns as
     bert_tf.tasks.classification's processors: quotes are plain characters)."""
     import csv
-    rows = []
+    text_a, text_b, label, labels = GLUE_COLUMNS[task]
     with open(path, encoding="utf-8-sig") as f:
-        for i, row in enumerate(csv.reader(f, delimiter="\t", quotechar=None)):
-            if i == 0:
-                continue
-            if task == "MRPC":
-                rows.append((row[3], row[4], int(row[0])))
-            else:
-                rows.append((row[0], None, int(row[1])))
-    return rows
+        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
+    return [(row[text_a], None if text_b is None else row[text_b], labels.index(row[label]))
+            for row in rows]
 
 
 def read_conll_sentences(path):
@@ -324,17 +320,43 @@ def read_conll_sentences(path):
             for block in conll_blocks(path)]
 
 
-def hf_training_args(spec):
-    """The Trainer's arguments: the hyperparameters of the module doc, max_steps = ours."""
+def hf_training_args(output_dir, learning_rate, seed, **overrides):
+    """The Trainer's arguments: the hyperparameters of the module doc (batch 32, weight decay
+    0.01, clipping 1.0, Adam epsilon 1e-6, a linear schedule, drop_last), and `overrides`."""
     import transformers
-    return transformers.TrainingArguments(
-        output_dir=spec["output_dir"], per_device_train_batch_size=BATCH,
-        per_device_eval_batch_size=BATCH, learning_rate=spec["learning_rate"],
+    values = dict(
+        output_dir=output_dir, per_device_train_batch_size=BATCH,
+        per_device_eval_batch_size=BATCH, learning_rate=learning_rate,
         weight_decay=WEIGHT_DECAY, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-6,
-        max_grad_norm=1.0, lr_scheduler_type="linear", max_steps=spec["steps"],
-        warmup_steps=spec["warmup"], seed=spec["seed"], data_seed=spec["seed"], use_cpu=True,
-        dataloader_drop_last=True, logging_strategy="steps", logging_steps=50,
-        save_strategy="no", eval_strategy="no", report_to="none", disable_tqdm=True)
+        max_grad_norm=1.0, lr_scheduler_type="linear", seed=seed, data_seed=seed, use_cpu=True,
+        dataloader_drop_last=True, logging_strategy="no", save_strategy="no",
+        eval_strategy="no", report_to="none", disable_tqdm=True)
+    values.update(overrides)
+    return transformers.TrainingArguments(**values)
+
+
+def hf_tokenizer(spec):
+    """Seeds transformers with the spec's seed; the fast tokenizer of its weights' vocabulary."""
+    import transformers
+    transformers.set_seed(spec["seed"])
+    return transformers.BertTokenizerFast(os.path.join(spec["init_dir"], "vocab.txt"),
+                                          do_lower_case=True)
+
+
+def hf_train(spec, model, train, collator):
+    """Trains `model` with Trainer for the spec's steps (max_steps = ours); (the trainer, set to
+    predict every dev example, and the training's seconds)."""
+    import transformers
+    args = hf_training_args(spec["output_dir"], spec["learning_rate"], spec["seed"],
+                            max_steps=spec["steps"], warmup_steps=spec["warmup"],
+                            logging_strategy="steps", logging_steps=50)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=train,
+                                   data_collator=collator)
+    start = time.perf_counter()
+    trainer.train()
+    train_s = time.perf_counter() - start
+    trainer.args.dataloader_drop_last = False  # every dev example
+    return trainer, train_s
 
 
 def hf_ner_child(spec):
@@ -342,10 +364,8 @@ def hf_ner_child(spec):
     import transformers
     from seqeval.metrics import accuracy_score, f1_score, precision_score, recall_score
 
-    transformers.set_seed(spec["seed"])
     init_dir = spec["init_dir"]
-    tokenizer = transformers.BertTokenizerFast(os.path.join(init_dir, "vocab.txt"),
-                                               do_lower_case=True)
+    tokenizer = hf_tokenizer(spec)
     train_sentences = read_conll_sentences(os.path.join(spec["data_dir"], "train.txt"))
     dev_sentences = read_conll_sentences(os.path.join(spec["data_dir"], "valid.txt"))
     tags = {tag for _, sentence_tags in train_sentences for tag in sentence_tags}
@@ -382,13 +402,8 @@ def hf_ner_child(spec):
     model = transformers.BertForTokenClassification.from_pretrained(
         init_dir, num_labels=len(label_list), id2label=dict(enumerate(label_list)),
         label2id=label_map)
-    trainer = transformers.Trainer(
-        model=model, args=hf_training_args(spec), train_dataset=train,
-        data_collator=transformers.DataCollatorForTokenClassification(tokenizer))
-    start = time.perf_counter()
-    trainer.train()
-    train_s = time.perf_counter() - start
-    trainer.args.dataloader_drop_last = False  # every dev sentence
+    trainer, train_s = hf_train(spec, model, train,
+                                transformers.DataCollatorForTokenClassification(tokenizer))
     predicted = trainer.predict(dev)
     ids = np.argmax(predicted.predictions, axis=-1)
     # A word with no piece in the input (truncated away, or no piece at all) is predicted "O".
@@ -497,10 +512,8 @@ def hf_squad_child(spec):
     import numpy as np
     import transformers
 
-    transformers.set_seed(spec["seed"])
     init_dir = spec["init_dir"]
-    tokenizer = transformers.BertTokenizerFast(os.path.join(init_dir, "vocab.txt"),
-                                               do_lower_case=True)
+    tokenizer = hf_tokenizer(spec)
     length, stride = spec["max_seq_length"], spec["doc_stride"]
     train_questions = squad_questions(os.path.join(spec["data_dir"], "train.json"))
     eval_questions = squad_questions(os.path.join(spec["data_dir"], "eval.json"))
@@ -508,13 +521,7 @@ def hf_squad_child(spec):
     dev, owners, offsets, long_dev = hf_squad_features(tokenizer, eval_questions, length,
                                                        stride, False)
     model = transformers.BertForQuestionAnswering.from_pretrained(init_dir)
-    args = hf_training_args(spec)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=train,
-                                   data_collator=transformers.default_data_collator)
-    start = time.perf_counter()
-    trainer.train()
-    train_s = time.perf_counter() - start
-    trainer.args.dataloader_drop_last = False  # every dev window
+    trainer, train_s = hf_train(spec, model, train, transformers.default_data_collator)
     start = time.perf_counter()
     start_logits, end_logits = trainer.predict(dev).predictions[:2]
     predictions = hf_squad_postprocess(eval_questions, owners, offsets, np.asarray(start_logits),
@@ -536,28 +543,22 @@ def hf_child(spec):
         return hf_ner_child(spec)
     if spec["task"] == SQUAD:
         return hf_squad_child(spec)
-    transformers.set_seed(spec["seed"])
     init_dir, task = spec["init_dir"], spec["task"]
-    tokenizer = transformers.BertTokenizerFast(os.path.join(init_dir, "vocab.txt"),
-                                               do_lower_case=True)
+    tokenizer = hf_tokenizer(spec)
 
     def encode(split):
         rows = read_glue(task, os.path.join(spec["data_dir"], f"{split}.tsv"))
-        a = [r[0] for r in rows]
-        b = [r[1] for r in rows] if task == "MRPC" else None
-        enc = tokenizer(a, b, truncation="longest_first", max_length=MAX_SEQ_LENGTH)
+        b = None if GLUE_COLUMNS[task][1] is None else [r[1] for r in rows]
+        enc = tokenizer([r[0] for r in rows], b, truncation="longest_first",
+                        max_length=MAX_SEQ_LENGTH)
         return [{"input_ids": enc["input_ids"][i], "token_type_ids": enc["token_type_ids"][i],
                  "attention_mask": enc["attention_mask"][i], "labels": rows[i][2]}
                 for i in range(len(rows))]
 
     train, dev = encode("train"), encode("dev")
     model = transformers.BertForSequenceClassification.from_pretrained(init_dir, num_labels=2)
-    trainer = transformers.Trainer(model=model, args=hf_training_args(spec), train_dataset=train,
-                                   data_collator=transformers.DataCollatorWithPadding(tokenizer))
-    start = time.perf_counter()
-    trainer.train()
-    train_s = time.perf_counter() - start
-    trainer.args.dataloader_drop_last = False  # every dev example
+    trainer, train_s = hf_train(spec, model, train,
+                                transformers.DataCollatorWithPadding(tokenizer))
     predicted = trainer.predict(dev)
     predictions = np.argmax(predicted.predictions, axis=-1)
     labels = np.array([d["labels"] for d in dev])
@@ -607,7 +608,7 @@ def describe(task, out):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="MRPC,SST-2", help="MRPC, SST-2, NER, SQuAD")
-    parser.add_argument("--peers", default="ours,transformers")
+    harness.add_peers(parser, ("ours", "transformers"))
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--epochs", type=float, default=3.0)
     parser.add_argument("--seeds", default="42", help="comma-separated; one run per seed")
@@ -625,18 +626,15 @@ def main():
     parser.add_argument("--head", default="shared", choices=["shared", "own"],
                         help="shared: one fresh head in the weights both load; own: both load "
                              "the plain MiniLM directory and initialise their own head")
-    parser.add_argument("--work_dir", help="outputs here (default: a temporary directory)")
-    parser.add_argument("--hf_child", help=argparse.SUPPRESS)
+    harness.add_work_dir(parser)
+    harness.add_child(parser)
     args = parser.parse_args()
-    if args.hf_child:
-        return hf_child(json.loads(args.hf_child))
+    if args.child:
+        return hf_child(json.loads(args.child))
 
-    peers = args.peers.split(",")
-    if "transformers" in peers and not os.path.exists(HF_PYTHON):
-        print(f"transformers skipped: {missing_venv(HF_VENV, 'hf_env.sh')}", flush=True)
-        peers.remove("transformers")
-    work = args.work_dir or tempfile.mkdtemp(prefix="bench_accuracy_")
-    os.makedirs(work, exist_ok=True)
+    peers = harness.peers(parser, args.peers, ("ours", "transformers"),
+                          venvs={"transformers": harness.HF})
+    work = harness.work_dir(args, "bench_accuracy_")
     lengths = f"max_seq_length {MAX_SEQ_LENGTH}"
     if SQUAD in args.tasks.split(","):
         lengths += (f" (SQuAD: {args.squad_max_seq_length}, doc_stride {args.squad_doc_stride}, "

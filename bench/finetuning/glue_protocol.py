@@ -31,73 +31,18 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
-from bench.common import (
-    GLUE_DIR,
-    HF_PYTHON,
-    HF_VENV,
-    PROJECT_ROOT,
-    minilm_dir,
-    missing_venv,
-    module_command,
-)
+from bench import harness
+from bench.common import GLUE_DIR, PROJECT_ROOT, minilm_dir
+from bench.finetuning.accuracy import BATCH, MAX_SEQ_LENGTH
 
-BATCH = 32
-MAX_SEQ_LENGTH = 128
-# (text_a column, text_b column, label column, labels in our order) of each task's TSV.
-COLUMNS = {"MRPC": (3, 4, 0, ("0", "1")),
-           "RTE": (1, 2, 3, ("entailment", "not_entailment"))}
 METRICS = {"MRPC": "eval_f1", "RTE": "eval_accuracy"}
 
 
-# ---- The transformers side (the hf venv's python: no bert_tf, no TensorFlow).
-def read_rows(task, path):
-    import csv
-    text_a, text_b, label, labels = COLUMNS[task]
-    with open(path, encoding="utf-8-sig") as f:
-        rows = list(csv.reader(f, delimiter="\t", quotechar=None))[1:]
-    return [(row[text_a], row[text_b], labels.index(row[label])) for row in rows]
-
-
-def hf_child(spec):
-    import numpy as np
-    import transformers
-
-    from bench.finetuning.accuracy import hf_training_args
-
-    transformers.set_seed(spec["seed"])
-    tokenizer = transformers.BertTokenizerFast(os.path.join(spec["init_dir"], "vocab.txt"),
-                                               do_lower_case=True)
-
-    def encode(split):
-        rows = read_rows(spec["task"], os.path.join(spec["data_dir"], f"{split}.tsv"))
-        encoded = tokenizer([r[0] for r in rows], [r[1] for r in rows],
-                            truncation="longest_first", max_length=MAX_SEQ_LENGTH)
-        return [{"input_ids": encoded["input_ids"][i],
-                 "token_type_ids": encoded["token_type_ids"][i],
-                 "attention_mask": encoded["attention_mask"][i], "labels": rows[i][2]}
-                for i in range(len(rows))]
-
-    train, dev = encode("train"), encode("dev")
-    model = transformers.BertForSequenceClassification.from_pretrained(spec["init_dir"],
-                                                                       num_labels=2)
-    trainer = transformers.Trainer(model=model, args=hf_training_args(spec), train_dataset=train,
-                                   data_collator=transformers.DataCollatorWithPadding(tokenizer))
-    trainer.train()
-    trainer.args.dataloader_drop_last = False  # every dev example
-    predictions = np.argmax(trainer.predict(dev).predictions, axis=-1)
-    labels = np.array([d["labels"] for d in dev])
-    tp = int(((predictions == 1) & (labels == 1)).sum())
-    fp = int(((predictions == 1) & (labels == 0)).sum())
-    fn = int(((predictions == 0) & (labels == 1)).sum())
-    print(json.dumps({"eval_accuracy": float((predictions == labels).mean()),
-                      "eval_f1": 2 * tp / (2 * tp + fp + fn) if tp else 0.0,
-                      "steps": int(trainer.state.global_step)}))
-
-
 def run_transformers(task, learning_rate, epochs, work, glue_dir, seed):
+    """One grid point of the Trainer: bench.finetuning.accuracy's transformers child on the
+    task (its dev scores as eval_accuracy / eval_f1, "seconds" its process's wall time)."""
     data_dir = os.path.join(glue_dir, task)
     with open(os.path.join(data_dir, "train.tsv"), encoding="utf-8") as f:
         num_train = sum(1 for _ in f) - 1
@@ -105,14 +50,10 @@ def run_transformers(task, learning_rate, epochs, work, glue_dir, seed):
     spec = {"task": task, "data_dir": data_dir, "init_dir": minilm_dir(), "seed": seed,
             "output_dir": os.path.join(work, f"hf-{task}-lr{learning_rate:g}-seed{seed}"),
             "learning_rate": learning_rate, "steps": steps, "warmup": int(steps * 0.1)}
-    start = time.perf_counter()
-    result = subprocess.run(module_command(__spec__.name, "--hf_child", json.dumps(spec),
-                                           python=HF_PYTHON),
-                            cwd=PROJECT_ROOT, capture_output=True, text=True)
-    if result.returncode:
-        sys.exit(f"transformers {task} lr {learning_rate:g} failed:\n{result.stderr[-3000:]}")
-    out = json.loads(result.stdout.strip().splitlines()[-1])
-    out["seconds"] = time.perf_counter() - start
+    out = harness.run_child(
+        harness.child_command("bench.finetuning.accuracy", spec, venv=harness.HF),
+        f"transformers {task} lr {learning_rate:g}", check=True)
+    out.update(eval_accuracy=out["accuracy"], eval_f1=out["f1"], seconds=out["wall_s"])
     print(f"  transformers {task} lr {learning_rate:g}: acc {100 * out['eval_accuracy']:.2f} "
           f"F1 {100 * out['eval_f1']:.2f}, {out['steps']} steps, {out['seconds']:.0f} s",
           flush=True)
@@ -172,17 +113,12 @@ def main():
                         help="the GLUE data (e.g. training files cut to their first rows)")
     parser.add_argument("--ours_dir", help="a finished run_glue sweep's output_dir (default: "
                                            "run one in the work directory)")
-    parser.add_argument("--work_dir", help="outputs here (default: a temporary directory)")
-    parser.add_argument("--hf_child", help=argparse.SUPPRESS)
+    harness.add_work_dir(parser)
     args = parser.parse_args()
-    if args.hf_child:
-        return hf_child(json.loads(args.hf_child))
-    if not os.path.exists(HF_PYTHON):
-        sys.exit(missing_venv(HF_VENV, "hf_env.sh"))
+    harness.HF.require()
     tasks = args.tasks.split(",")
     learning_rates = [float(lr) for lr in args.learning_rates.split(",")]
-    work = args.work_dir or tempfile.mkdtemp(prefix="bench_glue_protocol_")
-    os.makedirs(work, exist_ok=True)
+    work = harness.work_dir(args, "bench_glue_protocol_")
     ours_dir = args.ours_dir or os.path.join(work, "ours")
     if not args.ours_dir:
         run_ours(tasks, learning_rates, args.epochs, ours_dir, args.data_dir, args.seed,

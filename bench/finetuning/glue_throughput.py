@@ -66,12 +66,11 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-from bench.common import (GLUE_DIR, HF_PYTHON, HF_VENV, Stopwatch, cpu_seconds, load_average,
-                          minilm_dir, missing_venv, module_command, run_json_child,
+from bench import harness
+from bench.common import (GLUE_DIR, Stopwatch, cpu_seconds, load_average, minilm_dir,
                           write_init_dir)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -298,19 +297,6 @@ def hf_datasets(spec):
     return split("train"), split("dev")
 
 
-def hf_training_args(output_dir, **overrides):
-    import transformers
-    values = dict(
-        output_dir=output_dir, per_device_train_batch_size=TRAIN_BATCH,
-        per_device_eval_batch_size=PREDICT_BATCH, learning_rate=LEARNING_RATE,
-        weight_decay=WEIGHT_DECAY, adam_beta1=0.9, adam_beta2=0.999, adam_epsilon=1e-6,
-        max_grad_norm=1.0, lr_scheduler_type="linear", seed=SEED, data_seed=SEED, use_cpu=True,
-        dataloader_drop_last=True, logging_strategy="no", save_strategy="no",
-        eval_strategy="no", report_to="none", disable_tqdm=True)
-    values.update(overrides)
-    return transformers.TrainingArguments(**values)
-
-
 def measure_transformers(spec, init_dir, steps, warmup, predict_passes):
     import torch
     import transformers
@@ -327,8 +313,10 @@ def measure_transformers(spec, init_dir, steps, warmup, predict_passes):
         def on_step_end(self, args, state, control, **kwargs):
             marks.append((time.perf_counter(), cpu_seconds()))
 
-    args = hf_training_args(tempfile.mkdtemp(prefix="bench_hf_"), max_steps=warmup + steps,
-                            warmup_steps=SCHEDULE_WARMUP)
+    from bench.finetuning.accuracy import hf_training_args
+
+    args = hf_training_args(tempfile.mkdtemp(prefix="bench_hf_"), LEARNING_RATE, SEED,
+                            max_steps=warmup + steps, warmup_steps=SCHEDULE_WARMUP)
     trainer = transformers.Trainer(
         model=model, args=args, train_dataset=train,
         data_collator=transformers.DataCollatorWithPadding(tokenizer),
@@ -350,6 +338,7 @@ def measure_transformers(spec, init_dir, steps, warmup, predict_passes):
 
 
 def child(args):
+    """Measures one peer on one task (the parent's spec); prints its result as JSON."""
     spec = json.loads(args.child)
     task = spec["task_spec"]
     common = (task, spec["init_dir"], args.steps, args.warmup, args.predict_passes)
@@ -363,26 +352,25 @@ def child(args):
         out = measure_transformers(*common)
     else:
         raise ValueError(spec["peer"])
-    print(json.dumps(out))
+    harness.answer(out)
 
 
 def run_child(spec, args):
-    python = HF_PYTHON if spec["peer"] == "transformers" else sys.executable
-    line = module_command(__spec__.name, "--child", json.dumps(spec), f"--steps={args.steps}",
-                          f"--warmup={args.warmup}", f"--predict_passes={args.predict_passes}",
-                          f"--keras_hub_jit={args.keras_hub_jit}", python=python)
+    flags = [f"--steps={args.steps}", f"--warmup={args.warmup}",
+             f"--predict_passes={args.predict_passes}", f"--keras_hub_jit={args.keras_hub_jit}"]
     if args.ours_bucket_width:
-        line.append(f"--ours_bucket_width={args.ours_bucket_width}")
-    return run_json_child(line, f"{spec['peer']} {spec['task_spec']['task']}")
+        flags.append(f"--ours_bucket_width={args.ours_bucket_width}")
+    venv = harness.HF if spec["peer"] == "transformers" else None
+    return harness.run_child(harness.child_command(__spec__.name, spec, *flags, venv=venv),
+                             f"{spec['peer']} {spec['task_spec']['task']}")
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="MRPC,SST-2")
-    parser.add_argument("--peers", default=",".join(PEERS))
-    parser.add_argument("--rounds", type=int, default=1,
-                        help="rounds over the peers (1 keeps the default run near 6 minutes "
-                             "here; take 3 or more for medians)")
+    harness.add_peers(parser, PEERS)
+    harness.add_rounds(parser, 1, "rounds over the peers (1 keeps the default run short; take 3 "
+                                  "or more for medians)")
     parser.add_argument("--steps", type=int, default=8, help="timed train steps")
     parser.add_argument("--warmup", type=int, default=3, help="train steps before the timed ones")
     parser.add_argument("--predict_passes", type=int, default=2, choices=[1, 2],
@@ -395,25 +383,18 @@ def main():
                         help="experiment: ours_bucket with length buckets this many tokens wide "
                              "(the library's bert_tf.data.input_pipeline.length_bucket_boundaries, "
                              "replaced in the child; default: the library's 32)")
-    parser.add_argument("--work_dir", help="keep the weights, token ids and records here "
-                                           "(default: a temporary directory)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    harness.add_work_dir(parser, "keep the weights, token ids and records here (default: a "
+                                 "temporary directory)")
+    harness.add_child(parser)
     args = parser.parse_args()
     if args.child:
         return child(args)
     if args.warmup < 1:
         parser.error("--warmup must be at least 1")
 
-    peers = args.peers.split(",")
-    unknown = set(peers) - set(PEERS)
-    if unknown:
-        parser.error(f"unknown peers {sorted(unknown)}; choose from {', '.join(PEERS)}")
-    if "transformers" in peers and not os.path.exists(HF_PYTHON):
-        print(f"transformers skipped: {missing_venv(HF_VENV, 'hf_env.sh')}", flush=True)
-        peers.remove("transformers")
-    work = args.work_dir or tempfile.mkdtemp(prefix="bench_glue_throughput_")
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {os.cpu_count()} cores, load average "
-          f"{load_average():.2f}; train batch {TRAIN_BATCH}, predict batch {PREDICT_BATCH}, "
+    peers = harness.peers(parser, args.peers, PEERS, venvs={"transformers": harness.HF})
+    work = harness.work_dir(args, "bench_glue_throughput_")
+    print(f"{harness.stamp()}; train batch {TRAIN_BATCH}, predict batch {PREDICT_BATCH}, "
           f"max_seq_length {MAX_SEQ_LENGTH}, fp32; {args.warmup} warm-up + {args.steps} timed "
           f"train steps, {args.predict_passes} predict pass(es), {args.rounds} round(s)",
           flush=True)
@@ -426,30 +407,33 @@ def main():
         print(f"  {name}: {spec['num_train']} train ({spec['train_mean_length']:.1f} tokens on "
               f"average), {spec['num_dev']} dev ({spec['dev_mean_length']:.1f})", flush=True)
 
-    results = {}
     loads = []
-    for round_index in range(args.rounds):
-        for name, spec in specs.items():
-            for peer in peers:
-                loads.append(load_average())
-                out = run_child({"peer": peer, "task_spec": spec, "init_dir": init_dir}, args)
-                if out:
-                    results.setdefault((name, peer), []).append(out)
-                    rates = ", ".join(f"{spec['num_dev'] / s:.1f}" for s in out["predict_s"])
-                    busy = ", ".join(f"{b:.2f}" for b in out["predict_busy"])
-                    print(f"  round {round_index + 1} {name:<6} {peer:<13} train "
-                          f"{args.steps * TRAIN_BATCH / out['train_s']:6.1f} ex/s, predict "
-                          f"passes {rates} ex/s  (cores busy: train {out['train_busy']:.2f}, "
-                          f"predict {busy}; {out['wall_s']:.0f} s, load {loads[-1]:.2f})",
-                          flush=True)
+
+    def measure(key, round_index):
+        name, peer = key
+        spec = specs[name]
+        loads.append(load_average())
+        out = run_child({"peer": peer, "task_spec": spec, "init_dir": init_dir}, args)
+        if out:
+            rates = ", ".join(f"{spec['num_dev'] / s:.1f}" for s in out["predict_s"])
+            busy = ", ".join(f"{b:.2f}" for b in out["predict_busy"])
+            print(f"  round {round_index + 1} {name:<6} {peer:<13} train "
+                  f"{args.steps * TRAIN_BATCH / out['train_s']:6.1f} ex/s, predict "
+                  f"passes {rates} ex/s  (cores busy: train {out['train_busy']:.2f}, "
+                  f"predict {busy}; {out['wall_s']:.0f} s, load {loads[-1]:.2f})",
+                  flush=True)
+        return out
+
+    results = harness.interleave(args.rounds, [(name, peer) for name in specs for peer in peers],
+                                 measure)
     print_table(results, specs, args)
     if args.rounds > 1:
         print_table(results, specs, args, max, "best")
     print("\ncores busy (CPU s / wall s of the timed train steps and of the warm predict pass; "
           "median over rounds; 2.0 = both cores):")
     for (name, peer), outs in results.items():
-        print(f"  {name:<7}{peer:<14}train {statistics.median(o['train_busy'] for o in outs):.2f}"
-              f"  predict {statistics.median(o['predict_busy'][-1] for o in outs):.2f}")
+        print(f"  {name:<7}{peer:<14}train {harness.median(outs, 'train_busy'):.2f}"
+              f"  predict {harness.median(outs, lambda o: o['predict_busy'][-1]):.2f}")
     print(f"\nload average while measuring: min {min(loads):.2f}, max {max(loads):.2f} "
           f"({os.cpu_count()} cores); total {time.perf_counter() - start:.0f} s", flush=True)
 
@@ -471,7 +455,7 @@ def print_table(results, specs, args, statistic=statistics.median, label="median
             for peer in PEERS:
                 outs = results.get((name, peer))
                 if outs:
-                    medians[peer] = statistic([rate(spec, out) for out in outs])
+                    medians[peer] = harness.median(outs, lambda out: rate(spec, out), statistic)
             others = [v for p, v in medians.items() if not p.startswith("ours")]
             best = max(others) if others else None
             row = f"{name:<7}{phase:<14}" + "".join(

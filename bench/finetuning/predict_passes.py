@@ -21,7 +21,8 @@ import statistics
 import tempfile
 import time
 
-from bench.common import PROJECT_ROOT, minilm_dir, module_command, write_init_dir
+from bench import harness
+from bench.common import PROJECT_ROOT, minilm_dir, write_init_dir
 from bench.finetuning import glue_throughput
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -56,20 +57,19 @@ def measure(task_name, init_dir, work_dir, rounds, first):
         model = tasks["on"].build_model()
     tasks["on"].initialize(model, init_dir, log=lambda message: None)
     num_steps = spec["num_dev_records"] // glue_throughput.PREDICT_BATCH
-    seconds = {mode: [] for mode in MODES}
-    order = [first] + [m for m in MODES if m != first]
+    def measure(mode, round_index):
+        layers.set_cpu_kernels(mode)
+        task = tasks[mode]
+        start = time.perf_counter()
+        outputs = loops.gather_outputs(
+            strategy, model, task, task.dataset_fn("predict", glue_throughput.PREDICT_BATCH),
+            num_steps, "predict")
+        assert len(outputs["probabilities"]) == spec["num_dev_records"]
+        return time.perf_counter() - start
+
     try:
-        for r in range(rounds):
-            for mode in (order if r % 2 == 0 else order[::-1]):
-                layers.set_cpu_kernels(mode)
-                task = tasks[mode]
-                start = time.perf_counter()
-                outputs = loops.gather_outputs(
-                    strategy, model, task,
-                    task.dataset_fn("predict", glue_throughput.PREDICT_BATCH), num_steps,
-                    "predict")
-                seconds[mode].append(time.perf_counter() - start)
-                assert len(outputs["probabilities"]) == spec["num_dev_records"]
+        seconds = harness.interleave(rounds, [first] + [m for m in MODES if m != first], measure,
+                                     alternate=True)
     finally:
         layers.set_cpu_kernels("auto")
     return spec["num_dev"], seconds
@@ -78,8 +78,8 @@ def measure(task_name, init_dir, work_dir, rounds, first):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="MRPC,SST-2")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    harness.add_rounds(parser, 5)
+    harness.add_child(parser)
     args = parser.parse_args()
     if args.rounds < 2:  # the first pass is compared with the median of the later ones
         parser.error(f"--rounds must be at least 2 (a first pass and later ones), got "
@@ -96,13 +96,12 @@ def main():
                   f"{len(seconds[mode]) - 1})", flush=True)
         return
     import subprocess
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, load average {os.getloadavg()[0]:.2f}; "
-          f"batch {glue_throughput.PREDICT_BATCH}, fp32, {args.rounds} rounds", flush=True)
+    print(f"{harness.stamp()}; batch {glue_throughput.PREDICT_BATCH}, fp32, {args.rounds} rounds", flush=True)
     with tempfile.TemporaryDirectory(prefix="bench_passes_") as work_dir:
         for task_name in args.tasks.split(","):
             for first in MODES:
-                subprocess.run(module_command(__spec__.name, f"--rounds={args.rounds}",
-                                              f"--child={task_name}|{first}|{work_dir}"),
+                subprocess.run(harness.module_command(__spec__.name, f"--rounds={args.rounds}",
+                                                      f"--child={task_name}|{first}|{work_dir}"),
                                cwd=PROJECT_ROOT, check=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
 

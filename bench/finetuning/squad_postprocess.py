@@ -17,6 +17,7 @@ import pathlib
 import tempfile
 import time
 
+from bench import harness
 from bench.common import DATA, VOCAB, import_refbert
 
 FIELDS = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_orig_map",
@@ -26,7 +27,7 @@ FIELDS = ("unique_id", "example_index", "doc_span_index", "tokens", "token_to_or
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="1.1", choices=("1.1", "2.0"))
-    parser.add_argument("--rounds", type=int, default=1)
+    harness.add_rounds(parser, 1, "rounds of both (the best of them is printed)")
     parser.add_argument("--ties", action="store_true", help="round logits to 1 decimal")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
@@ -76,29 +77,28 @@ def main():
 
     names = (postprocess.PREDICTIONS_FILE, postprocess.NBEST_FILE,
              postprocess.NULL_ODDS_FILE)
-    times = {"reference": [], "bert_tf": []}
     with tempfile.TemporaryDirectory() as tmp:
-        for _ in range(args.rounds):
-            for peer in times:
-                out = pathlib.Path(tmp, peer)
-                out.mkdir(exist_ok=True)
-                paths = [str(out / n) for n in names]
-                t0 = time.perf_counter()
-                if peer == "reference":
-                    rs.write_predictions(examples, ref_features, ref_results, 20, 30, True,
-                                         *paths)
-                else:
-                    postprocess.write_predictions(
-                        our_examples, our_features, unique_ids, starts, ends, 20, 30, True,
-                        *paths, version_2_with_negative=v2)
-                times[peer].append(time.perf_counter() - t0)
+        def measure(peer, round_index):
+            out = pathlib.Path(tmp, peer)
+            out.mkdir(exist_ok=True)
+            paths = [str(out / n) for n in names]
+            start = time.perf_counter()
+            if peer == "reference":
+                rs.write_predictions(examples, ref_features, ref_results, 20, 30, True, *paths)
+            else:
+                postprocess.write_predictions(
+                    our_examples, our_features, unique_ids, starts, ends, 20, 30, True, *paths,
+                    version_2_with_negative=v2)
+            return time.perf_counter() - start
+
+        times = harness.interleave(args.rounds, ("reference", "bert_tf"), measure)
         for name in names[:3 if v2 else 2]:
             a = pathlib.Path(tmp, "reference", name).read_bytes()
             b = pathlib.Path(tmp, "bert_tf", name).read_bytes()
             print(f"{name}: {'identical' if a == b else 'DIFFERENT'} ({len(a):,} bytes)")
-    ref, ours = min(times["reference"]), min(times["bert_tf"])
+    ref, ours = (harness.median(times[peer], statistic=min) for peer in ("reference", "bert_tf"))
     print(f"write_predictions, best of {args.rounds}: reference {ref:.2f} s, bert_tf "
-          f"{ours:.2f} s ({ref / ours:.1f}x)")
+          f"{ours:.2f} s ({harness.ratio(ref, ours, 1)})")
 
 
 if __name__ == "__main__":

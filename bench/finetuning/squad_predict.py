@@ -42,13 +42,10 @@ peers; the table gives medians over rounds and the ratio ours / transformers (> 
 import argparse
 import json
 import os
-import statistics
-import sys
 import tempfile
-import time
 
-from bench.common import (HF_PYTHON, HF_VENV, Stopwatch, load_average, missing_venv,
-                          module_command, run_json_child)
+from bench import harness
+from bench.common import Stopwatch, load_average
 from bench.finetuning.accuracy import SQUAD_DEV, SQUAD_MAX_ANSWER_LENGTH
 
 BATCH = 32
@@ -175,10 +172,10 @@ def measure_transformers(spec, passes):
 
 
 def run_child(peer, spec, args):
-    python = HF_PYTHON if peer == "transformers" else sys.executable
-    line = module_command(__spec__.name, "--child", json.dumps(dict(spec, peer=peer)),
-                          f"--passes={args.passes}", python=python)
-    return run_json_child(line, peer, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    venv = harness.HF if peer == "transformers" else None
+    return harness.run_child(harness.child_command(__spec__.name, dict(spec, peer=peer),
+                                                   f"--passes={args.passes}", venv=venv),
+                             peer, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
 
 
 def agreement(a, b):
@@ -190,46 +187,37 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--questions", type=int, default=500,
                         help="the first N questions of dev-v1.1 (10,570 in all)")
-    parser.add_argument("--peers", default=",".join(PEERS))
-    parser.add_argument("--rounds", type=int, default=1)
+    harness.add_peers(parser, PEERS)
+    harness.add_rounds(parser, 1)
     parser.add_argument("--passes", type=int, default=2, choices=[1, 2],
                         help="end-to-end passes per measurement: the 1st cold (as a command "
                              "line), the 2nd warm")
-    parser.add_argument("--work_dir", help="weights and the question file here (default: a "
-                                           "temporary directory)")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    harness.add_work_dir(parser, "weights and the question file here (default: a temporary "
+                                 "directory)")
+    harness.add_child(parser)
     args = parser.parse_args()
     if args.child:
         spec = json.loads(args.child)
         measure = measure_ours if spec["peer"] == "ours" else measure_transformers
-        print(json.dumps(measure(spec, args.passes)))
+        harness.answer(measure(spec, args.passes))
         return
 
-    peers = args.peers.split(",")
-    if set(peers) - set(PEERS):
-        parser.error(f"unknown peers; choose from {', '.join(PEERS)}")
-    if "transformers" in peers and not os.path.exists(HF_PYTHON):
-        print(f"transformers skipped: {missing_venv(HF_VENV, 'hf_env.sh')}", flush=True)
-        peers.remove("transformers")
+    peers = harness.peers(parser, args.peers, PEERS, venvs={"transformers": harness.HF})
     from bench.finetuning.accuracy import squad_init_dir
 
-    work = args.work_dir or tempfile.mkdtemp(prefix="bench_squad_predict_")
-    os.makedirs(work, exist_ok=True)
+    work = harness.work_dir(args, "bench_squad_predict_")
     predict_file = os.path.join(work, f"dev-v1.1-first{args.questions}.json")
     num_questions = write_subset(predict_file, args.questions)
     spec = {"init_dir": squad_init_dir(work), "predict_file": predict_file}
-    print(f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {os.cpu_count()} cores, load average "
-          f"{load_average():.2f}; {num_questions} questions of dev-v1.1 ({predict_file}); "
+    print(f"{harness.stamp()}; {num_questions} questions of dev-v1.1 ({predict_file}); "
           f"max_seq_length {MAX_SEQ_LENGTH}, doc_stride {DOC_STRIDE}, batch {BATCH}, fp32; "
           f"{args.passes} pass(es), {args.rounds} round(s)", flush=True)
-    results, loads = {}, []
-    for round_index in range(args.rounds):
-        for peer in peers:
-            loads.append(load_average())
-            out = run_child(peer, spec, args)
-            if not out:
-                continue
-            results.setdefault(peer, []).append(out)
+    loads = []
+
+    def measure(peer, round_index):
+        loads.append(load_average())
+        out = run_child(peer, spec, args)
+        if out:
             shown = "; ".join(
                 f"pass {i + 1}: {num_questions / p['total_s']:.1f} q/s ({p['total_s']:.1f} s = "
                 f"features {p['features_s']:.1f} + model {p['model_s']:.1f} + post "
@@ -238,6 +226,9 @@ def main():
             print(f"  round {round_index + 1} {peer:<13} load {out['load_s']:.1f} s; "
                   f"{out['passes'][0]['windows']} windows; {shown}  (load avg {loads[-1]:.2f})",
                   flush=True)
+        return out
+
+    results = harness.interleave(args.rounds, peers, measure)
     print(f"\nquestions/s end to end, median of {args.rounds} round(s); post = share of the pass "
           f"in post-processing")
     print(f"{'pass':<8}" + "".join(f"{p:>14}{'post':>7}" for p in PEERS)
@@ -249,13 +240,12 @@ def main():
             if not outs:
                 row += f"{'-':>14}{'-':>7}"
                 continue
-            rates[peer] = statistics.median(num_questions / o["passes"][i]["total_s"]
-                                            for o in outs)
-            share = statistics.median(o["passes"][i]["postprocess_s"] / o["passes"][i]["total_s"]
-                                      for o in outs)
+            rates[peer] = harness.median(outs, lambda o: num_questions / o["passes"][i]["total_s"])
+            share = harness.median(
+                outs, lambda o: o["passes"][i]["postprocess_s"] / o["passes"][i]["total_s"])
             row += f"{rates[peer]:>14.1f}{share:>7.1%}"
         if len(rates) == 2:
-            row += f"{rates['ours'] / rates['transformers']:>18.2f}x"
+            row += f"{harness.ratio(rates['ours'], rates['transformers']):>19}"
         print(row)
     if len(results) == 2:
         print(f"\nsame answer text on {agreement(results['ours'][-1]['predictions'], results['transformers'][-1]['predictions']):.1%} "  # noqa: E501

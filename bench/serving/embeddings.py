@@ -20,15 +20,11 @@ includes what a first call pays (tracing, thread pools), the second is timed as 
 rate. Rounds interleave the peers; medians are printed, with ours / theirs (> 1: ours faster).
 """
 import argparse
-import json
 import os
-import statistics
-import subprocess
-import sys
 import tempfile
 
-from bench.common import (GLUE_DIR, HF_PYTHON, HF_VENV, PROJECT_ROOT, Stopwatch, load_average,
-                          minilm_dir, missing_venv)
+from bench import harness
+from bench.common import GLUE_DIR, load_average, minilm_dir
 
 # Each peer's script runs from the project root: argv directory, input file, output file.
 OURS = r"""
@@ -74,28 +70,22 @@ print(json.dumps({"times": times}))
 """
 
 
-def run_peer(name, python, script, directory, input_file, output):
-    with Stopwatch() as watch:
-        process = subprocess.run(
-            [python, "-c", script, directory, input_file, output], cwd=PROJECT_ROOT,
-            capture_output=True, text=True,
-            env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-                     TF_CPP_MIN_LOG_LEVEL="3"))
-    if process.returncode != 0:
-        sys.exit(f"{name} failed:\n{process.stderr[-3000:]}")
-    times = json.loads(process.stdout.strip().splitlines()[-1])["times"]
-    return {"first": times[0], "warm": times[1], "process": watch.wall}
+def run_peer(name, venv, script, directory, input_file, output):
+    out = harness.run_child(
+        harness.script_command(script, directory, input_file, output, venv=venv), name,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+                 TF_CPP_MIN_LOG_LEVEL="3"), check=True)
+    return {"first": out["times"][0], "warm": out["times"][1], "process": out["wall_s"]}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    harness.add_rounds(parser, 3)
     parser.add_argument("--limit", type=int, default=None, help="first N dev sentences only")
     args = parser.parse_args()
     import numpy as np
 
-    if not os.path.exists(HF_PYTHON):
-        sys.exit(missing_venv(HF_VENV, "hf_env.sh"))
+    harness.HF.require()
     with open(os.path.join(GLUE_DIR, "SST-2", "dev.tsv"), encoding="utf-8") as f:
         sentences = [line.rstrip("\n").split("\t")[0] for line in f][1:][:args.limit]
     directory = minilm_dir()
@@ -103,30 +93,30 @@ def main():
     input_file = os.path.join(work, "sentences.txt")
     with open(input_file, "w", encoding="utf-8") as f:
         f.write("\n".join(sentences))
-    peers = {"ours": (sys.executable, OURS), "sentence_transformers": (HF_PYTHON, THEIRS)}
-    results = {name: [] for name in peers}
+    peers = {"ours": (None, OURS), "sentence_transformers": (harness.HF, THEIRS)}
     print(f"{len(sentences)} SST-2 dev sentences, all-MiniLM-L6-v2, batch 32; load average "
           f"{load_average()}")
-    for round_index in range(args.rounds):
-        for name, (python, script) in peers.items():
-            output = os.path.join(work, f"{name}.npy")
-            results[name].append(run_peer(name, python, script, directory, input_file, output))
-            timing = results[name][-1]
-            print(f"round {round_index + 1} {name}: first pass {timing['first']:.2f} s, warm "
-                  f"{timing['warm']:.2f} s ({len(sentences) / timing['warm']:.1f} sentences/s)",
-                  flush=True)
+
+    def measure(name, round_index):
+        venv, script = peers[name]
+        timing = run_peer(name, venv, script, directory, input_file,
+                          os.path.join(work, f"{name}.npy"))
+        print(f"round {round_index + 1} {name}: first pass {timing['first']:.2f} s, warm "
+              f"{timing['warm']:.2f} s ({len(sentences) / timing['warm']:.1f} sentences/s)",
+              flush=True)
+        return timing
+
+    results = harness.interleave(args.rounds, list(peers), measure)
     ours = np.load(os.path.join(work, "ours.npy"))
     theirs = np.load(os.path.join(work, "sentence_transformers.npy"))
     print(f"\nmax |ours - sentence_transformers| = {np.abs(ours - theirs).max():.2e} "
           f"over {ours.shape[0]} x {ours.shape[1]} values")
     print(f"{'peer':<24}{'warm sentences/s':>18}{'first pass s':>14}")
-    rates = {}
+    rates = harness.medians(results, lambda t: len(sentences) / t["warm"])
     for name, timings in results.items():
-        rates[name] = statistics.median(len(sentences) / t["warm"] for t in timings)
-        first = statistics.median(t["first"] for t in timings)
-        print(f"{name:<24}{rates[name]:>18.1f}{first:>14.2f}")
+        print(f"{name:<24}{rates[name]:>18.1f}{harness.median(timings, 'first'):>14.2f}")
     print(f"ours / sentence_transformers (warm): "
-          f"{rates['ours'] / rates['sentence_transformers']:.2f}x")
+          f"{harness.ratio(rates['ours'], rates['sentence_transformers'])}")
 
 
 if __name__ == "__main__":

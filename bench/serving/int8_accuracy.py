@@ -16,10 +16,9 @@ take an hour here); MRPC on its whole training set, three epochs.
 import argparse
 import os
 import subprocess
-import sys
-import tempfile
 import time
 
+from bench import harness
 from bench.common import (GLUE_DIR, PROJECT_ROOT, glue_train_head, load_average, minilm_dir,
                           read_eval_results)
 
@@ -28,7 +27,7 @@ TASKS = {"MRPC": dict(epochs=3.0, learning_rate=5e-5, pairs=True),
 
 
 def run(module, flags):
-    line = [sys.executable, "-m", module] + [f"--{k}={v}" for k, v in flags.items()]
+    line = harness.module_command(module, *(f"--{k}={v}" for k, v in flags.items()))
     print("+", " ".join(line), flush=True)
     subprocess.run(line, cwd=PROJECT_ROOT, check=True)
 
@@ -54,7 +53,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", default="MRPC,SST-2")
     parser.add_argument("--sst2_train_limit", type=int, default=20000)
-    parser.add_argument("--work_dir", default=None)
+    harness.add_work_dir(parser)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
@@ -63,7 +62,7 @@ def main():
 
     from bert_tf.model.checkpoints import hf_directory_files
 
-    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_int8_accuracy_")
+    work_dir = harness.work_dir(args, "bench_int8_accuracy_")
     init = minilm_dir()
     # export_savedmodel reads our trained checkpoint with the model's config and vocabulary.
     config, vocab_file, do_lower_case = hf_directory_files(init)
@@ -102,14 +101,13 @@ def main():
                      float(np.abs(probabilities["none"] - probabilities["int8"]).max()),
                      time.perf_counter() - start, load_average()))
         print(rows[-1], flush=True)
-    print("\n| task | dev examples | run_classifier eval_accuracy | float32 export | "
-          "int8 export | int8 - float32 (points) | decisions that differ | max abs dp | "
-          "minutes | load |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for task, n, trained, fp32, int8, flips, dp, seconds, load in rows:
-        print(f"| {task} | {n} | {trained * 100:.2f} | {fp32 * 100:.2f} | {int8 * 100:.2f} | "
-              f"{(int8 - fp32) * 100:+.2f} | {flips} | {dp:.3f} | {seconds / 60:.1f} | "
-              f"{load:.1f} |")
+    print()
+    print("\n".join(harness.markdown(
+        ["task", "dev examples", "run_classifier eval_accuracy", "float32 export", "int8 export",
+         "int8 - float32 (points)", "decisions that differ", "max abs dp", "minutes", "load"],
+        [[task, n, f"{trained * 100:.2f}", f"{fp32 * 100:.2f}", f"{int8 * 100:.2f}",
+          f"{(int8 - fp32) * 100:+.2f}", flips, f"{dp:.3f}", f"{seconds / 60:.1f}", f"{load:.1f}"]
+         for task, n, trained, fp32, int8, flips, dp, seconds, load in rows])))
 
 
 if __name__ == "__main__":

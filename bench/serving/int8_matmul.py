@@ -15,13 +15,13 @@ Rounds interleave the variants; printed: median ms per 6-layer pass, int8's spee
 relative error of int8's outputs (|int8 - float32| / |float32|, largest over the outputs).
 """
 import argparse
-import statistics
 import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 
+from bench import harness
 from bert_tf.model import quantization
 
 SHAPES = ((384, 1152, None), (384, 384, None), (384, 1536, "gelu_exact"), (1536, 384, None))
@@ -76,14 +76,14 @@ def milliseconds(run, inputs, repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", default="32,1024")
-    parser.add_argument("--rounds", type=int, default=5)
+    harness.add_rounds(parser, 5)
     args = parser.parse_args()
     if not quantization.available():
         sys.exit(f"this TensorFlow has no {quantization.OP}")
     layers = weights()
     variants = {"float32": float32_pass(layers), "int8": int8_pass(layers)}
-    print("| rows | float32 ms | int8 ms | int8 speed-up | int8 relative error |")
-    print("|---|---|---|---|---|")
+    print("\n".join(harness.markdown(["rows", "float32 ms", "int8 ms", "int8 speed-up",
+                                      "int8 relative error"], [])))
     for rows in (int(r) for r in args.rows.split(",")):
         rng = np.random.RandomState(rows)
         inputs = [tf.constant(rng.normal(0, 1, (rows, k)).astype(np.float32))
@@ -92,12 +92,11 @@ def main():
         error = max(np.abs(y.numpy() - r).max() / np.abs(r).max()
                     for y, r in zip(variants["int8"](inputs), reference))
         repeats = max(3, 20000 // rows)
-        times = {name: [] for name in variants}
-        for _ in range(args.rounds):
-            for name, run in variants.items():
-                times[name].append(milliseconds(run, inputs, repeats))
-        fp32, int8 = (statistics.median(times[name]) for name in ("float32", "int8"))
-        print(f"| {rows} | {fp32:.2f} | {int8:.2f} | {fp32 / int8:.2f}x | {error:.1e} |",
+        times = harness.medians(harness.interleave(
+            args.rounds, list(variants),
+            lambda name, round_index: milliseconds(variants[name], inputs, repeats)))
+        fp32, int8 = times["float32"], times["int8"]
+        print(f"| {rows} | {fp32:.2f} | {int8:.2f} | {harness.ratio(fp32, int8)} | {error:.1e} |",
               flush=True)
 
 

@@ -38,12 +38,11 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
 import time
 
-from bench.common import (GLUE_DIR, PROJECT_ROOT, SERVING_PYTHON, SERVING_VENV, batches,
-                          load_average, minilm_dir, missing_venv, module_command, p90,
-                          write_init_dir)
+from bench import harness
+from bench.common import (GLUE_DIR, PROJECT_ROOT, batches, load_average, minilm_dir, p90,
+                          serve_timings, write_init_dir)
 from bench.serving import peers
 
 MAX_SEQ_LENGTH = 128
@@ -170,30 +169,21 @@ class SavedModelVariant:
 
     def measure(self, texts, latency_texts):
         self(texts[:BATCH])  # warm: the first call of a shape creates oneDNN's primitives
-        times = []
-        for text in texts[:latency_texts]:
-            start = time.perf_counter()
-            self([text])
-            times.append((time.perf_counter() - start) * 1e3)
-        start = time.perf_counter()
-        for batch in batches(texts, BATCH):
-            self(batch)
+        times, texts_per_s = serve_timings(self, texts, latency_texts, BATCH)
         return {"median_ms": statistics.median(times), "p90_ms": p90(times),
-                "texts_per_s": len(texts) / (time.perf_counter() - start),
-                "load": load_average()}
+                "texts_per_s": texts_per_s, "load": load_average()}
 
 
 class PeerWorker:
     """bench/serving/peers.py in the serving venv, over JSON lines; one object per peer."""
 
     def __init__(self, init_dir, work_dir):
-        if not os.path.exists(SERVING_PYTHON):
-            raise SystemExit(missing_venv(SERVING_VENV, "serving_env.sh"))
+        harness.SERVING.require()
         self.stderr = open(os.path.join(work_dir, "peers.stderr"), "a")
         self.process = subprocess.Popen(
-            module_command(peers.__name__, "--init_dir", init_dir,
-                           "--work_dir", os.path.join(work_dir, "onnx"),
-                           "--max_seq_length", MAX_SEQ_LENGTH, python=SERVING_PYTHON),
+            harness.module_command(peers.__name__, "--init_dir", init_dir,
+                                   "--work_dir", os.path.join(work_dir, "onnx"),
+                                   "--max_seq_length", MAX_SEQ_LENGTH, venv=harness.SERVING),
             cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
             text=True, bufsize=1)
         if not self._read().get("ready"):
@@ -239,39 +229,37 @@ class PeerWorker:
 
 def table(results, reference, label):
     """Markdown: medians over rounds, and speed ratios against `reference`."""
-    lines = [f"\n{label}: medians of {len(next(iter(results.values())))} rounds",
-             f"| variant | batch 1 median ms | batch 1 p90 ms | batch {BATCH} texts/s | "
-             f"batch 1 vs {reference} | batch {BATCH} vs {reference} | load |",
-             "|---|---|---|---|---|---|---|"]
-    medians = {name: {key: statistics.median(r[key] for r in rounds)
+    medians = {name: {key: harness.median(rounds, key)
                       for key in ("median_ms", "p90_ms", "texts_per_s", "load")}
                for name, rounds in results.items()}
     ref = medians[reference]
-    for name, m in medians.items():
-        lines.append(f"| {name} | {m['median_ms']:.2f} | {m['p90_ms']:.2f} | "
-                     f"{m['texts_per_s']:.0f} | {ref['median_ms'] / m['median_ms']:.2f}x | "
-                     f"{m['texts_per_s'] / ref['texts_per_s']:.2f}x | {m['load']:.2f} |")
-    return "\n".join(lines)
+    rows = [[name, f"{m['median_ms']:.2f}", f"{m['p90_ms']:.2f}", f"{m['texts_per_s']:.0f}",
+             harness.ratio(ref["median_ms"], m["median_ms"]),
+             harness.ratio(m["texts_per_s"], ref["texts_per_s"]), f"{m['load']:.2f}"]
+            for name, m in medians.items()]
+    return "\n".join(
+        [f"\n{label}: medians of {len(next(iter(results.values())))} rounds"]
+        + harness.markdown(["variant", "batch 1 median ms", "batch 1 p90 ms",
+                            f"batch {BATCH} texts/s", f"batch 1 vs {reference}",
+                            f"batch {BATCH} vs {reference}", "load"], rows))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    harness.add_rounds(parser, 3)
     parser.add_argument("--latency_texts", type=int, default=200,
                         help="batch-1 calls per variant and round")
-    parser.add_argument("--variants", default="ours,ours_int8,ours_padded,ort_fp32,ort_int8,"
-                        "transformers", help=f"comma-separated, of {', '.join(OURS + PEERS)}")
+    harness.add_peers(parser, OURS + PEERS, flag="--variants",
+                      default=("ours", "ours_int8", "ours_padded", "ort_fp32", "ort_int8",
+                               "transformers"))
     parser.add_argument("--reference", default="ort_fp32", help="the ratios' denominator")
     parser.add_argument("--pairs", action="store_true", help="also MRPC dev pairs")
     parser.add_argument("--init_dir", default=None,
                         help="a Hugging Face BertForSequenceClassification directory (default: "
                              "MiniLM-L6 with a seeded head)")
-    parser.add_argument("--work_dir", default=None)
+    harness.add_work_dir(parser)
     args = parser.parse_args()
-    variants = args.variants.split(",")
-    unknown = set(variants) - set(OURS + PEERS)
-    if unknown:
-        parser.error(f"unknown variants {sorted(unknown)}")
+    variants = harness.peers(parser, args.variants, OURS + PEERS, what="variants")
     if args.reference not in variants:
         parser.error(f"--reference={args.reference} is not among --variants")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -279,7 +267,7 @@ def main():
     if any(v.startswith("tftext") for v in variants):
         import tensorflow_text  # noqa: F401  (their exports need its ops)
 
-    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_serving_")
+    work_dir = harness.work_dir(args, "bench_serving_")
     init_dir = args.init_dir or write_init_dir(minilm_dir(), os.path.join(work_dir, "init"))
     start = time.perf_counter()
     ours = [v for v in variants if v in OURS]
@@ -307,16 +295,19 @@ def main():
                 print(f"{label} {name}: max |p - p_{base}| {np.abs(got - expected).max():.2e}, "
                       f"argmax equal on {int((got.argmax(1) == expected.argmax(1)).sum())}"
                       f"/{len(texts)}")
-        results = {label: {} for label in inputs}
-        for round_index in range(args.rounds):
-            for label, texts in inputs.items():
-                for name, runner in runners.items():
-                    figures = runner.measure(texts, args.latency_texts)
-                    results[label].setdefault(name, []).append(figures)
-                    print(f"round {round_index + 1} {label} {name}: batch 1 median "
-                          f"{figures['median_ms']:.2f} ms (p90 {figures['p90_ms']:.2f}), "
-                          f"batch {BATCH} {figures['texts_per_s']:.0f} texts/s; load "
-                          f"{figures['load']:.2f}", flush=True)
+        def measure(key, round_index):
+            label, name = key
+            figures = runners[name].measure(inputs[label], args.latency_texts)
+            print(f"round {round_index + 1} {label} {name}: batch 1 median "
+                  f"{figures['median_ms']:.2f} ms (p90 {figures['p90_ms']:.2f}), "
+                  f"batch {BATCH} {figures['texts_per_s']:.0f} texts/s; load "
+                  f"{figures['load']:.2f}", flush=True)
+            return figures
+
+        measured = harness.interleave(
+            args.rounds, [(label, name) for label in inputs for name in runners], measure)
+        results = {label: {name: runs for (of, name), runs in measured.items() if of == label}
+                   for label in inputs}
     finally:
         if worker is not None:
             worker.close()

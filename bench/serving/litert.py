@@ -32,11 +32,10 @@ figures move with it.
 """
 import argparse
 import os
-import statistics
-import tempfile
 import time
 
-from bench.common import batches, load_average, minilm_dir, write_init_dir
+from bench import harness
+from bench.common import batches, load_average, minilm_dir, serve_timings, write_init_dir
 from bench.serving.latency import classifier, glue_texts
 
 MAX_SEQ_LENGTH = 128
@@ -106,31 +105,24 @@ def measure(peers, peer, texts, latency_texts):
     """(median ms, 90th percentile ms) of batch-1 calls, and texts/s at batch 32."""
     import numpy as np
     peers.fresh_tokenizer()
-    times = []
-    for text in texts[:latency_texts]:
-        start = time.perf_counter()
-        peers(peer, [text])
-        times.append((time.perf_counter() - start) * 1e3)
-    start = time.perf_counter()
-    for batch in batches(texts, BATCH):
-        peers(peer, batch)
-    throughput = len(texts) / (time.perf_counter() - start)
+    times, throughput = serve_timings(lambda chunk: peers(peer, chunk), texts, latency_texts,
+                                      BATCH)
     return float(np.median(times)), float(np.percentile(times, 90)), throughput
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    harness.add_rounds(parser, 3)
     parser.add_argument("--latency_texts", type=int, default=200,
                         help="batch-1 calls per peer and round")
     parser.add_argument("--num_threads", type=int, default=os.cpu_count(),
                         help="LiteRT interpreter threads (TensorFlow uses every core)")
-    parser.add_argument("--work_dir", default=None)
+    harness.add_work_dir(parser)
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
 
-    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_litert_")
+    work_dir = harness.work_dir(args, "bench_litert_")
     start = time.perf_counter()
     paths, vocab_file, do_lower_case = export_all(work_dir)
     print(f"exported in {time.perf_counter() - start:.0f} s ({work_dir}); .tflite sizes: "
@@ -145,26 +137,29 @@ def main():
         agree = int((probabilities.argmax(-1) == reference.argmax(-1)).sum())
         print(f"{peer}: label equal to savedmodel_text's on {agree}/{len(sst)}, max |p - p_ref| "
               f"{np.abs(probabilities - reference).max():.2e}")
-    results = {}  # peer -> [(median ms, p90 ms, texts/s)] per round
-    for round_index in range(args.rounds):
-        for peer in PEERS:
-            peers(peer, sst[:BATCH])  # warm: a SavedModel's first call of a shape traces
-            figures = measure(peers, peer, sst, args.latency_texts)
-            results.setdefault(peer, []).append(figures)
-            print(f"round {round_index + 1} {peer}: batch 1 median {figures[0]:.1f} ms (p90 "
-                  f"{figures[1]:.1f}), batch {BATCH} {figures[2]:.1f} texts/s; load "
-                  f"{load_average():.2f}", flush=True)
+
+    def measure_round(peer, round_index):
+        peers(peer, sst[:BATCH])  # warm: a SavedModel's first call of a shape traces
+        figures = measure(peers, peer, sst, args.latency_texts)
+        print(f"round {round_index + 1} {peer}: batch 1 median {figures[0]:.1f} ms (p90 "
+              f"{figures[1]:.1f}), batch {BATCH} {figures[2]:.1f} texts/s; load "
+              f"{load_average():.2f}", flush=True)
+        return figures
+
+    # peer -> [(median ms, p90 ms, texts/s)] per round
+    results = harness.interleave(args.rounds, PEERS, measure_round)
     print(f"\nMedians of {args.rounds} rounds; MiniLM-L6 classifier, SST-2 dev (872 sentences), "
           f"max_seq_length {MAX_SEQ_LENGTH}, {os.cpu_count()} CPUs, LiteRT threads "
           f"{args.num_threads}.")
-    print("| peer | batch 1 median ms | batch 1 p90 ms | batch 32 texts/s "
-          "| faster than savedmodel_text, batch 1 | batch 32 |")
-    print("|---|---|---|---|---|---|")
-    base = [statistics.median(f[i] for f in results["savedmodel_text"]) for i in range(3)]
+    base = [harness.median(results["savedmodel_text"], i) for i in range(3)]
+    rows = []
     for peer in PEERS:
-        m = [statistics.median(f[i] for f in results[peer]) for i in range(3)]
-        print(f"| {peer} | {m[0]:.1f} | {m[1]:.1f} | {m[2]:.1f} | {base[0] / m[0]:.2f}x | "
-              f"{m[2] / base[2]:.2f}x |")
+        m = [harness.median(results[peer], i) for i in range(3)]
+        rows.append([peer, f"{m[0]:.1f}", f"{m[1]:.1f}", f"{m[2]:.1f}",
+                     harness.ratio(base[0], m[0]), harness.ratio(m[2], base[2])])
+    print("\n".join(harness.markdown(
+        ["peer", "batch 1 median ms", "batch 1 p90 ms", "batch 32 texts/s",
+         "faster than savedmodel_text, batch 1", "batch 32"], rows)))
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ import statistics
 import sys
 import time
 
-from bench.common import load_average, p90
+from bench.common import load_average, p90, serve_timings
 
 PEERS = ("ort_fp32", "ort_int8", "transformers")
 
@@ -195,18 +195,9 @@ class Peers:
     def measure(self, peer, texts, latency_texts=200, batch=32):
         run = self.runner(peer)
         run(texts[:batch])  # warm-up
-        times = []
-        for text in texts[:latency_texts]:
-            start = time.perf_counter()
-            run([text])
-            times.append((time.perf_counter() - start) * 1e3)
-        start = time.perf_counter()
-        for i in range(0, len(texts), batch):
-            run(texts[i:i + batch])
-        seconds = time.perf_counter() - start
+        times, texts_per_s = serve_timings(run, texts, latency_texts, batch)
         return {"latency_ms": times, "median_ms": statistics.median(times),
-                "p90_ms": p90(times),
-                "texts_per_s": len(texts) / seconds, "load": load_average()}
+                "p90_ms": p90(times), "texts_per_s": texts_per_s, "load": load_average()}
 
     def versions(self):
         import onnx

@@ -52,13 +52,11 @@ it, the same three ratios of ours_savedmodel to ort_fp32 (the serving peers side
 import argparse
 import csv
 import os
-import statistics
 import subprocess
 import sys
-import tempfile
 
-from bench.common import (GLUE_DIR, HF_PYTHON, HF_VENV, PROJECT_ROOT, SERVING_PYTHON,
-                          SERVING_VENV, PeakSampler, load_average, minilm_dir, missing_venv,
+from bench import harness
+from bench.common import (GLUE_DIR, PROJECT_ROOT, PeakSampler, load_average, minilm_dir, proc_kb,
                           write_init_dir)
 
 PEERS = ("ours", "ours_bucket", "transformers", "ours_savedmodel", "ort_fp32",
@@ -156,10 +154,7 @@ print(export_ours(init_dir, work_dir, ["ours"])["ours"])
 
 def last_line(line):
     """Runs `line` (not measured); the last line it printed."""
-    result = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(line[:2])} ... failed:\n{result.stderr[-3000:]}")
-    return result.stdout.strip().splitlines()[-1]
+    return harness.run_command(line, " ".join(line[:2])).stdout.strip().splitlines()[-1]
 
 
 def export_serving_models(peers, init_dir, work_dir):
@@ -170,26 +165,15 @@ def export_serving_models(peers, init_dir, work_dir):
     if "ours_savedmodel" in peers:
         export_dir = os.path.join(work_dir, "serving", "ours")  # export_ours' place for it
         if not os.path.exists(os.path.join(export_dir, "saved_model.pb")):
-            export_dir = last_line([sys.executable, "-c", SAVEDMODEL_EXPORT, init_dir,
-                                    os.path.join(work_dir, "serving")])
+            export_dir = last_line(harness.script_command(
+                SAVEDMODEL_EXPORT, init_dir, os.path.join(work_dir, "serving")))
         files["savedmodel"] = export_dir
     if "ort_fp32" in peers:
         files["tokenizer"] = os.path.join(work_dir, "onnx", "tokenizer.json")
-        files["onnx"] = last_line([SERVING_PYTHON, "-c", ORT_EXPORT, init_dir,
-                                   os.path.join(work_dir, "onnx"), files["tokenizer"]])
+        files["onnx"] = last_line(harness.script_command(
+            ORT_EXPORT, init_dir, os.path.join(work_dir, "onnx"), files["tokenizer"],
+            venv=harness.SERVING))
     return files
-
-
-def rss_anon_mb(pid):
-    """The process's RssAnon (MB) now, or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def peak_mb(line, cwd=PROJECT_ROOT):
@@ -197,7 +181,11 @@ def peak_mb(line, cwd=PROJECT_ROOT):
     RssAnon MB sampled every 20 ms while it runs)."""
     process = subprocess.Popen(line, cwd=cwd, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)
-    with PeakSampler(lambda: rss_anon_mb(process.pid)) as anon:
+    def rss_anon_mb():
+        kb = proc_kb(process.pid, "status", "RssAnon")
+        return None if kb is None else kb / 1024
+
+    with PeakSampler(rss_anon_mb) as anon:
         stderr = process.stderr.read()
     # The sampler has stopped before wait4 reaps the child: its pid is not read after it is
     # reused.
@@ -218,22 +206,23 @@ def command(peer, init_dir, work_dir, round_index, files=None):
                 f"--output_dir={os.path.join(work_dir, f'{peer}_{round_index}')}"]
         return line + (["--bucket_by_length"] if peer == "ours_bucket" else [])
     if peer == "transformers":
-        return [HF_PYTHON, "-c", HF_PREDICT, init_dir, os.path.join(data_dir, "test.tsv"),
-                os.path.join(work_dir, f"transformers_{round_index}.tsv")]
+        return harness.script_command(HF_PREDICT, init_dir, os.path.join(data_dir, "test.tsv"),
+                                      os.path.join(work_dir, f"transformers_{round_index}.tsv"),
+                                      venv=harness.HF)
     if peer == "ours_savedmodel":
-        return [sys.executable, "-c", SAVEDMODEL_SERVE, files["savedmodel"],
-                os.path.join(data_dir, "test.tsv"),
-                os.path.join(work_dir, f"ours_savedmodel_{round_index}.tsv")]
+        return harness.script_command(
+            SAVEDMODEL_SERVE, files["savedmodel"], os.path.join(data_dir, "test.tsv"),
+            os.path.join(work_dir, f"ours_savedmodel_{round_index}.tsv"))
     if peer == "ort_fp32":
-        return [SERVING_PYTHON, "-c", ORT_SERVE, files["onnx"], files["tokenizer"],
-                os.path.join(data_dir, "test.tsv"),
-                os.path.join(work_dir, f"ort_fp32_{round_index}.tsv")]
+        return harness.script_command(
+            ORT_SERVE, files["onnx"], files["tokenizer"], os.path.join(data_dir, "test.tsv"),
+            os.path.join(work_dir, f"ort_fp32_{round_index}.tsv"), venv=harness.SERVING)
     if peer == "import_onnxruntime":
-        return [SERVING_PYTHON, "-c", "import onnxruntime, tokenizers"]
+        return harness.script_command("import onnxruntime, tokenizers", venv=harness.SERVING)
     if peer == "import_tensorflow":
-        return [sys.executable, "-c", "import tensorflow"]
+        return harness.script_command("import tensorflow")
     if peer == "import_transformers":
-        return [HF_PYTHON, "-c", "import torch, transformers"]
+        return harness.script_command("import torch, transformers", venv=harness.HF)
     raise ValueError(peer)
 
 
@@ -269,28 +258,26 @@ def compare_serving(peers, work_dir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--peers", default=",".join(PEERS))
-    parser.add_argument("--work_dir", default=None)
+    harness.add_rounds(parser, 2)
+    harness.add_peers(parser, PEERS)
+    harness.add_work_dir(parser)
     args = parser.parse_args()
-    peers = args.peers.split(",")
-    if "transformers" in peers and not os.path.exists(HF_PYTHON):
-        sys.exit(missing_venv(HF_VENV, "hf_env.sh"))
-    if ({"ort_fp32", "import_onnxruntime"} & set(peers)
-            and not os.path.exists(SERVING_PYTHON)):
-        sys.exit(missing_venv(SERVING_VENV, "serving_env.sh"))
-    work_dir = args.work_dir or tempfile.mkdtemp(prefix="bench_predict_memory_")
+    peers = harness.peers(parser, args.peers, PEERS)
+    if {"transformers", "import_transformers"} & set(peers):
+        harness.HF.require()
+    if {"ort_fp32", "import_onnxruntime"} & set(peers):
+        harness.SERVING.require()
+    work_dir = harness.work_dir(args, "bench_predict_memory_")
     init_dir = write_init_dir(minilm_dir(), os.path.join(work_dir, "init"))
     files = export_serving_models(peers, init_dir, work_dir)
-    peaks = {peer: [] for peer in peers}
-    anons = {peer: [] for peer in peers}
-    for round_index in range(args.rounds):
-        for peer in peers:
-            mb, anon_mb = peak_mb(command(peer, init_dir, work_dir, round_index, files))
-            peaks[peer].append(mb)
-            anons[peer].append(anon_mb)
-            print(f"round {round_index + 1} {peer}: peak {mb:.0f} MB (RssAnon {anon_mb:.0f} MB); "
-                  f"load {load_average():.2f}", flush=True)
+
+    def measure(peer, round_index):
+        mb, anon_mb = peak_mb(command(peer, init_dir, work_dir, round_index, files))
+        print(f"round {round_index + 1} {peer}: peak {mb:.0f} MB (RssAnon {anon_mb:.0f} MB); "
+              f"load {load_average():.2f}", flush=True)
+        return mb, anon_mb
+
+    results = harness.interleave(args.rounds, peers, measure)
     if "ours" in peers and "transformers" in peers:
         import numpy as np
         ours = np.array(read_probabilities(os.path.join(work_dir, "ours_0",
@@ -299,25 +286,21 @@ def main():
         print(f"probabilities, ours vs transformers: max |difference| "
               f"{np.abs(ours - theirs).max():.2e} over {len(ours)} pairs")
     disagree = compare_serving(peers, work_dir)
-    peak = {peer: statistics.median(peaks[peer]) for peer in peers}
-    anon = {peer: statistics.median(anons[peer]) for peer in peers}
+    peak, anon = harness.medians(results, 0), harness.medians(results, 1)
     above = {peer: peak[peer] - peak[FLOORS[peer]] for peer in peers
              if FLOORS.get(peer) in peak}
 
     def ratio(values, peer):
-        if "transformers" not in values or peer not in values:
-            return ""
-        return f"{values[peer] / values['transformers']:.2f}x"
+        return harness.ratio(values.get(peer), values.get("transformers"), missing="")
 
     print(f"\nmedians of {args.rounds} rounds, MRPC test (1,725 pairs), MiniLM-L6 + 2-class "
           f"head, max_seq_length 128, batch 32")
-    print("| process | peak RSS MB | vs transformers | peak RssAnon MB | vs transformers "
-          "| above its runtime's import MB | vs transformers |")
-    print("|---|---|---|---|---|---|---|")
-    for peer in peers:
-        above_mb = f"{above[peer]:.0f}" if peer in above else ""
-        print(f"| {peer} | {peak[peer]:.0f} | {ratio(peak, peer)} | {anon[peer]:.0f} | "
-              f"{ratio(anon, peer)} | {above_mb} | {ratio(above, peer)} |")
+    rows = [[peer, f"{peak[peer]:.0f}", ratio(peak, peer), f"{anon[peer]:.0f}",
+             ratio(anon, peer), f"{above[peer]:.0f}" if peer in above else "",
+             ratio(above, peer)] for peer in peers]
+    print("\n".join(harness.markdown(
+        ["process", "peak RSS MB", "vs transformers", "peak RssAnon MB", "vs transformers",
+         "above its runtime's import MB", "vs transformers"], rows)))
     if all(peer in peers for peer in SERVING_PEERS):
         ours, theirs = SERVING_PEERS
         ratios = [f"{name} {values[ours] / values[theirs]:.2f}x"

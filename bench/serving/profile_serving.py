@@ -24,16 +24,14 @@ kernels alone taking longer on the products than ONNX Runtime takes for its whol
 """
 import argparse
 import collections
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-from bench.common import (PROJECT_ROOT, SERVING_PYTHON, SERVING_VENV, load_average, minilm_dir,
-                          missing_venv, write_init_dir)
+from bench import harness
+from bench.common import load_average, minilm_dir, write_init_dir
 from bench.serving.latency import classifier
 
 
@@ -190,9 +188,9 @@ def compare_dense_products(products, hidden, lengths, calls, rounds):
     for i, (kernel, bias) in enumerate(products):
         arrays[f"k{i}"], arrays[f"b{i}"] = kernel, bias
     np.savez(weights_file, **arrays)
-    with_ort = os.path.exists(SERVING_PYTHON)
+    with_ort = harness.SERVING.exists()
     if not with_ort:
-        print(f"(ONNX Runtime left out: {missing_venv(SERVING_VENV, 'serving_env.sh')})")
+        print(f"(ONNX Runtime left out: {harness.SERVING.missing()})")
     medians = collections.defaultdict(lambda: collections.defaultdict(list))
     for _ in range(rounds):
         for length in lengths:
@@ -213,13 +211,11 @@ def compare_dense_products(products, hidden, lengths, calls, rounds):
                 medians[name][length].append(statistics.median(times[name]))
         if with_ort:
             out_file = os.path.join(work_dir, "ort_outputs.npz")
-            result = subprocess.run(
-                [SERVING_PYTHON, "-c", ORT_CHAIN, weights_file, str(hidden),
-                 ",".join(map(str, lengths)), str(calls), out_file],
-                cwd=PROJECT_ROOT, capture_output=True, text=True)
-            if result.returncode != 0:
-                sys.exit(f"ONNX Runtime's chain failed:\n{result.stderr[-3000:]}")
-            ort_times = json.loads(result.stdout.strip().splitlines()[-1])
+            ort_times = harness.run_child(
+                harness.script_command(ORT_CHAIN, weights_file, hidden,
+                                       ",".join(map(str, lengths)), calls, out_file,
+                                       venv=harness.SERVING),
+                "ONNX Runtime's chain", check=True)
             ort_outputs = np.load(out_file)
             for length in lengths:
                 expected = variants["tensorflow"](chain_input(length, hidden)).numpy()
@@ -235,8 +231,7 @@ def main():
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--lengths", default="16,32", help="tokens per text, [CLS]/[SEP] in")
     parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3,
-                        help="interleaved rounds of part 3 (TensorFlow, then ONNX Runtime)")
+    harness.add_rounds(parser, 3, "interleaved rounds of part 3 (TensorFlow, then ONNX Runtime)")
     args = parser.parse_args()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np

@@ -18,12 +18,12 @@ peer; without them that column is skipped.
 """
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
 
-from bench.common import BERT_SIZES, PROJECT_ROOT, module_command
+from bench import harness
+from bench.common import BERT_SIZES, PROJECT_ROOT, keras_hub_backbone, transformers_config
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -84,11 +84,7 @@ def build_keras(framework, config, dtype):
         from bert_tf.model.encoder import BertEncoder
         model = BertEncoder(BertConfig(**config, type_vocab_size=2), dtype=policy)
         return model, "sequence_output", ("input_ids", "input_mask", "segment_ids")
-    import keras_hub
-    model = keras_hub.models.BertBackbone(
-        vocabulary_size=config["vocab_size"], num_layers=config["num_hidden_layers"],
-        num_heads=config["num_attention_heads"], hidden_dim=config["hidden_size"],
-        intermediate_dim=config["intermediate_size"], dropout=0.1, dtype=policy)
+    model = keras_hub_backbone(config, dropout=0.1, dtype=policy)
     return model, "sequence_output", ("token_ids", "padding_mask", "segment_ids")
 
 
@@ -101,11 +97,7 @@ def build_runner(framework, config, args):
         import transformers
 
         torch.set_num_threads(os.cpu_count())
-        model = transformers.BertModel(transformers.BertConfig(
-            vocab_size=config["vocab_size"], hidden_size=config["hidden_size"],
-            num_hidden_layers=config["num_hidden_layers"],
-            num_attention_heads=config["num_attention_heads"],
-            intermediate_size=config["intermediate_size"], hidden_act="gelu_new"))
+        model = transformers.BertModel(transformers_config(config, hidden_act="gelu_new"))
         model.train(train)
         ids, mask, segments = (torch.tensor(a, dtype=torch.long) for a in inputs)
         autocast = dict(device_type="cpu", dtype=torch.bfloat16, enabled=args.dtype == "bfloat16")
@@ -152,10 +144,10 @@ def worker(args):
 
 
 def start_worker(framework, config_name, args):
-    line = module_command(__spec__.name, f"--worker={framework}",
-                          f"--worker_config={config_name}", f"--dtype={args.dtype}",
-                          f"--mode={args.mode}", f"--batch_size={args.batch_size}",
-                          f"--seq_length={args.seq_length}")
+    line = harness.module_command(__spec__.name, f"--worker={framework}",
+                                  f"--worker_config={config_name}", f"--dtype={args.dtype}",
+                                  f"--mode={args.mode}", f"--batch_size={args.batch_size}",
+                                  f"--seq_length={args.seq_length}")
     process = subprocess.Popen(line, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                cwd=PROJECT_ROOT)
     ready = process.stdout.readline().strip()
@@ -173,23 +165,25 @@ def bench_config(name, args):
         print(f"  {framework}: {description}", flush=True)
         if process is not None:
             workers[framework] = process
-    times = {framework: [] for framework in workers}
-    for _ in range(args.repeats):
-        for framework, process in workers.items():
-            process.stdin.write(f"{args.iterations}\n")
-            process.stdin.flush()
-            times[framework].append(float(process.stdout.readline()))
+
+    def measure(framework, round_index):
+        process = workers[framework]
+        process.stdin.write(f"{args.iterations}\n")
+        process.stdin.flush()
+        return float(process.stdout.readline())
+
+    times = harness.interleave(args.repeats, list(workers), measure)
     for process in workers.values():
         process.stdin.close()
         process.wait()
-    rates = {k: args.batch_size / statistics.median(t) for k, t in times.items()}
+    rates = {k: args.batch_size / t for k, t in harness.medians(times).items()}
     print(f"\n{name} (L={config['num_hidden_layers']} H={config['hidden_size']}), {args.mode}, "
           f"batch {args.batch_size} x seq {args.seq_length}, {args.dtype}, "
           f"median of {args.repeats} interleaved repeats:")
     for framework, rate in rates.items():
         spread = ", ".join(f"{args.batch_size / t:.1f}" for t in times[framework])
-        ratio = rates["bert_tf"] / rate if "bert_tf" in rates else float("nan")
-        print(f"  {framework:10s} {rate:8.2f} seq/s   bert_tf/{framework} = {ratio:.2f}x"
+        ratio = harness.ratio(rates["bert_tf"] if "bert_tf" in rates else float("nan"), rate)
+        print(f"  {framework:10s} {rate:8.2f} seq/s   bert_tf/{framework} = {ratio}"
               f"   (repeats: {spread})", flush=True)
     return rates
 
@@ -204,13 +198,13 @@ def main():
     parser.add_argument("--seq_length", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--iterations", type=int, default=1, help="batches per timed repeat")
-    parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    harness.add_peers(parser, FRAMEWORKS, flag="--frameworks")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker_config", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(args)
-    args.frameworks = args.frameworks.split(",")
+    args.frameworks = harness.peers(parser, args.frameworks, FRAMEWORKS, what="frameworks")
     for name in args.configs.split(","):
         print(f"== {name} ==", flush=True)
         bench_config(name, args)

@@ -25,11 +25,12 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
-import subprocess
+import shutil
 import sys
-import time
 
+from bench import harness
+from bench.common import MAX_PREDICTIONS as PREDICTIONS
+from bench.common import write_documents
 from bench.training.pretraining_quality import (DATA, MODEL, PROJECT_ROOT, THREAD_ENV, VOCAB,
                                                 conll_documents, log, wikitext_documents)
 
@@ -37,23 +38,11 @@ CORPORA = {
     "wikitext2": lambda: wikitext_documents(DATA / "wikitext-2" / "valid.txt"),
     "short": lambda: conll_documents(DATA / "conll2003" / "train.txt"),
 }
-PREDICTIONS = {128: 20, 512: 80}  # the original's max_predictions_per_seq at 128 and 512
-
-
-def write_corpus(documents, path):
-    with open(path, "w", encoding="utf-8") as f:
-        for sentences in documents:
-            f.write("\n".join(sentences) + "\n\n")
 
 
 def run(line, label):
-    start = time.perf_counter()
-    result = subprocess.run(line, cwd=PROJECT_ROOT, env=dict(os.environ, **THREAD_ENV),
-                            capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{label} failed ({' '.join(map(str, line))}):\n"
-                           f"{result.stderr[-3000:]}")
-    return time.perf_counter() - start
+    """The wall seconds of `line`, run with 2 threads."""
+    return harness.run_command(line, label, env=dict(os.environ, **THREAD_ENV)).seconds
 
 
 def make_records(corpus, seq, packed, out_dir):
@@ -70,8 +59,7 @@ def make_records(corpus, seq, packed, out_dir):
 
 def train_seconds(records, seq, batch, steps, out_dir, config):
     output_dir = out_dir / f"run-{records.stem}-{steps}"
-    if output_dir.exists():
-        subprocess.run(["rm", "-rf", str(output_dir)], check=True)
+    shutil.rmtree(output_dir, ignore_errors=True)
     seconds = run([sys.executable, "-m", "run.run_pretraining", f"--bert_config_file={config}",
                    f"--input_file={records}", f"--output_dir={output_dir}", "--do_train",
                    f"--train_batch_size={batch}", f"--max_seq_length={seq}",
@@ -80,7 +68,7 @@ def train_seconds(records, seq, batch, steps, out_dir, config):
                    "--learning_rate=1e-4", f"--save_checkpoints_steps={steps}",
                    f"--iterations_per_loop={steps}", f"--log_steps={steps}", "--seed=0"],
                   f"run_pretraining {records.name}")
-    subprocess.run(["rm", "-rf", str(output_dir)], check=True)
+    shutil.rmtree(output_dir)
     return seconds
 
 
@@ -92,7 +80,7 @@ def main():
     parser.add_argument("--batch_512", type=int, default=8)
     parser.add_argument("--short_steps", type=int, default=5)
     parser.add_argument("--long_steps", type=int, default=35)
-    parser.add_argument("--rounds", type=int, default=3)
+    harness.add_rounds(parser, 3)
     parser.add_argument("--out_dir", default=str(PROJECT_ROOT / "bench" / "out" / "packing"))
     args = parser.parse_args()
     from bert_tf.tasks.pretraining.record_stats import count_tokens
@@ -105,26 +93,28 @@ def main():
     for name in args.corpora.split(","):
         corpus = out_dir / f"{name}.txt"
         if not corpus.exists():
-            write_corpus(CORPORA[name](), corpus)
+            write_documents(corpus, CORPORA[name]())
         for seq in map(int, args.seqs.split(",")):
             batch = getattr(args, f"batch_{seq}")
             records = {packed: make_records(corpus, seq, packed, out_dir)
                        for packed in (False, True)}
             counts = {packed: count_tokens(str(path)) for packed, path in records.items()}
-            step_seconds = {False: [], True: []}
-            for round_index in range(args.rounds):
-                for packed in (False, True):
-                    short = train_seconds(records[packed], seq, batch, args.short_steps,
-                                          out_dir, config)
-                    long = train_seconds(records[packed], seq, batch, args.long_steps,
-                                         out_dir, config)
-                    step_seconds[packed].append((long - short)
-                                                / (args.long_steps - args.short_steps))
-                    log(f"{name} seq {seq} {'packed' if packed else 'original'} round "
-                        f"{round_index + 1}: {step_seconds[packed][-1]:.3f} s/step")
+
+            def measure(packed, round_index):
+                short = train_seconds(records[packed], seq, batch, args.short_steps, out_dir,
+                                      config)
+                long = train_seconds(records[packed], seq, batch, args.long_steps, out_dir,
+                                     config)
+                step = (long - short) / (args.long_steps - args.short_steps)
+                log(f"{name} seq {seq} {'packed' if packed else 'original'} round "
+                    f"{round_index + 1}: {step:.3f} s/step")
+                return step
+
+            step_seconds = harness.medians(harness.interleave(args.rounds, (False, True),
+                                                              measure))
             result = {"corpus": name, "seq": seq, "batch": batch}
             for packed, label in ((False, "original"), (True, "packed")):
-                seconds = statistics.median(step_seconds[packed])
+                seconds = step_seconds[packed]
                 count = counts[packed]
                 result[label] = dict(
                     records=count.records, sequences=count.sequences,
@@ -139,9 +129,9 @@ def main():
 
 
 def report(rows, out_dir, args):
-    header = ("| corpus | seq | batch | layout | records | padding | real tokens/row | s/step "
-              "| real tokens/s | packed / original |")
-    lines = [header, "|---" * (header.count("|") - 1) + "|"]
+    lines = harness.markdown(["corpus", "seq", "batch", "layout", "records", "padding",
+                              "real tokens/row", "s/step", "real tokens/s", "packed / original"],
+                             [])
     tsv = ["corpus\tseq\tbatch\tlayout\trecords\tpadding\treal_tokens_per_row\tstep_seconds\t"
            "real_tokens_per_second\tratio"]
     for row in rows:

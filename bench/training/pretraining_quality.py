@@ -59,12 +59,12 @@ import os
 import pathlib
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 
-from bench.common import DATA, HF_PYTHON, HF_VENV, PROJECT_ROOT, VOCAB
+from bench import harness
+from bench.common import (DATA, PROJECT_ROOT, VOCAB, keras_hub_backbone, transformers_config,
+                          write_documents)
 
 MODEL = dict(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
              intermediate_size=1024, hidden_act="gelu", hidden_dropout_prob=0.1,
@@ -161,10 +161,7 @@ def write_corpus(path):
     documents = (wikitext_documents(DATA / "wikitext-2" / "valid.txt")
                  + squad_documents(DATA / "SQuAD" / "dev-v1.1.json")
                  + conll_documents(DATA / "conll2003" / "train.txt"))
-    with open(path, "w", encoding="utf-8") as f:
-        for sentences in documents:
-            f.write("\n".join(sentences) + "\n\n")
-    return len(documents), os.path.getsize(path)
+    return len(documents), write_documents(path, documents)
 
 
 def tokenized_documents(path, tokenizer):
@@ -299,11 +296,8 @@ def child_keras_hub(spec):
     heldout = dict(np.load(spec["heldout"]))
     vocab = [line.rstrip("\n") for line in open(VOCAB, encoding="utf-8")]
     cls_id, sep_id, mask_id = (vocab.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=MODEL["vocab_size"], num_layers=MODEL["num_hidden_layers"],
-        num_heads=MODEL["num_attention_heads"], hidden_dim=MODEL["hidden_size"],
-        intermediate_dim=MODEL["intermediate_size"], dropout=0.1,
-        max_sequence_length=MODEL["max_position_embeddings"])
+    backbone = keras_hub_backbone(MODEL, dropout=0.1,
+                                  max_sequence_length=MODEL["max_position_embeddings"])
     lm = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     masker = keras_hub.layers.MaskedLMMaskGenerator(
         vocabulary_size=MODEL["vocab_size"], mask_selection_rate=MASK_RATE,
@@ -364,12 +358,8 @@ def child_transformers(spec):
     data = np.load(spec["windows"])
     heldout = dict(np.load(spec["heldout"]))
     tokenizer = transformers.BertTokenizerFast(vocab_file=str(VOCAB), do_lower_case=True)
-    config = transformers.BertConfig(
-        vocab_size=MODEL["vocab_size"], hidden_size=MODEL["hidden_size"],
-        num_hidden_layers=MODEL["num_hidden_layers"],
-        num_attention_heads=MODEL["num_attention_heads"],
-        intermediate_size=MODEL["intermediate_size"],
-        max_position_embeddings=MODEL["max_position_embeddings"], type_vocab_size=2)
+    config = transformers_config(MODEL, type_vocab_size=2,
+                                 max_position_embeddings=MODEL["max_position_embeddings"])
     model = transformers.BertForMaskedLM(config).train()
     collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=MASK_RATE)
     no_decay = ("bias", "LayerNorm.weight")
@@ -425,23 +415,19 @@ CHILDREN = {"ours_eval": child_ours_eval, "keras_hub": child_keras_hub,
 
 # ---- Parent ----
 
-def run_child(python, spec, label):
-    """Runs a child; streams its stderr progress; returns (start time, its JSON result)."""
-    env = dict(os.environ, **THREAD_ENV)
-    with tempfile.TemporaryFile("w+") as out:  # a file, not a pipe: the result is large
-        start = time.time()
-        process = subprocess.Popen([python, "-m", __spec__.name, "--child",
-                                    json.dumps(spec)], stdout=out, stderr=subprocess.PIPE,
-                                   text=True, env=env, cwd=PROJECT_ROOT)
-        stderr_tail = []
-        for line in process.stderr:
-            stderr_tail = (stderr_tail + [line])[-40:]
-            if re.search(r"step \d+", line) and label:
-                log(f"  {label}: {line.strip()} ({time.time() - start:.0f} s)")
-        if process.wait() != 0:
-            raise RuntimeError(f"{label or spec['child']} failed:\n{''.join(stderr_tail)}")
-        out.seek(0)
-        return start, json.loads(out.read().strip().splitlines()[-1])
+def run_child(venv, spec, label):
+    """Runs a child with 2 threads, its progress lines logged under `label`; returns (its start
+    time, its JSON result)."""
+    start = time.time()
+
+    def progress(line):
+        if re.search(r"step \d+", line) and label:
+            log(f"  {label}: {line.strip()} ({time.time() - start:.0f} s)")
+
+    result = harness.run_child(harness.child_command(__spec__.name, spec, venv=venv),
+                               label or spec["child"], env=dict(os.environ, **THREAD_ENV),
+                               on_line=progress, check=True)
+    return start, result
 
 
 def defined_flags(module_files):
@@ -464,11 +450,9 @@ def missing_flags(recipe):
 
 
 def run_command(line, label, env):
+    """(start time, wall seconds) of `line`."""
     start = time.time()
-    result = subprocess.run(line, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"{label} failed ({' '.join(line)}):\n{result.stderr[-3000:]}")
-    return start, time.time() - start
+    return start, harness.run_command(line, label, env).seconds
 
 
 def run_ours(args, name, optimizer, lr, workdir, corpus, heldout_path, records_cache):
@@ -513,7 +497,7 @@ def run_ours(args, name, optimizer, lr, workdir, corpus, heldout_path, records_c
         if index.exists():
             checkpoints.append((step, str(index)[:-len(".index")],
                                 index.stat().st_mtime - start + create_seconds))
-    _, result = run_child(sys.executable, {"child": "ours_eval", "heldout": str(heldout_path),
+    _, result = run_child(None, {"child": "ours_eval", "heldout": str(heldout_path),
                                            "checkpoints": [c[1] for c in checkpoints]}, None)
     return [{"step": step, "time": t, "predictions": p}
             for (step, _, t), p in zip(checkpoints, result["predictions"])]
@@ -589,7 +573,7 @@ def report(results, out_dir, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    harness.add_child(parser)
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--eval_every", type=int, default=50)
     parser.add_argument("--systems", default="ours,keras_hub,transformers")
@@ -669,15 +653,12 @@ def main():
             if label in results:
                 log(f"{label}: kept from {points_file}")
                 continue
-            python = sys.executable
-            if system == "transformers":
-                if not os.path.exists(HF_PYTHON):
-                    log(f"transformers skipped: no venv at {HF_VENV}; create it with "
-                        f"`bash bench/envs/hf_env.sh`")
-                    continue
-                python = HF_PYTHON
+            venv = harness.HF if system == "transformers" else None
+            if venv and not venv.exists():
+                log(f"transformers skipped: {venv.missing()}")
+                continue
             log(f"{label}: {args.steps} steps")
-            start, result = run_child(python, {"child": system, "steps": args.steps,
+            start, result = run_child(venv, {"child": system, "steps": args.steps,
                                                "lr": args.peer_lr, "eval_every": args.eval_every,
                                                "seed": args.seed,
                                                "windows": str(windows_path),

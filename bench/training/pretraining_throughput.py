@@ -38,12 +38,11 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 
-from bench.common import (BERT_SIZES, MAX_PREDICTIONS, MODEL_GARDEN_PYTHON, MODEL_GARDEN_VENV,
-                          missing_venv, module_command, run_json_child)
+from bench import harness
+from bench.common import BERT_SIZES, MAX_PREDICTIONS, keras_hub_backbone, transformers_config
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -143,10 +142,7 @@ def measure_keras_hub(model, seq, precision, jit, steps, warmup):
     if precision == "bf16":
         keras.mixed_precision.set_global_policy("mixed_bfloat16")
     m = BERT_SIZES[model]
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=m["vocab_size"], num_layers=m["num_hidden_layers"],
-        num_heads=m["num_attention_heads"], hidden_dim=m["hidden_size"],
-        intermediate_dim=m["intermediate_size"], max_sequence_length=512)
+    backbone = keras_hub_backbone(m, max_sequence_length=512)
     lm = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     lm.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, global_clipnorm=1.0),
                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -167,11 +163,8 @@ def measure_transformers(model, seq, precision, jit, steps, warmup):
     import transformers
 
     m = BERT_SIZES[model]
-    config = transformers.BertConfig(
-        vocab_size=m["vocab_size"], hidden_size=m["hidden_size"],
-        num_hidden_layers=m["num_hidden_layers"], num_attention_heads=m["num_attention_heads"],
-        intermediate_size=m["intermediate_size"], max_position_embeddings=512)
-    net = transformers.BertForPreTraining(config).train()
+    net = transformers.BertForPreTraining(
+        transformers_config(m, max_position_embeddings=512)).train()
     optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4, weight_decay=0.01)
     b = random_batch(np, seq, BATCH[seq], MAX_PREDICTIONS[seq], m["vocab_size"])
     labels = np.full(b["input_ids"].shape, -100, np.int64)
@@ -284,21 +277,18 @@ def child(args):
     """Runs one measurement; prints one JSON line."""
     spec = json.loads(args.child)
     if spec["peer"] == "peak":
-        print(json.dumps({"fp32": matmul_peak("float32"), "bf16": matmul_peak("bfloat16")}))
-        return
+        return harness.answer({"fp32": matmul_peak("float32"), "bf16": matmul_peak("bfloat16")})
     if spec["peer"] == "input_pipeline":
-        print(json.dumps({"records_per_s": measure_input_pipeline(spec["seq"])}))
-        return
+        return harness.answer({"records_per_s": measure_input_pipeline(spec["seq"])})
     times = PEERS[spec["peer"]](spec["model"], spec["seq"], spec["precision"], spec["jit"],
                                 args.steps, args.warmup)
-    print(json.dumps({"step_s": statistics.median(times)}))
+    harness.answer({"step_s": statistics.median(times)})
 
 
 def run_child(spec, args):
-    python = MODEL_GARDEN_PYTHON if spec["peer"] == "model_garden" else sys.executable
-    return run_json_child(module_command(__spec__.name, "--child", json.dumps(spec),
-                                         f"--steps={args.steps}", f"--warmup={args.warmup}",
-                                         python=python), spec)
+    venv = harness.MODEL_GARDEN if spec["peer"] == "model_garden" else None
+    return harness.run_child(harness.child_command(__spec__.name, spec, f"--steps={args.steps}",
+                                                   f"--warmup={args.warmup}", venv=venv), spec)
 
 
 def variants(peers, precisions, xla):
@@ -314,15 +304,15 @@ def main():
     parser.add_argument("--models", default="small,base")
     parser.add_argument("--seqs", default="128,512")
     parser.add_argument("--precisions", default="fp32,bf16")
-    parser.add_argument("--peers", default="ours,keras_hub,transformers,model_garden")
-    parser.add_argument("--rounds", type=int, default=1)
+    harness.add_peers(parser, list(PEERS))
+    harness.add_rounds(parser, 1)
     parser.add_argument("--steps", type=int, default=5, help="timed steps per measurement")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--xla", default="both", choices=["off", "on", "both"],
                         help="jit_compile for the TF peers (XLA is slower on this CPU)")
     parser.add_argument("--peak_gflops", type=float,
                         help="fp32 peak to use for MFU instead of the measured one")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    harness.add_child(parser)
     args = parser.parse_args()
     if args.child:
         return child(args)
@@ -333,11 +323,8 @@ def main():
     if args.peak_gflops:
         peak["fp32"] = args.peak_gflops * 1e9
         print(f"MFU below is against --peak_gflops={args.peak_gflops:.0f}")
-    peers = args.peers.split(",")
-    if "model_garden" in peers and not os.path.exists(MODEL_GARDEN_PYTHON):
-        print(f"model_garden skipped: {missing_venv(MODEL_GARDEN_VENV, 'model_garden_env.sh')}",
-              flush=True)
-        peers.remove("model_garden")
+    peers = harness.peers(parser, args.peers, list(PEERS),
+                          venvs={"model_garden": harness.MODEL_GARDEN})
     precisions = args.precisions.split(",")
     for model in args.models.split(","):
         for seq in (int(s) for s in args.seqs.split(",")):
@@ -346,13 +333,15 @@ def main():
             print(f"\n== {model} seq {seq} batch {BATCH[seq]} ({flops / 1e9:.0f} GFLOP per train "
                   f"step); input pipeline alone: {pipeline['records_per_s']:.0f} records/s",
                   flush=True)
-            results = {}
-            for _ in range(args.rounds):  # interleaved: every variant once per round
-                for peer, precision, jit in variants(peers, precisions, args.xla):
-                    out = run_child({"peer": peer, "model": model, "seq": seq,
-                                     "precision": precision, "jit": jit}, args)
-                    if out:
-                        results.setdefault((peer, precision, jit), []).append(out["step_s"])
+
+            def measure(variant, round_index):
+                peer, precision, jit = variant
+                out = run_child({"peer": peer, "model": model, "seq": seq,
+                                 "precision": precision, "jit": jit}, args)
+                return out and out["step_s"]
+
+            results = harness.interleave(
+                args.rounds, list(variants(peers, precisions, args.xla)), measure)
             print_table(results, seq, flops, peak["fp32"])
 
 
@@ -363,7 +352,7 @@ def print_table(results, seq, flops, peak_fp32):
     fp32 goal reads off ours' fp32 rows); "vs best peer bf16" does the same against the fastest
     bf16 step of the peers, on bf16 rows only (the bf16 goal reads off ours' bf16 rows).
     """
-    steps = {key: statistics.median(times) for key, times in results.items()}
+    steps = harness.medians(results)
     fastest = {}
     for (peer, precision, _), step in steps.items():
         if peer != "ours":
@@ -374,9 +363,9 @@ def print_table(results, seq, flops, peak_fp32):
         return item[0][1] != "fp32", item[0]
 
     for (peer, precision, jit), step in sorted(steps.items(), key=order):
-        vs_fp32 = f"{fastest['fp32'] / step:.2f}x" if "fp32" in fastest else "-"
-        vs_bf16 = (f"{fastest['bf16'] / step:.2f}x"
-                   if precision == "bf16" and "bf16" in fastest else "")
+        vs_fp32 = harness.ratio(fastest.get("fp32"), step)
+        vs_bf16 = harness.ratio(fastest.get("bf16") if precision == "bf16" else None, step,
+                                missing="")
         print(f"{peer:<13}{precision:<6}{'on' if jit else 'off':<5}{step:>8.3f}"
               f"{BATCH[seq] / step:>8.2f}{flops / step / peak_fp32:>7.1%}{vs_fp32:>19}{vs_bf16:>19}",
               flush=True)

@@ -29,7 +29,8 @@ import os
 import statistics
 import time
 
-from bench.common import BERT_SIZES, MAX_PREDICTIONS, module_command, run_json_child
+from bench import harness
+from bench.common import BERT_SIZES, MAX_PREDICTIONS
 from bench.training.pretraining_throughput import random_batch
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -142,9 +143,8 @@ def check_gradients(spec):
 
 
 def run_child(spec, args):
-    return run_json_child(module_command(__spec__.name, "--child", json.dumps(spec),
-                                         f"--steps={args.steps}", f"--warmup={args.warmup}"),
-                          spec)
+    return harness.run_child(harness.child_command(__spec__.name, spec, f"--steps={args.steps}",
+                                                   f"--warmup={args.warmup}"), spec)
 
 
 def gib(n):
@@ -157,18 +157,16 @@ def main():
     parser.add_argument("--seq", type=int, default=512)
     parser.add_argument("--batches", default="2,8")
     parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
-    parser.add_argument("--rounds", type=int, default=3)
+    harness.add_rounds(parser, 3)
     parser.add_argument("--steps", type=int, default=2, help="timed steps per measurement")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--check_gradients", action="store_true")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
+    harness.add_child(parser)
     args = parser.parse_args()
     if args.child:
         spec = json.loads(args.child)
-        out = check_gradients(spec) if spec.get("check") else measure(spec, args.steps,
-                                                                       args.warmup)
-        print(json.dumps(out))
-        return
+        return harness.answer(check_gradients(spec) if spec.get("check")
+                              else measure(spec, args.steps, args.warmup))
 
     base = {"model": args.model, "seq": args.seq, "precision": args.precision}
     print(f"== {args.model} seq {args.seq} {args.precision}: {args.rounds} rounds of "
@@ -180,22 +178,24 @@ def main():
             print(f"gradients, recompute vs keep: max |difference| {out['max_difference']:.3g} "
                   f"= {out['relative']:.2g} of the largest gradient ({out['largest_gradient']:.3g})"
                   f"; loss {out['loss_kept']:.6f} vs {out['loss_recomputed']:.6f}", flush=True)
-    results = {}
-    for _ in range(args.rounds):
-        for batch in (int(b) for b in args.batches.split(",")):
-            for recompute in (False, True):
-                out = run_child(dict(base, batch=batch, recompute=recompute), args)
-                if out:
-                    results.setdefault((batch, recompute), []).append(out)
-                    print(f"  batch {batch} recompute {'on ' if recompute else 'off'}: "
-                          f"{out['step_s']:.2f} s/step, tf peak {gib(out['tf_peak'])} GiB, "
-                          f"rss peak {gib(out['rss_peak'])} GiB", flush=True)
+
+    def run(key, round_index):
+        batch, recompute = key
+        out = run_child(dict(base, batch=batch, recompute=recompute), args)
+        if out:
+            print(f"  batch {batch} recompute {'on ' if recompute else 'off'}: "
+                  f"{out['step_s']:.2f} s/step, tf peak {gib(out['tf_peak'])} GiB, "
+                  f"rss peak {gib(out['rss_peak'])} GiB", flush=True)
+        return out
+
+    results = harness.interleave(args.rounds, [(int(b), recompute) for b in args.batches.split(",")
+                                               for recompute in (False, True)], run)
     print(f"\n{'batch':>5} {'recompute':>9} {'step s':>8} {'tf peak GiB':>12} "
           f"{'rss peak GiB':>13} {'resident GiB':>13}")
     medians = {}
     for (batch, recompute), outs in sorted(results.items()):
-        m = {key: statistics.median(o[key] for o in outs)
-             for key in ("step_s", "tf_peak", "rss_peak", "resident")}
+        m = {key: harness.median(outs, key) for key in ("step_s", "tf_peak", "rss_peak",
+                                                        "resident")}
         medians[batch, recompute] = m
         print(f"{batch:>5} {'on' if recompute else 'off':>9} {m['step_s']:>8.2f} "
               f"{gib(m['tf_peak']):>12} {gib(m['rss_peak']):>13} {gib(m['resident']):>13}")
