@@ -16,7 +16,8 @@ import uuid
 
 from bert_tf.errors import arg, argument_error, file_error
 
-# `.NAME.tmp-PID-XXXXXXXX` (and the visible `NAME.tmp-PID-XXXXXXXX` of earlier versions).
+# `.NAME.tmp-PID-XXXXXXXX`, and the visible `NAME.tmp-PID-XXXXXXXX` that an output folder
+# written by an older bert_tf may hold.
 _TEMPORARY_NAME = re.compile(r"^\.?(?P<base>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]{8}$")
 
 

@@ -2,8 +2,9 @@
 
 Same flags, defaults and records as google-research/bert's create_pretraining_data.py: for the
 same input files, vocabulary, flags and seed, every record decodes to the same features, in the
-same order, in the same output file (see bert_tf/data/pretraining/ for how, and why it is 10x+
-faster). Whole-word masking (--do_whole_word_mask) is the GitHub master version's.
+same order, in the same output file, faster (see bert_tf/data/pretraining/ for how, and
+docs/create_pretraining_data.md for the figures). Whole-word masking (--do_whole_word_mask) is
+the GitHub master version's.
 
     python -m data_tools.create_pretraining_data \\
       --input_file=corpus/*.txt --output_file=records.tfrecord --vocab_file=vocab.txt

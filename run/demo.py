@@ -128,7 +128,7 @@ def time_passes(work, min_seconds=0.5):
 
 def tokenization_report(corpus, vocab_file):
     """Tokenizes the corpus with the exact and the fast tokenizer; returns a summary dict."""
-    # Imported when the stage runs, not at the top: FastTokenizer takes ~0.3 s to import.
+    # Imported when the stage runs, not at the top: FastTokenizer's import takes time.
     from bert_tf.text.fast_tokenization import FastTokenizer
     from bert_tf.tokenization import FullTokenizer
 

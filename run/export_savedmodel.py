@@ -63,10 +63,10 @@ flags.DEFINE_integer("n_best_size", 20, "squad: the best starts and ends the ans
                      "among (run_squad's).")
 flags.DEFINE_enum("quantization", "none", ["none", "int8"],
                   "int8: --format=saved_model: the transformer dense layers with int8 weights "
-                  "and int8 matmuls (oneDNN, x86 CPUs; 3x float32's dense products at a batch "
-                  "of 32 texts, 1.6x its batch-32 serving here: docs/export.md), the "
-                  "embeddings, pooler and head float32; --format=litert: dynamic-range int8 "
-                  "weights (the converter's Optimize.DEFAULT).")
+                  "and int8 matmuls (oneDNN, x86 CPUs; faster than float32 at a batch of 32 "
+                  "texts: docs/export.md), the embeddings, pooler and head float32; "
+                  "--format=litert: dynamic-range int8 weights (the converter's "
+                  "Optimize.DEFAULT).")
 common_flags.define_pooling_flags(
     "encoder: also serve `embed_text`, raw strings -> one embedding each: the last layer's [CLS] "
     "hidden state, or its mean or max over the real tokens.")

@@ -125,7 +125,7 @@ def check_id_ranges(paths, limits, hint="", num_records=64, max_files=16):
 
 
 # For the functions tf.data traces: they have no data-dependent Python control flow, and
-# AutoGraph's source rewrite costs ~0.1 s per pipeline built (one per eval / predict pass).
+# AutoGraph's source rewrite costs time at every pipeline built (one per eval / predict pass).
 _plain_graph = tf.autograph.experimental.do_not_convert
 
 
@@ -138,7 +138,7 @@ def _sharding(input_context):
 
 # Training batches are cut to a multiple of this many tokens, and bucketed by it: the training
 # kernels of bert_tf.model.cpu_kernels (XLA) compile once per shape. Eval and predict run none and cut to
-# the exact longest example (MiniLM, MRPC dev: a pass ~10% faster than rounding to 8).
+# the exact longest example (a faster pass than rounding up to 8).
 TRAINING_LENGTH_STEP = 8
 
 
@@ -177,8 +177,9 @@ def sort_windows_by_length(examples, global_batch_size, window_examples=SORT_WIN
 
 def length_bucket_boundaries(max_seq_length, width=TRAINING_LENGTH_STEP):
     """Bucket edges every `width` tokens: the rounding of training batches, so no new shapes.
-    Measured with MiniLM at batch 32 (bench/finetuning/glue_throughput.py --ours_bucket_width):
-    SST-2 training 1.55x faster than 32-token buckets (108 vs 70 examples/s), MRPC 1.15x."""
+    Narrow buckets train faster than 32-token ones (`python -m bench.finetuning.glue_throughput
+    --ours_bucket_width=32` for the comparison; figures in docs/fine_tuning.md, length
+    bucketing)."""
     return list(range(width, max_seq_length, width))
 
 
@@ -217,7 +218,7 @@ def tfrecord_dataset(input_files, feature_spec, global_batch_size, *, shuffle, i
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     if not shuffle:
         # Eval and predict make an iterator per pass: deleting one waits for tf.data's autotuning
-        # thread, measured at 4-30 s per pass on this CPU. AUTOTUNE then means fixed defaults.
+        # thread, which on CPU can take longer than the pass. AUTOTUNE then means fixed defaults.
         options.autotune.enabled = False
 
     @_plain_graph

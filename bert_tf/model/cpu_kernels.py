@@ -95,7 +95,7 @@ _GELU_A = 0.044715
 @tf.function(jit_compile=True)
 def _gelu_backward(x, dy):
     # d/dx of 0.5 x (1 + tanh(u)), u = c (x + a x^3), in float32 (XLA's CPU code for bfloat16
-    # arithmetic is ~3x slower than for float32 with the casts).
+    # arithmetic is slower than for float32 with the casts: docs/model.md).
     dtype = x.dtype
     x, dy = tf.cast(x, tf.float32), tf.cast(dy, tf.float32)
     x2 = x * x
@@ -116,7 +116,7 @@ def gelu(x):
 
     The forward is tf.nn.gelu's (oneDNN fuses it with the preceding matmul + bias at inference);
     the derivative runs as one XLA-fused elementwise kernel instead of ~12 separate memory-bound
-    ops on [B * T, intermediate] (BERT-Base fp32 train step: ~2-5% faster, noisy machine).
+    ops on [B * T, intermediate] (a faster float32 train step).
     """
     return tf.nn.gelu(x, approximate=True), lambda dy: _gelu_backward(x, dy)
 
@@ -159,10 +159,10 @@ def gelu_exact_fused(x):
 
 def transposes_kernel_for_gradient(input_size, units):
     """Whether a float32 Dense computes its input gradient dy @ kernel^T from a transposed copy
-    of the kernel: oneDNN's float32 matmul with a transposed right operand is slow for the
-    intermediate layer of BERT-Base (768 -> 3072: 170 vs 200 GFLOP/s with the copy) and of the
-    small config (256 -> 1024), 40 ms of a BERT-Base train step, but not for BERT-Large's
-    (1024 -> 4096) nor for the other layers (measured on this CPU; bfloat16 is fast either way).
+    of the kernel: oneDNN's float32 matmul with a transposed right operand is slower than with
+    the copy for the intermediate layer of BERT-Base (768 -> 3072; docs/model.md) and of the
+    small config (256 -> 1024), but not for BERT-Large's (1024 -> 4096) nor for the other layers
+    (on the x86 CPU of docs/model.md; bfloat16 is fast either way).
     """
     return units == 4 * input_size and input_size <= 768
 
@@ -194,8 +194,8 @@ def _keep_and_scale(x, bits, threshold, scale):
 
 @tf.function(jit_compile=True)
 def random_bits_like(x, seed):
-    """16 random bits per element of `x`: Threefry in XLA, ~2x faster on CPU than TF's Philox
-    kernel (and the same algorithm under every XLA device)."""
+    """16 random bits per element of `x`: Threefry in XLA, faster on CPU than TF's Philox
+    kernel (docs/model.md; and the same algorithm under every XLA device)."""
     size = tf.size(x)
     words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None,
                                         dtype=tf.uint32, alg="threefry")

@@ -4,8 +4,8 @@ The math is the original `modeling.py`'s: embeddings (word + token type + positi
 LayerNorm (epsilon 1e-12) and dropout; post-LayerNorm transformer layers; the attention mask adds
 -10000 to the logits of padding positions; the pooler is dense + tanh on the first token.
 
-Speed choices (measured with micro-benchmarks and bench/training/encoder_throughput.py), none of
-which changes the outputs beyond float rounding:
+Speed choices (measured with micro-benchmarks and `python -m bench.training.encoder_throughput`;
+figures in docs/model.md), none of which changes the outputs beyond float rounding:
 - Hidden states stay flat, [batch * seq, hidden], between layers, as the original does, so every
   dense layer is a plain 2-D matmul (no tensordot reshapes).
 - Query, key and value are one fused [hidden, 3 * hidden] projection (one matmul instead of three);
@@ -20,7 +20,7 @@ which changes the outputs beyond float rounding:
   compiles again for every new shape (length-bucketed batches).
 - A model whose loss reads a few positions of the last layer (pretraining: [CLS] and the masked
   positions) computes that layer only there (`positions`).
-- Matmuls stay oneDNN's (no whole-model XLA: on CPU they beat XLA's, README, model section).
+- Matmuls stay oneDNN's (no whole-model XLA: on CPU they beat XLA's, docs/model.md).
 - Under mixed precision, embedding lookups gather from the float32 table and cast only the gathered
   rows; LayerNorm and the log-softmax of the heads run in float32.
 """
@@ -76,8 +76,8 @@ class Dense(keras.layers.Layer):
     """y = activation(x @ kernel + bias) on flat [N, in] inputs, the original's `tf.layers.dense`.
 
     Unlike keras.layers.Dense (matmul + add), it uses tf.nn.bias_add: TensorFlow's oneDNN graph
-    rewrite then fuses matmul + bias + GELU into one kernel (the BERT-Base intermediate layer,
-    [4096, 768] x [768, 3072] + GELU in bfloat16: 142 ms instead of 193 ms with matmul + add).
+    rewrite then fuses matmul + bias + GELU into one kernel, faster than matmul + add
+    (docs/model.md, speed choices).
     Weights: kernel [in, units], bias; quantized for inference (`quantize("int8")`,
     bert_tf.model.quantization): kernel_int8, kernel_scale and kernel_sum instead of the kernel.
     """
@@ -128,7 +128,7 @@ class Dense(keras.layers.Layer):
 
 
 class Dropout(keras.layers.Dropout):
-    """keras.layers.Dropout (same rate, seed generator and config), about twice as fast on CPU.
+    """keras.layers.Dropout (same rate, seed generator and config), cheaper on CPU (docs/model.md).
 
     Each element is dropped when 16 random bits fall below round(rate * 2^16), a drop
     probability within 8e-6 of `rate`, and the kept ones are scaled by 2^16 / (2^16 - that), so
@@ -189,7 +189,8 @@ class LayerNorm(keras.layers.LayerNormalization):
         gamma, beta = tf.convert_to_tensor(self.gamma), tf.convert_to_tensor(self.beta)
         if not (training and cpu_kernels_enabled()):
             # Inference: the plain ops are as fast, and XLA would compile the kernel again for
-            # every new batch shape (length-bucketed predict: ~1.5 s per MRPC dev pass).
+            # every new batch shape (length-bucketed predict; docs/fine_tuning.md, what did not
+            # help).
             return layer_norm_forward.python_function(summands, gamma, beta, self.epsilon)[0]
         return fused_layer_norm(summands, gamma, beta, self.epsilon)
 
@@ -343,8 +344,8 @@ class BertSelfAttention(keras.layers.Layer):
         if query is None:
             qkv = self._project(x)
             # [B*T, 3H] -> [3, B, N, T, D]: one transpose for all three. unstack (not qkv[i]) so
-            # that the gradient is a cheap stack, not three scatters into zeros (forward +
-            # backward of 2 small layers: 1.4x faster in float32, 1.55x in bfloat16).
+            # that the gradient is a cheap stack, not three scatters into zeros (faster forward
+            # + backward in float32 and bfloat16: docs/model.md, speed choices).
             qkv = tf.transpose(tf.reshape(qkv, [-1, seq_length, 3, n, d]), [2, 0, 3, 1, 4])
             query, key, value = tf.unstack(qkv, 3)
         else:

@@ -10,10 +10,10 @@ multiplies uint8 by int8 and dequantizes in one oneDNN kernel with the bias (and
 (`quantized_dense`; the zero point's share comes back through the bias and the kernel's column
 sums, kept beside it).
 
-Why this op: in TensorFlow 2.21 on an AVX-512 VNNI CPU, measured on MiniLM-L6's dense shapes
-(`python -m bench.serving.int8_matmul`, the input's quantization included), oneDNN's
-`_QuantizedMatMul` runs 1.7x the float32 matmul at 32 rows and 3.2x at 1,024, while an int8
-`tf.matmul` (Eigen) is 4-12x slower than float32 and weight-only int8 (dequantize, then a float
+Why this op: on an AVX-512 VNNI CPU, oneDNN's `_QuantizedMatMul` (the input's quantization
+included) is faster than the float32 matmul on MiniLM-L6's dense shapes, from one sentence's rows
+to a batch's (`python -m bench.serving.int8_matmul`; figures in docs/export.md), while an int8
+`tf.matmul` (Eigen) is slower than float32 and weight-only int8 (dequantize, then a float
 matmul) is no faster. `_QuantizedMatMul` is an internal op of TensorFlow's x86 builds with
 oneDNN (registered in the `tensorflow` wheels for Linux and Windows on x86-64, without
 tensorflow-text): a SavedModel holding it loads there and runs on the CPU; elsewhere (ARM, a
@@ -22,11 +22,12 @@ GPU) serve the float32 export. `available()` says whether this TensorFlow has it
 What is quantized (`quantize`'s `skip`): every transformer dense layer, the feed-forward output
 (1536 -> 384 in MiniLM-L6, whose input is the GELU's output, in [-0.17, large)) included. With a
 symmetric int8 input (max |x| / 127: half the levels for a side GELU's output barely has) that
-layer cost 0.7 points on MRPC dev and 0.5 on SST-2 dev after fine-tuning MiniLM-L6 and had to
-stay float32, where it took 40% of an int8 batch's time; with uint8 over [min, max] it keeps
-both accuracies (docs/export.md). The embeddings, the pooler and the task heads stay float32.
-The per-tensor input range makes an example's int8 outputs depend a little on the other texts
-of its batch (as ONNX Runtime's dynamic quantization does).
+layer loses accuracy after fine-tuning, and left in float32 it takes a large share of an int8
+batch's time; with uint8 over [min, max] it keeps the float32 export's accuracy
+(`python -m bench.serving.int8_accuracy`; figures in docs/export.md). The embeddings, the
+pooler and the task heads stay float32. The per-tensor input range makes an example's int8
+outputs depend a little on the other texts of its batch (as ONNX Runtime's dynamic quantization
+does).
 """
 import numpy as np
 import tensorflow as tf
@@ -96,8 +97,8 @@ def _quantized_dense(x, kernel_int8, kernel_scale, kernel_sum, bias, activation)
     # uint8 q = (x - low) * 255 / (high - low) (MIN_COMBINED), multiplied as x - low over
     # [0, high - low]; the low's product with the kernel comes back through the bias:
     # (x - low) @ W + (b + low * column sums of W) = x @ W + b. (oneDNN's own zero point,
-    # MIN_FIRST, gives the same result but sums the kernel's columns at every call: 1.5x the
-    # float32 time at batch 1.)
+    # MIN_FIRST, gives the same result but sums the kernel's columns at every call, slower
+    # than float32 at batch 1.)
     low = tf.minimum(tf.reduce_min(x), 0.0)
     high = tf.maximum(tf.reduce_max(x), low + 1e-12)
     quantized = tf.raw_ops.QuantizeV2(input=x, min_range=low, max_range=high, T=tf.quint8,

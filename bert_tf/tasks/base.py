@@ -244,8 +244,8 @@ class Task(abc.ABC):
         (tags per word, a span) overrides them. Batches are cut to their longest text: the
         model masks padding, so the outputs are the padded ones, for less work. Serving
         functions here and in the tasks are traced with `autograph=False`: they are graph code
-        with no Python control flow on tensors, and AutoGraph's source conversion would cost
-        about a third of an export's time."""
+        with no Python control flow on tensors, and AutoGraph's source conversion would add
+        to every export's time."""
         text = tf.TensorSpec([None], tf.string)
 
         def serve(inputs):

@@ -53,9 +53,9 @@ needs them (ASCII-only input builds one of the three); the models are shared by 
 FastTokenizers of the process with the same vocabulary. Until a tokenizer has been given
 `library_after_chars` characters, every text takes the "words" route, its new basic tokens
 through the original's own WordPiece (`bert_tf.tokenization.WordpieceTokenizer`) instead of the
-library: importing tensorflow-text and building its models costs ~150 MB of memory and ~0.6 s,
-more than they save on the few MB of text fine-tuning data usually is. Without tensorflow-text
-it stays so (the same tokens; a warning says so once).
+library: importing tensorflow-text and building its models costs memory and time, more than
+they save on the few MB of text fine-tuning data usually is (docs/tokenization.md, Cost).
+Without tensorflow-text it stays so (the same tokens; a warning says so once).
 """
 import contextlib
 import gc
@@ -66,11 +66,10 @@ from bert_tf.text.library_route import LibraryRoute, library_importable
 from bert_tf.text.word_normalization import UNK
 from bert_tf.text.word_route import WordRoute
 
-# Characters of input a FastTokenizer takes word by word in Python before it uses the library.
-# Measured (uncased, 2 cores): the library costs ~150 MB of RSS (tensorflow-text's import and its
-# models) and ~0.6 s in a process that has TensorFlow already, then tokenizes fresh text ~1.5x
-# faster than Python alone (bench/data/tokenization.py); it pays off after ~20 MB of text.
-# Python alone: MRPC test (3,450 texts) in 0.05 s, SST-2 train (67,349) in 0.38 s.
+# Characters of input a FastTokenizer takes word by word in Python before it uses the library:
+# the library's memory and start-up (tensorflow-text's import and its models) pay off only on
+# more text than fine-tuning sets hold, where it tokenizes fresh text faster than Python alone
+# (`python -m bench.data.tokenization`; figures in docs/tokenization.md, Cost).
 LIBRARY_AFTER_CHARS = 20_000_000
 
 

@@ -55,11 +55,9 @@ HashTableV2/LookupTableFindV2/InitializeTableFromTextFileV2 (or LookupTableImpor
 StringJoin, ReduceJoin, StringSplitV2, StringLength, Substr, While, TensorList*,
 UnsortedSegmentMax/Sum, ScatterNd, RaggedRange, RaggedGather, ...
 
-Speed: close to tensorflow-text's FastWordpieceTokenizer custom op in the WordPiece step (what
-this module used before), since normalization and basic tokenization take most of the time: on
-the first 2,000 lines of WikiText-2 valid (133,723 pieces, batches of 1,000, uncased), median of
-5 interleaved runs on 2 shared cores (load average ~7), 263,000 tokens/s against 309,000 (0.85x;
-0.96x in a 3-run check at a lower load, 360,000 against 374,000), identical ids.
+Speed: close to the same tokenizer with tensorflow-text's FastWordpieceTokenizer custom op in
+the WordPiece step, with identical ids, since normalization and basic tokenization take most of
+the time (docs/tokenization.md; `python -m bench.data.tokenization` times GraphTokenizer).
 """
 import functools
 import sys

@@ -193,8 +193,8 @@ def library_importable():
     tensorflow wheel) FastTokenizers stay in Python alone: the same tokens, slower on large
     inputs (fast_tokenization.LIBRARY_AFTER_CHARS); said once per process."""
     # Imported here, not at the top: constructing a FastTokenizer needs no TensorFlow
-    # (fast_tokenization's docstring, Cost), and tensorflow-text takes seconds and ~100 MB to
-    # import.
+    # (fast_tokenization's docstring, Cost), and tensorflow-text takes seconds and memory to
+    # import (docs/tokenization.md, Cost).
     try:
         import tensorflow_text  # noqa: F401
     except ImportError as e:

@@ -27,7 +27,7 @@ def _build_whitespace_classes():
     """
     split_on, deleted = [], []
     # In blocks of code points: the string of all 1.1M at once is built from as many str
-    # objects, ~100 MB at the import of this module.
+    # objects, a large peak of memory at the import of this module.
     block = 1 << 16
     for start in range(0, sys.maxunicode + 1, block):
         code_points = range(start, min(start + block, sys.maxunicode + 1))

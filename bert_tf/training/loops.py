@@ -167,7 +167,7 @@ def make_replica_train_step(model, optimizer, task, gradient_accumulation_steps=
         return dict(zip(names, metrics), **task.throughput(batch))
 
     # Its Python ifs are on Python values; AutoGraph's rewrite of it and of every function it
-    # calls (model, task, optimizer) cost ~1-2 s of the first step.
+    # calls (model, task, optimizer) would slow the first step.
     return tf.autograph.experimental.do_not_convert(replica_step)
 
 
@@ -197,9 +197,9 @@ def input_iterator(strategy, dataset_fn):
 
     One device that is the host CPU reads the dataset itself: tf.distribute's iterator would
     add a copy to the same device, and deleting it (the end of every eval and predict pass)
-    waits for its tf.data autotuning thread, measured at 4-30 s a pass on this CPU (a predict
-    pass of SST-2 dev takes about 12 s). Every other strategy (several replicas, workers, a GPU or TPU,
-    where prefetching to the device pays) gets strategy.distribute_datasets_from_function.
+    waits for its tf.data autotuning thread, which on CPU can take longer than the pass itself.
+    Every other strategy (several replicas, workers, a GPU or TPU, where prefetching to the
+    device pays) gets strategy.distribute_datasets_from_function.
     """
     if (isinstance(strategy, tf.distribute.OneDeviceStrategy) and tf.DeviceSpec.from_string(
             strategy.extended.worker_devices[0]).device_type == "CPU"):

@@ -323,8 +323,8 @@ def _read(variable):
 def global_norm_clip_scale(grads, clip_norm):
     """The factor that clips `grads` to global norm `clip_norm`, as the original's
     `tf.clip_by_global_norm` (sqrt(2 * sum of l2_loss); NaN if the norm is not finite, so that
-    the update shows it). l2_loss reads each gradient once and writes nothing (BERT-Base: ~5x
-    faster than Keras' square + sum, and than the same in XLA, whose CPU reductions are slow)."""
+    the update shows it). l2_loss reads each gradient once and writes nothing (faster than
+    Keras' square + sum, and than the same in XLA, whose CPU reductions are slow)."""
     half_squared_norms = tf.stack([tf.nn.l2_loss(tf.cast(g, tf.float32)) for g in grads])
     use_norm = tf.sqrt(tf.reduce_sum(half_squared_norms) * 2.0)
     scale = clip_norm * tf.minimum(1.0 / use_norm, 1.0 / clip_norm)

@@ -186,8 +186,8 @@ class FeatureExtractionTask(EncoderTask):
 
     # ---- Predict.
     def initialize(self, model, init_checkpoint, log):
-        """The checkpoint must hold the whole encoder (as before the runner: same report line,
-        same error)."""
+        """The checkpoint must hold the whole encoder: its load report is logged, and a
+        missing encoder weight is an error (`require_complete`)."""
         report = load_checkpoint(model, init_checkpoint)
         log(str(report))
         require_complete(report, "init_checkpoint", "encoder")

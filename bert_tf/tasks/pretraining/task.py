@@ -46,8 +46,8 @@ def masked_lm_example_loss(masked_lm_log_probs, masked_lm_ids):
     """Per-position negative log-likelihood [B, P] (the original's per_example_loss, reshaped).
 
     As the original: -sum(log_probs * one_hot(ids)). Picking the entry with a gather gives the
-    same number, but its gradient is a scatter into [B, P, V] zeros that took 12 ms a training
-    step on this CPU (5% of the small config's step); the one-hot's is one multiply.
+    same number, but its gradient is a scatter into [B, P, V] zeros, slow on CPU; the
+    one-hot's is one multiply.
     """
     log_probs = tf.cast(masked_lm_log_probs, tf.float32)
     one_hot = tf.one_hot(tf.cast(masked_lm_ids, tf.int32), tf.shape(log_probs)[-1])

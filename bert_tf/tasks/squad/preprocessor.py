@@ -84,10 +84,9 @@ def check_query_length(max_seq_length, max_query_length):
 
 class _ContextTokens:
     """WordPiece tokens of a paragraph's words, kept for the next question on it. The words
-    go to the tokenizer in one `tokenize_batch` call when it has one (FastTokenizer: one call
-    costs about a millisecond of TensorFlow dispatch, so a word per call made the shuffled
-    training questions of a 36-article SQuAD file take ~20 CPU minutes); the pieces are the
-    same as a `tokenize` call per word (the original's loop)."""
+    go to the tokenizer in one `tokenize_batch` call when it has one (FastTokenizer: every
+    call pays TensorFlow's dispatch, which a call per word would pay for every word of every
+    context); the pieces are the same as a `tokenize` call per word (the original's loop)."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
