@@ -9,7 +9,7 @@
 # lands next to TensorFlow. torch==2.13.0 resolves to the CPU build (2.13.0+cpu, a local wheel
 # here) -- an unpinned `torch`, or a newer release, would pull a multi-GB CUDA build: do not
 # loosen that pin. transformers 5.17.0 needs torch >= 2.5 and Python >= 3.10; Trainer needs
-# accelerate; finetuning/accuracy.py's NER comparison scores with seqeval; tests/test_embeddings.py
+# accelerate; finetuning/accuracy.py's NER comparison scores with seqeval; tests/tasks/encoder/test_embeddings.py
 # compares sentence embeddings with sentence-transformers' own. Idempotent: a venv that
 # already imports these versions is left as it is; a half-made one is completed.
 set -euo pipefail

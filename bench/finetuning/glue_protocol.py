@@ -22,7 +22,7 @@ side initialises its own classifier head (one GLUE sweep has 1-output and 2-outp
                 weight decay 0.01, clipping 1.0, Adam epsilon 1e-6, --seed), dev scored here.
 
 The rule on both sides: the best dev score by the task's metric (MRPC F1, RTE accuracy), the
-first learning rate of the grid among equal ones (bert_tf.tasks.classification.glue_sweep).
+first learning rate of the grid among equal ones (bert_tf.training.glue_sweep.report).
 Prints every grid point's dev scores, the chosen ones, their difference (points) and the
 ratio of the grids' wall times.
 """

@@ -25,7 +25,7 @@ and bias, gradients clipped to global norm 1.0, dropout 0.1.
                 bias correction, epsilon 1e-6) and init (task.initialize from the HF
                 directory), then bert_tf.training.loops's train loop (make_train_loop: the loop
                 loops.train runs, warm-up steps in one call, the timed steps in the next) and
-                loops.gather_outputs for predict (what runner.predict runs; predict records
+                gathering.gather_outputs for predict (what the runner's predict runs; predict records
                 padded to a multiple of 32 with the original's padding examples, which ours
                 computes and the others do not have). A length first seen in the timed train
                 steps costs a one-time XLA compile of the fused training kernels (~0.5-1.5 s;
@@ -101,13 +101,13 @@ def prepare_task(task_name, init_dir, work_dir, train_limit=None):
     import numpy as np
 
     from bert_tf.data import records as tfrecords
-    from bert_tf.tasks.classification import glue, preprocessor
+    from bert_tf.tasks.classification import get_processor, preprocessor
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.text.fast_tokenization import FastTokenizer
 
     _, vocab_file, do_lower_case = hf_directory_files(init_dir)
     tokenizer = FastTokenizer(vocab_file, do_lower_case=do_lower_case is not False)
-    processor = glue.get_processor(task_name)
+    processor = get_processor(task_name)
     labels = processor.get_labels()
     data_dir = os.path.join(GLUE_DIR, task_name)
     out_dir = os.path.join(work_dir, task_name)
@@ -165,7 +165,7 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
     import tensorflow as tf
 
     from bert_tf.data import input_pipeline
-    from bert_tf.training import runner, loops
+    from bert_tf.training import gathering, loops, runner
     from bert_tf.training.settings import RunSettings
     if bucket_width:  # experiment: buckets of another width than the library's
         default_boundaries = input_pipeline.length_bucket_boundaries
@@ -208,7 +208,7 @@ def measure_ours(spec, init_dir, steps, warmup, predict_passes, bucket, bucket_w
     passes = []
     for _ in range(predict_passes):
         with Stopwatch() as watch:
-            outputs = loops.gather_outputs(strategy, model, task,
+            outputs = gathering.gather_outputs(strategy, model, task,
                                               task.dataset_fn("predict", PREDICT_BATCH),
                                               num_steps, "predict")
         passes.append(watch)
@@ -382,7 +382,7 @@ def main():
     parser.add_argument("--ours_bucket_width", type=int,
                         help="experiment: ours_bucket with length buckets this many tokens wide "
                              "(the library's bert_tf.data.input_pipeline.length_bucket_boundaries, "
-                             "replaced in the child; default: the library's 32)")
+                             "replaced in the child; default: the library's 8)")
     harness.add_work_dir(parser, "keep the weights, token ids and records here (default: a "
                                  "temporary directory)")
     harness.add_child(parser)

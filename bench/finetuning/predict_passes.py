@@ -7,8 +7,8 @@ a warm one, and whether the switch changes either.
 
 The model and data are glue_throughput.py's (all-MiniLM-L6-v2 plus a fresh 2-class head,
 dev records padded to a multiple of 32, batch 32, fp32, bucket_by_length=True: batches sorted
-by length and cut to their longest example), run through loops.gather_outputs, what
-runner.predict runs. One model; one ClassificationTask per switch position, each with its own
+by length and cut to their longest example), run through gathering.gather_outputs, what
+the runner's predict runs. One model; one ClassificationTask per switch position, each with its own
 traced predict step (the switch is read when a step is traced). Rounds alternate the order
 of the two variants; the 1st pass of each variant is reported alone, then the median of the
 others. The first variant's 1st pass also pays the process's one-time costs (oneDNN
@@ -32,8 +32,8 @@ MODES = ("on", "off")
 
 def measure(task_name, init_dir, work_dir, rounds, first):
     """{mode: [seconds of each pass]}; `first` is the mode that runs the process's first pass."""
-    from bert_tf.model import layers
-    from bert_tf.training import runner, loops
+    from bert_tf.model import cpu_kernels
+    from bert_tf.training import gathering, runner
     from bert_tf.training.settings import RunSettings
     from bert_tf.model.checkpoints import hf_directory_files
     from bert_tf.tasks.base import Records
@@ -58,10 +58,10 @@ def measure(task_name, init_dir, work_dir, rounds, first):
     tasks["on"].initialize(model, init_dir, log=lambda message: None)
     num_steps = spec["num_dev_records"] // glue_throughput.PREDICT_BATCH
     def measure(mode, round_index):
-        layers.set_cpu_kernels(mode)
+        cpu_kernels.set_cpu_kernels(mode)
         task = tasks[mode]
         start = time.perf_counter()
-        outputs = loops.gather_outputs(
+        outputs = gathering.gather_outputs(
             strategy, model, task, task.dataset_fn("predict", glue_throughput.PREDICT_BATCH),
             num_steps, "predict")
         assert len(outputs["probabilities"]) == spec["num_dev_records"]
@@ -71,7 +71,7 @@ def measure(task_name, init_dir, work_dir, rounds, first):
         seconds = harness.interleave(rounds, [first] + [m for m in MODES if m != first], measure,
                                      alternate=True)
     finally:
-        layers.set_cpu_kernels("auto")
+        cpu_kernels.set_cpu_kernels("auto")
     return spec["num_dev"], seconds
 
 

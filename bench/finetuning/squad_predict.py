@@ -19,7 +19,7 @@ both. (A fresh head answers at random; the work per question is the same as a tr
                 original's windows, the eval.tf_record padded to a multiple of 32 with padding
                 windows, a SquadTask over it), bert_tf.tasks.squad.task.SquadTask's
                 model restored from the directory (task.initialize), the predict loop
-                (loops.gather_outputs, what runner.predict runs) and task.write_predictions
+                (gathering.gather_outputs, what the runner's predict runs) and task.write_predictions
                 (the original's post-processing: predictions.json + nbest_predictions.json, and
                 eval_results.txt, as the command line writes them). Every window padded to 384.
   transformers  transformers 5.17 has no "question-answering" pipeline (v5 dropped it), so the
@@ -79,7 +79,7 @@ def write_subset(path, num_questions):
 
 
 def measure_ours(spec, passes):
-    from bert_tf.training import runner, loops
+    from bert_tf.training import gathering, runner
     from bert_tf.training.settings import RunSettings
     from bert_tf.tasks.squad.task import SquadConfig, SquadTask, prepare_task
     from bert_tf.model.checkpoints import hf_directory_files
@@ -114,7 +114,7 @@ def measure_ours(spec, passes):
                 count = task.config.records["predict"].count
             phases["features_s"] = watch.wall
             with Stopwatch() as watch:
-                outputs = loops.gather_outputs(strategy, model, task,
+                outputs = gathering.gather_outputs(strategy, model, task,
                                                   task.dataset_fn("predict", BATCH),
                                                   count // BATCH, "predict")
             phases["model_s"] = watch.wall

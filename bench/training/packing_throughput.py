@@ -12,7 +12,7 @@ The time of a step is measured on whole processes without their start: each layo
 for --short_steps and for --long_steps from scratch, and a step takes
 (wall(long) - wall(short)) / (long_steps - short_steps); the runs alternate between the layouts,
 round after round, and the table quotes the median over rounds. Real tokens are the records'
-input_mask ones ([CLS]/[SEP] included, padding not; bert_tf.tasks.pretraining.record_stats), so
+input_mask ones ([CLS]/[SEP] included, padding not; bert_tf.data.pretraining.record_stats), so
 
     real tokens / s = batch * real tokens per record / seconds per step
 
@@ -83,7 +83,7 @@ def main():
     harness.add_rounds(parser, 3)
     parser.add_argument("--out_dir", default=str(PROJECT_ROOT / "bench" / "out" / "packing"))
     args = parser.parse_args()
-    from bert_tf.tasks.pretraining.record_stats import count_tokens
+    from bert_tf.data.pretraining.record_stats import count_tokens
 
     out_dir = pathlib.Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

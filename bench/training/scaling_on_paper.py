@@ -17,7 +17,7 @@ strategies do: no overlap), so scaling efficiency = compute / (compute + all-red
   2.97 s for 8 x 128 tokens, 85% of this CPU's 215 GFLOP/s fp32 peak) implies 0.53.
 - Sustained FLOP/s: this CPU as measured (183 GFLOP/s fp32); accelerators at an assumed 40% of
   their dense bf16/fp16 peak (A100 312 TFLOP/s, TPU v4 chip 275 TFLOP/s): the CPU-specific
-  kernels do not run there (bert_tf.model.layers' switch is off), and 40% is a typical BERT
+  kernels do not run there (bert_tf.model.cpu_kernels' switch is off), and 40% is a typical BERT
   pretraining utilisation, not a figure measured here.
 - Links: 10, 25 and 100 Gb/s Ethernet between workers; TPU v4's inter-chip interconnect at
   2,400 Gb/s per chip (Cloud TPU documentation), with the all-reduce assumed to run at that rate.
