@@ -201,8 +201,8 @@ def library_importable():
         import tensorflow as tf
         warnings.warn(
             f"FastTokenizer: tensorflow-text is not installed ({e}), so WordPiece runs in "
-            f"Python (the same tokens, slower on large inputs: docs/tokenization.md). To install it: pip "
-            f"install 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*' (beside "
+            f"Python (the same tokens, slower on large inputs: docs/tokenization.md). To "
+            f"install it: pip install 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*' (beside "
             f"tensorflow-tpu: with --no-deps)")
         return False
     return True
