@@ -202,8 +202,9 @@ def library_importable():
         warnings.warn(
             f"FastTokenizer: tensorflow-text is not installed ({e}), so WordPiece runs in "
             f"Python (the same tokens, slower on large inputs: docs/tokenization.md). To "
-            f"install it: pip install 'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*' (beside "
-            f"tensorflow-tpu: with --no-deps)")
+            f"install it: pip install "
+            f"'tensorflow-text=={tf.__version__.rsplit('.', 1)[0]}.*' (beside tensorflow-tpu: "
+            f"with --no-deps)")
         return False
     return True
 
