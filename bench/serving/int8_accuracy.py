@@ -58,7 +58,7 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import numpy as np
 
-    from bert_tf.tasks.classification import glue
+    from bert_tf.tasks.classification import get_processor
 
     from bert_tf.model.checkpoints import hf_directory_files
 
@@ -91,7 +91,7 @@ def main():
                 "bert_config_file": config_file, "vocab_file": vocab_file,
                 "do_lower_case": do_lower_case, "label_list": "0,1", "max_seq_length": 128,
                 "quantization": quantization, "export_dir": paths[quantization]})
-        dev = glue.get_processor(task).get_dev_examples(os.path.join(GLUE_DIR, task))
+        dev = get_processor(task).get_dev_examples(os.path.join(GLUE_DIR, task))
         labels = np.array([int(e.label) for e in dev])
         probabilities = {q: serve(p, dev, options["pairs"]) for q, p in paths.items()}
         accuracy = {q: float(np.mean(p.argmax(1) == labels)) for q, p in probabilities.items()}

@@ -102,9 +102,9 @@ def padded_tokenizer(vocab_file, do_lower_case):
 
 def glue_texts():
     """(SST-2 dev sentences, MRPC dev sentence pairs), in file order."""
-    from bert_tf.tasks.classification import glue
-    sst = glue.get_processor("SST-2").get_dev_examples(os.path.join(GLUE_DIR, "SST-2"))
-    mrpc = glue.get_processor("MRPC").get_dev_examples(os.path.join(GLUE_DIR, "MRPC"))
+    from bert_tf.tasks.classification import get_processor
+    sst = get_processor("SST-2").get_dev_examples(os.path.join(GLUE_DIR, "SST-2"))
+    mrpc = get_processor("MRPC").get_dev_examples(os.path.join(GLUE_DIR, "MRPC"))
     return [e.text_a for e in sst], [(e.text_a, e.text_b) for e in mrpc]
 
 
