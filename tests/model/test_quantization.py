@@ -38,7 +38,7 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
         assert layer.kernel_int8.dtype == "int8" and not hasattr(layer, "kernel")
         np.testing.assert_allclose(layer.kernel_int8.numpy() * layer.kernel_scale.numpy(),
                                    kernel, atol=float(np.abs(kernel).max()) / 254 + 1e-7)
-        got = tf.function(lambda x: layer(x))(x).numpy()  # in a graph, as served
+        got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()  # in a graph, as served
         eager = layer(x).numpy()
         # uint8 inputs over [min, max] and int8 weights: about 1% of the output's spread.
         spread = float(np.abs(expected).max())
@@ -54,7 +54,7 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
     layer.build()
     expected = layer(x).numpy()
     layer.quantize("int8")
-    got = tf.function(lambda x: layer(x))(x).numpy()
+    got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()
     assert np.abs(got - expected).max() < 0.011 * float(np.abs(expected).max())
     other = Dense(4, 4)
     other.build()
@@ -86,9 +86,9 @@ def test_each_output_unit_has_its_own_scale():
         error = np.abs(layer.kernel_int8.numpy() * layer.kernel_scale.numpy() - kernel)
         assert (error.max(axis=0) <= column_max / 254 * (1 + 1e-5)).all(), name
         if isinstance(layer, Dense):
-            got = tf.function(lambda x: layer(x))(x).numpy()
+            got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()
         else:
-            got = tf.function(lambda x: layer._project(x))(x).numpy()
+            got = tf.function(lambda x: layer._project(x), autograph=False)(x).numpy()
         # uint8 inputs over [min, max] and int8 weights: about 1% of each unit's spread.
         unit_error = np.abs(got - expected).max(axis=0) / np.abs(expected).max(axis=0)
         assert unit_error.max() < 0.02, (name, unit_error.max(), unit_error.argmax())

@@ -113,15 +113,18 @@ def test_nothing_is_written_when_preparation_fails(uncased_vocab, tmp_path):
 
 
 def test_every_processor_takes_the_data_dir_for_its_labels(tmp_path):
-    """get_labels(data_dir) on every processor: a TSV task infers its labels from the training
-    file there; the others ignore it."""
+    """get_labels(data_dir) on every processor: a task on the user's files (TSV, JSON Lines)
+    infers its labels from the training file there; the others ignore it."""
     (tmp_path / "train.tsv").write_text("good\tpos\nbad\tneg\n")
+    (tmp_path / "train.jsonl").write_text('{"text": "good", "label": "pos"}\n'
+                                          '{"text": "bad", "label": "neg"}\n')
     for name in classification.PROCESSORS:
         options = dict(text_a_column=0, label_column=1) if name == "tsv" else {}
         processor = classification.get_processor(name, **options)
         assert processor.get_labels(tmp_path) == processor.get_labels(data_dir=tmp_path)
     assert classification.get_processor("tsv", text_a_column=0, label_column=1).get_labels(
         tmp_path) == ["neg", "pos"]
+    assert classification.get_processor("jsonl").get_labels(tmp_path) == ["neg", "pos"]
     assert classification.get_processor("mrpc").get_labels(tmp_path) == ["0", "1"]
     assert classification.get_processor("sts-b").get_labels(tmp_path) is None
 
