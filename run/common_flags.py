@@ -117,8 +117,8 @@ def define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=
                       "long sequences, about a third more compute per step; same gradients.")
     flags.DEFINE_bool("jit_compile", False, "Compile the forward/backward pass with XLA.")
     flags.DEFINE_enum("cpu_kernels", None, ["auto", "on", "off"],
-                      "The CPU-tuned kernels of bert_tf/model/cpu_kernels.py (fused GELU, LayerNorm and "
-                      "dropout gradients; same results either way). auto: on unless a GPU is "
+                      "The CPU-tuned kernels of bert_tf/model/cpu_kernels.py (fused GELU, "
+                      "LayerNorm and dropout gradients; same results either way). auto: on unless a GPU is "
                       "visible or the strategy is tpu. Default: $BERT_TF_CPU_KERNELS, else auto.")
     flags.DEFINE_enum("optimizer", "adamw", ["adamw", "adam", "lamb"],
                       "adamw: the original's AdamWeightDecay (no bias correction); adam: Adam "

@@ -45,9 +45,9 @@ common_flags.define_model_file_flags(
     "The checkpoint to export (with the task's head), or a model directory (a training run's "
     "output_dir: its task, labels and options are the defaults of the flags below).")
 flags.DEFINE_string("task", "encoder",
-                    "Which model: the encoder (sequence and pooled outputs), run_classifier's, "
-                  "run_squad's, run_ner's, run_pretraining's (the masked-LM top-k tokens) or "
-                  "run_multiple_choice's (a score per ending).")
+                    "Which model (bert_tf.tasks.registry): encoder (sequence and pooled outputs), "
+                    "classifier (run_classifier's), squad, ner, pretraining (the masked-LM top-k "
+                    "tokens) or multiple_choice (a score per ending).")
 flags.DEFINE_integer("top_k", 5, "pretraining: the most probable tokens returned at each [MASK].")
 flags.DEFINE_list("label_list", None, "classifier, ner: the labels in output order (the "
                   "classifier's probabilities and label names; one label: regression).")
@@ -86,6 +86,7 @@ flags.DEFINE_enum("litert_signature", "serving_default",
                   "--format=litert: the signature converted; only serving_default (token ids): "
                   "serve_text and serve_text_pair take strings, which LiteRT's builtin ops "
                   "cannot tokenize.")
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 
 
 # Each flag that is an option of some tasks (bert_tf.tasks.registry.option_names): the option.
@@ -119,13 +120,14 @@ RECORDED_FLAGS = {"label_list": "labels", "multi_label": "multi_label",
 def main(argv):
     del argv
     common_flags.check_required("init_checkpoint", "export_dir")
+    if FLAGS["task"].present:
+        registry.task_class(FLAGS.task)  # a task's name (the error names them)
     from bert_tf import api
     from bert_tf.model import directory
     # The folder of a training run: its task is the default (the options' checks need it).
     recorded_task = directory.recorded_task(FLAGS.init_checkpoint)
     if recorded_task and not FLAGS["task"].present:
         FLAGS.task = recorded_task
-    registry.task_class(FLAGS.task)  # a task's name (the error names them)
     task_options(None, None)  # every task option given is the task's
     common_flags.embedding_options()  # the pooling flags, checked before any work
     from bert_tf.serving import formats

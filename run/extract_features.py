@@ -37,6 +37,7 @@ from absl import flags
 from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
 from bert_tf.io_utils import check_input_file, check_output_file, split_comma_list
+from . import common_flags
 from .common_flags import (check_max_seq_length, check_required, define_model_file_flags,
                            define_pooling_flags, embedding_options)
 
@@ -63,6 +64,7 @@ flags.DEFINE_bool("use_one_hot_embeddings", False, "Accepted for compatibility w
                   "original; no effect (the outputs are the same).")
 
 FLAGS = flags.FLAGS
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 
 
 def __getattr__(name):

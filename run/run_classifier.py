@@ -9,8 +9,8 @@ in --output_dir), model, loss, optimizer and outputs (eval_results.txt, test_res
 google-research/bert's run_classifier.py, plus: the GLUE tasks it lacks (SST-2, QNLI, QQP, RTE,
 STS-B as regression, WNLI, MNLI mismatched) and the task's GLUE metric (F1, Matthews
 correlation, Pearson/Spearman); a user's own TSV or CSV files with --task_name=tsv, or JSON
-Lines files with --task_name=jsonl, and the column flags; multi-label tasks on such files (--multi_label: several labels per row, sigmoid
-outputs, --threshold); long texts in windows (--doc_stride, --window_pooling); per-class
+Lines files with --task_name=jsonl, and the column flags; multi-label tasks on such files
+(--multi_label: several labels per row, sigmoid outputs, --threshold); long texts in windows (--doc_stride, --window_pooling); per-class
 precision, recall and F1 and a confusion matrix; a model directory as --init_checkpoint (a
 Hugging Face directory, Google's released folder, or the output_dir of a training run: its
 config, vocabulary and casing, and a classifier run's labels, are used unless flags say
@@ -35,7 +35,6 @@ FLAGS = flags.FLAGS
 
 common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
                               learning_rate=5e-5, fine_tuning=True)
-flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 flags.DEFINE_string("data_dir", None,
                     "The input data dir. Should contain the .tsv files (or other data files) "
                     "for the task.")
@@ -69,13 +68,15 @@ common_flags.define_delimiter_flag()
 flags.DEFINE_bool("regression", False, "tsv, jsonl: the label is a real number (one output).")
 common_flags.define_split_file_flags(scope="tsv, jsonl: ",
                                      task_defaults="{split}.tsv; jsonl: {split}.jsonl")
-flags.DEFINE_bool("multi_label", False, "tsv, jsonl: each row has any number of the labels, joined by "
-                  "--label_separator in the label column (an empty field: none; jsonl: a list); a sigmoid per "
-                  "label, binary cross-entropy, the labels over --threshold predicted.")
+flags.DEFINE_bool("multi_label", False, "tsv, jsonl: each row has any number of the labels, "
+                  "joined by --label_separator in the label column (an empty field: none; "
+                  "jsonl: a list); a sigmoid per label, binary cross-entropy, the labels over "
+                  "--threshold predicted.")
 flags.DEFINE_string("label_separator", ",", "tsv, jsonl --multi_label: what joins a row's labels.")
 flags.DEFINE_list("threshold", None, "--multi_label: the probability a label must exceed to be "
                   "predicted: one number for all labels, or one per label in --label_list order, "
                   "comma-separated; each in (0, 1) (default: 0.5).")
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 
 
 def file_options():

@@ -30,7 +30,6 @@ FLAGS = flags.FLAGS
 # The paper's SWAG fine-tuning (section 4.4): 3 epochs, learning rate 2e-5, batch size 16.
 common_flags.define_run_flags(train_batch_size=16, eval_batch_size=8, predict_batch_size=8,
                               learning_rate=2e-5, fine_tuning=True)
-flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 flags.DEFINE_string("data_dir", None, "The directory of the task's files.")
 flags.DEFINE_string("task_name", None, "swag (SWAG's train.csv, val.csv, test.csv) or tsv (your "
                     "files, see the column flags).")
@@ -50,6 +49,7 @@ flags.DEFINE_string("label_column", None, "tsv: column of the right ending's 0-b
 flags.DEFINE_bool("skip_header", False, "tsv: the first line of each file is a header.")
 common_flags.define_delimiter_flag()
 common_flags.define_split_file_flags(scope="tsv: ", task_defaults="{split}.tsv")
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 
 
 def file_options():

@@ -28,7 +28,6 @@ FLAGS = flags.FLAGS
 
 common_flags.define_run_flags(train_batch_size=32, eval_batch_size=8, predict_batch_size=8,
                               learning_rate=5e-5, fine_tuning=True)
-flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 flags.DEFINE_string("data_dir", None, "The directory of the CoNLL files.")
 common_flags.define_split_file_flags("train.txt", "valid.txt", "test.txt")
 flags.DEFINE_integer("max_seq_length", 128,
@@ -41,6 +40,7 @@ flags.DEFINE_list("label_list", None, "The tags, comma-separated, in output orde
 flags.DEFINE_enum("tag_scheme", "IOB2", ["IOB2", "IOB1", "IOBES"],
                   "How entities are read from the tags for evaluation (conlleval reads IOB1 and "
                   "IOB2 alike).")
+flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 
 
 def main(argv):

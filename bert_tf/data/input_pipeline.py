@@ -137,8 +137,8 @@ def _sharding(input_context):
 
 
 # Training batches are cut to a multiple of this many tokens, and bucketed by it: the training
-# kernels of bert_tf.model.cpu_kernels (XLA) compile once per shape. Eval and predict run none and cut to
-# the exact longest example (a faster pass than rounding up to 8).
+# kernels of bert_tf.model.cpu_kernels (XLA) compile once per shape. Eval and predict run none
+# and cut to the exact longest example (a faster pass than rounding up to 8).
 TRAINING_LENGTH_STEP = 8
 
 

@@ -1,8 +1,9 @@
 """A task's TSV or CSV files, read as the original reads them, and the options describing them.
 
 `read_rows`: a file's rows with their line numbers; `parse_delimiter`, `parse_column`: the
-options naming a file's delimiter and columns; `column_index`: a column in a file; `with_header_hint`: an error about line 1 of a
-file read without a header; `refuse_options`: a named task's fixed files refuse such options.
+options naming a file's delimiter and columns; `column_index`: a column in a file;
+`with_header_hint`: an error about line 1 of a file read without a header; `refuse_options`: a
+named task's fixed files refuse such options.
 """
 import csv
 import inspect

@@ -21,8 +21,8 @@ such ops on their own and they bring nothing. `set_cpu_kernels("on" | "off" | "a
 environment variable BERT_TF_CPU_KERNELS, turns them all on or off. "auto" (the default) turns
 them on unless a GPU is visible or a TPUStrategy is in scope. Off, the layers run the same math
 as plain TensorFlow ops with autodiff; the outputs and gradients are the same up to float
-rounding either way (tests/model/test_model.py), and dropout draws the same bits, so a seeded run drops
-the same elements.
+rounding either way (tests/model/test_model.py), and dropout draws the same bits, so a seeded
+run drops the same elements.
 """
 import contextlib
 import functools

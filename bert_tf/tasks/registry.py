@@ -14,7 +14,7 @@ import importlib.util
 import pkgutil
 
 import bert_tf.tasks
-from bert_tf.errors import InputError
+from bert_tf.errors import InputError, argument_error
 
 _CLASSES = {}
 
@@ -44,7 +44,7 @@ def task_class(name):
     if name not in _CLASSES:
         _import_tasks()
     if name not in _CLASSES:
-        raise InputError(f"unknown task {name!r}: one of {', '.join(names())}")
+        raise argument_error("task", f"unknown task {name!r}: one of {', '.join(names())}")
     return _CLASSES[name]
 
 

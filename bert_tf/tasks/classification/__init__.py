@@ -20,7 +20,8 @@ from bert_tf.tasks.preprocessor import read_splits
 __all__ = [
     "PROCESSORS", "ColaProcessor", "MnliMismatchedProcessor", "MnliProcessor", "MrpcProcessor",
     "QnliProcessor", "QqpProcessor", "RteProcessor", "Sst2Processor", "StsbProcessor",
-    "WnliProcessor", "XnliProcessor", "JsonLinesProcessor", "get_processor", "InputFeatures", "PaddingInputExample",
+    "WnliProcessor", "XnliProcessor", "JsonLinesProcessor", "get_processor", "InputFeatures",
+    "PaddingInputExample",
     "convert_examples_to_features", "convert_single_example", "iter_features", "pad_examples",
     "write_classifier_records", "write_features", "DataProcessor", "FileLayout", "InputExample",
     "TsvProcessor", "read_rows", "ClassificationConfig", "ClassificationTask", "prepare_task",

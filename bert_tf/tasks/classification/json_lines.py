@@ -19,23 +19,21 @@ class JsonLinesProcessor(TsvProcessor):
         for argument, given in (("skip_header", skip_header), ("delimiter", delimiter)):
             if given:
                 raise argument_error(argument, "is for TSV and CSV files, not JSON Lines")
-        super().__init__(text_a_column or "text", text_b_column, label_column or "label",
-                         skip_header=True, **options)
-        for argument, field in self.columns.items():
-            if not isinstance(field, (str, type(None))):
-                raise argument_error(argument, f"must be a field name, got {field!r}")
+        super().__init__("text" if text_a_column is None else text_a_column, text_b_column,
+                         "label" if label_column is None else label_column, skip_header=True,
+                         **options)
 
     def read_rows(self, path, split):
         read = {a: f for a, f in self.columns.items()
                 if f is not None and (a != "label_column" or split != "test")}
         with open_input(path, f"{split} file") as f:
-            lines = decode_utf8(f.read(), path).lstrip("\ufeff").split("\n")
+            lines = decode_utf8(f.read(), path).lstrip("\ufeff").replace("\r", "").split("\n")
         rows = [(0, list(read.values()))]
-        for line_number, line in ((n, x) for n, x in enumerate(lines, 1) if x.strip()):
+        for line_number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, 1):
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as e:
-                raise file_error(path, f"is not JSON: {e.msg}", line_number) from None
+                raise file_error(path, f"is not a JSON object: {e.msg}", line_number) from None
             if not isinstance(value, dict):
                 raise file_error(path, "is not a JSON object", line_number)
             for argument, field in read.items():
@@ -47,14 +45,13 @@ class JsonLinesProcessor(TsvProcessor):
         return rows
 
     def _field(self, value, is_label, path, line_number):
-        """A field's text: a label's as TsvProcessor reads it (labels joined by the separator)."""
-        if is_label and isinstance(value, list) == self.is_multi_label:
-            values = value if isinstance(value, list) else [value]
-            return (self.label_separator or "").join(
-                v if isinstance(v, str) else json.dumps(v) for v in values)
-        if isinstance(value, str):
-            return value
-        expected = ("a list of labels" if self.is_multi_label else "a label") if is_label \
-            else "a text"
-        raise file_error(path, f"holds {json.dumps(value)[:40]} where {expected} is",
-                         line_number)
+        listed = is_label and self.is_multi_label and isinstance(value, list)
+        items = value if listed else [value]
+        if not all(isinstance(v, (str, int, float) if is_label else str) for v in items):
+            raise file_error(path, f"holds {json.dumps(value)[:40]} where "
+                                   f"{'a label' if is_label else 'a text'} is", line_number)
+        texts = [v if isinstance(v, str) else json.dumps(v) for v in items]  # true, 1.5
+        if listed and any(self.label_separator in text for text in texts):
+            raise file_error(path, f"a label holds the {arg('label_separator')} "
+                                   f"{self.label_separator!r}", line_number)
+        return self.label_separator.join(texts) if listed else texts[0]

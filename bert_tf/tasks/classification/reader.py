@@ -352,8 +352,9 @@ class TsvProcessor(DataProcessor):
             if self.is_multi_label:
                 self._labels = sorted({label for example in examples for label in example.label})
                 if not self._labels:
-                    raise file_error(self.path(data_dir, "train"), f"has no label in any row to infer the labels from; "
-                                           f"give them ({arg('label_list')})")
+                    raise file_error(self.path(data_dir, "train"),
+                                     f"has no label in any row to infer the labels from; give "
+                                     f"them ({arg('label_list')})")
             else:
                 self._labels = sorted({example.label for example in examples})
         return examples
@@ -366,8 +367,9 @@ class TsvProcessor(DataProcessor):
             return
         label = examples[0].label
         shown = self.label_separator.join(label) if self.is_multi_label else label
-        raise file_error(self.path(data_dir, "train"), f"label {shown!r} is on no other line of the file: line 1 "
-                               f"looks like a header; pass {arg('skip_header')} (or, if it is "
+        raise file_error(self.path(data_dir, "train"),
+                         f"label {shown!r} is on no other line of the file: line 1 "
+                         f"looks like a header; pass {arg('skip_header')} (or, if it is "
                                f"a real label, give the labels: {arg('label_list')})", 1)
 
     def _label_set(self, example):

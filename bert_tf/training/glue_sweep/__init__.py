@@ -1,8 +1,9 @@
 """The BERT paper's GLUE protocol (section 4.1): per task, a grid of fine-tuning runs (learning
 rates x batch sizes x epochs x restarts) on records prepared once, the best run on dev by the
 task's metric, its test predictions in the GLUE leaderboard's submission format, and the dev
-scores in the layout of the paper's Table 1. run/run_glue.py is its command line, `sweep.run_sweep` its driver; the numbers
-and how they are averaged: docs/fine_tuning.md (run_glue).
+scores in the layout of the paper's Table 1. run/run_glue.py is its command line,
+`sweep.run_sweep` its driver; the numbers and how they are averaged: docs/fine_tuning.md
+(run_glue).
 
 Layout of output_dir: <task>/records (the task's records, `prepared.json` once they are
 complete), <task>/runs/<grid point> (each run's output_dir; `run_result.json` once it is

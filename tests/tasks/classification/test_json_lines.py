@@ -61,9 +61,9 @@ def test_labels_multi_label_lists_regression_and_field_names(tmp_path):
                                               {"text": "far", "label": 0}])
     processor = JsonLinesProcessor(regression=True)
     assert [e.label for e in processor.get_dev_examples(tmp_path)] == [4.25, 0.0]
-    # A boolean label reads as JSON writes it; blank lines are skipped.
-    (tmp_path / "train.jsonl").write_text('{"text": "no", "label": false}\n\n'
-                                          '{"text": "yes", "label": true}\n')
+    # A boolean label reads as JSON writes it; CRLF lines read as LF ones.
+    (tmp_path / "train.jsonl").write_text('{"text": "no", "label": false}\r\n'
+                                          '{"text": "yes", "label": true}\r\n')
     assert [e.label for e in JsonLinesProcessor().get_train_examples(tmp_path)] == ["false",
                                                                                     "true"]
 
@@ -72,11 +72,15 @@ def test_labels_multi_label_lists_regression_and_field_names(tmp_path):
     (['{"text": "a", "label": "x"}', '{"text": "b"}'],
      r"train.jsonl:2: has no field 'label' \(label_column\)"),
     (['{"text": "a", "label": "x"}', '{"text": "b", "label": "x"'],
-     r"train.jsonl:2: is not JSON: "),
+     r"train.jsonl:2: is not a JSON object: "),
+    (['{"text": "a", "label": "x"}', '', '{"text": "b", "label": "x"}'],
+     r"train.jsonl:2: is not a JSON object: "),
     (['["a", "x"]'], r"train.jsonl:1: is not a JSON object"),
     (['{"text": 3, "label": "x"}'], r"train.jsonl:1: holds 3 where a text is"),
     (['{"text": "a", "label": ["x", "y"]}'],
      r"train.jsonl:1: holds \[\"x\", \"y\"\] where a label is"),
+    (['{"text": "a", "label": null}'], r"train.jsonl:1: holds null where a label is"),
+    (['{"text": "a", "label": {"k": 1}}'], r"train.jsonl:1: holds \{\"k\": 1\} where a label is"),
     (['{"text": "a", "label": "z"}'],
      r"train.jsonl:1: label 'z' is not one of the labels \['x', 'y'\]"),
 ])
@@ -89,11 +93,26 @@ def test_a_bad_line_is_an_error_naming_it(tmp_path, lines, expected):
 @pytest.mark.parametrize("options,expected", [
     ({"skip_header": True}, "skip_header: is for TSV and CSV files, not JSON Lines"),
     ({"delimiter": ","}, "delimiter: is for TSV and CSV files, not JSON Lines"),
-    ({"text_a_column": "2"}, "text_a_column: must be a field name, got 2"),
 ])
 def test_options_that_cannot_act_on_json_lines_are_refused(options, expected):
     with pytest.raises(InputError, match=expected):
         JsonLinesProcessor(**options)
+
+
+def test_multi_label_lists(tmp_path):
+    """A list's labels are the labels, each whole: one holding the separator, a list in the
+    list or a null is an error naming the line."""
+    for labels, expected in ((["x,y", "z"], "a label holds the label_separator ','"),
+                             ([["x"], "z"], r"holds \[\[\"x\"\], \"z\"\] where a label is"),
+                             ([None], r"holds \[null\] where a label is")):
+        write_json_lines(tmp_path / "train.jsonl", [{"text": "a", "label": ["x"]},
+                                                    {"text": "b", "label": labels}])
+        with pytest.raises(InputError, match=f"train.jsonl:2: {expected}"):
+            JsonLinesProcessor(multi_label=True).get_train_examples(tmp_path)
+    # An index is no field name: JSON objects have none.
+    write_json_lines(tmp_path / "train.jsonl", [{"text": "a", "label": ["x"]}])
+    with pytest.raises(InputError, match=r"train.jsonl:1: has no field 2 \(text_a_column\)"):
+        JsonLinesProcessor(text_a_column="2", multi_label=True).get_train_examples(tmp_path)
 
 
 @pytest.mark.slow
