@@ -199,14 +199,18 @@ def define_pooling_flags(pooling_help):
                       "Normalize module.")
 
 
+def check_pooling_flags():
+    """--normalize_embeddings without --pooling is an error (no TensorFlow: before any work)."""
+    if FLAGS.pooling is None and FLAGS["normalize_embeddings"].present:
+        raise flag_error("normalize_embeddings", "only with --pooling")
+
+
 def embedding_options():
     """(normalize, max_seq_length) of the pooling flags: those given, else what a
     sentence-transformers directory as --init_checkpoint declares (`embedding_options`);
-    without --pooling, (False, --max_seq_length). --normalize_embeddings without --pooling is
-    an error."""
+    without --pooling, (False, --max_seq_length)."""
+    check_pooling_flags()
     if FLAGS.pooling is None:
-        if FLAGS["normalize_embeddings"].present:
-            raise flag_error("normalize_embeddings", "only with --pooling")
         return False, FLAGS.max_seq_length
     from bert_tf.model.pooling import embedding_options as declared
     return declared(FLAGS.init_checkpoint,

@@ -129,7 +129,7 @@ def main(argv):
     if recorded_task and not FLAGS["task"].present:
         FLAGS.task = recorded_task
     task_options(None, None)  # every task option given is the task's
-    common_flags.embedding_options()  # the pooling flags, checked before any work
+    common_flags.check_pooling_flags()
     from bert_tf.serving import formats
     from bert_tf.serving.export_folders import check_export_dir
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)

@@ -38,8 +38,8 @@ from bert_tf.cli import run_main
 from bert_tf.errors import flag_error
 from bert_tf.io_utils import check_input_file, check_output_file, split_comma_list
 from . import common_flags
-from .common_flags import (check_max_seq_length, check_required, define_model_file_flags,
-                           define_pooling_flags, embedding_options)
+from .common_flags import (check_max_seq_length, check_pooling_flags, check_required,
+                           define_model_file_flags, define_pooling_flags, embedding_options)
 
 flags.DEFINE_string("input_file", None, "Input text: one example per line, 'text_a' or "
                     "'text_a ||| text_b'.")
@@ -94,7 +94,7 @@ def parse_layers(value, num_layers):
 def main(argv):
     del argv
     check_required("input_file", "output_file", "init_checkpoint")
-    embedding_options()  # the pooling flags, checked before any work
+    check_pooling_flags()
     check_input_file(FLAGS.input_file, "input_file")  # before any slow import or work
     check_output_file(FLAGS.output_file, "output_file",
                       inputs={name: getattr(FLAGS, name) for name in

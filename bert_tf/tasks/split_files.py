@@ -6,6 +6,9 @@ user's, or the reader's defaults.
 """
 import os
 
+from bert_tf.data.tsv import refuse_options
+from bert_tf.errors import argument_error
+
 
 class SplitFiles:
     """Base of the readers of a task's split files. Subclasses implement
@@ -38,3 +41,21 @@ class SplitFiles:
 
     def read_split(self, data_dir, split):
         raise NotImplementedError()
+
+
+def reader_by_name(readers, task_name, options, options_class, what="task"):
+    """The reader of task `task_name` (case-insensitive) among `readers` ({name: class}).
+
+    A class that `reads_user_files` is built with `options` (`options_class`'s arguments,
+    which describe the user's files); a named task has fixed files and columns: options left
+    at their defaults (or None) are ignored, any other value is an error naming it (rather than
+    silently unused).
+    """
+    name = (task_name or "").strip().lower()
+    if name not in readers:
+        raise argument_error("task_name", f"unknown {what} {task_name!r}; valid names: "
+                                          f"{', '.join(sorted(readers))}")
+    if readers[name].reads_user_files:
+        return readers[name](**options)
+    refuse_options(name, options_class, options)
+    return readers[name]()

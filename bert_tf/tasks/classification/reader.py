@@ -9,10 +9,10 @@ import os
 from typing import Optional, Union
 
 from bert_tf.data.tsv import (column_index, delimiter_name, parse_column, parse_delimiter,
-                              read_rows, refuse_options, with_header_hint)
+                              read_rows, with_header_hint)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import is_url, split_comma_list
-from bert_tf.tasks.split_files import SplitFiles
+from bert_tf.tasks.split_files import SplitFiles, reader_by_name
 from bert_tf.tokenization import convert_to_unicode
 
 
@@ -210,20 +210,9 @@ def reads_user_files(task_name):
 
 
 def get_processor(task_name, **options):
-    """The processor of task `task_name` (case-insensitive, the original's names).
-
-    `options` are the arguments of the processors of the user's files (TsvProcessor's). The
-    named tasks have fixed files and columns: options left at TsvProcessor's defaults (or
-    None) are ignored, any other value is an error naming it (rather than silently unused).
-    """
-    name = (task_name or "").strip().lower()
-    if name not in PROCESSORS:
-        raise argument_error("task_name", f"unknown task {task_name!r}; valid names: "
-                                          f"{', '.join(sorted(PROCESSORS))}")
-    if PROCESSORS[name].reads_user_files:
-        return PROCESSORS[name](**options)
-    refuse_options(name, TsvProcessor, options)
-    return PROCESSORS[name]()
+    """The processor of task `task_name` (case-insensitive, the original's names); `options`
+    are TsvProcessor's arguments, for the user's files (`reader_by_name`)."""
+    return reader_by_name(PROCESSORS, task_name, options, TsvProcessor)
 
 
 class FileLayoutProcessor(DataProcessor):

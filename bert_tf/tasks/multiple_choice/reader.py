@@ -5,10 +5,10 @@ TSV/CSV described by options (`ChoiceProcessor`); a bad row is an error naming i
 import dataclasses
 
 from bert_tf.data.tsv import (column_index, parse_column, parse_delimiter, read_rows,
-                              refuse_options, with_header_hint)
+                              with_header_hint)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import split_comma_list
-from bert_tf.tasks.split_files import SplitFiles
+from bert_tf.tasks.split_files import SplitFiles, reader_by_name
 from bert_tf.tokenization import convert_to_unicode
 
 
@@ -46,6 +46,7 @@ class ChoiceProcessor(SplitFiles):
       train_file, dev_file, test_file: file names in the data directory (None: the default).
     """
     name = "tsv"
+    reads_user_files = True
 
     def __init__(self, context_column=None, ending_columns=None, label_column=None,
                  ending_prefix_column=None, skip_header=False, delimiter="\t",
@@ -154,25 +155,21 @@ class ChoiceProcessor(SplitFiles):
         return ChoiceExample(guid=guid, context=context, endings=endings, label=label)
 
 
-# SWAG's files (rowanz/swagaf data/) and the paper's recipe: see docs/fine_tuning.md.
-SWAG = dict(context_column="sent1", ending_prefix_column="sent2",
-            ending_columns=[f"ending{k}" for k in range(4)], label_column="label",
-            skip_header=True, delimiter=",", train_file="train.csv", dev_file="val.csv",
-            test_file="test.csv")
-TASK_NAMES = ("swag", "tsv")
+class SwagProcessor(ChoiceProcessor):
+    """SWAG's files (rowanz/swagaf data/: train.csv, val.csv, test.csv) and columns; the
+    paper's recipe: docs/fine_tuning.md."""
+    name = "swag"
+    reads_user_files = False
+
+    def __init__(self):
+        super().__init__(context_column="sent1", ending_prefix_column="sent2",
+                         ending_columns=[f"ending{k}" for k in range(4)], label_column="label",
+                         skip_header=True, delimiter=",", train_file="train.csv",
+                         dev_file="val.csv", test_file="test.csv")
 
 
 def get_processor(task_name, **options):
     """The processor of `task_name`: "swag" (SWAG's files), or "tsv" (files described by
-    `options`, ChoiceProcessor's arguments; for swag, an option not at its default is an
-    error naming it)."""
-    name = (task_name or "").strip().lower()
-    if name not in TASK_NAMES:
-        raise argument_error("task_name", f"unknown multiple-choice task {task_name!r}; valid "
-                                          f"names: {', '.join(TASK_NAMES)}")
-    if name == "tsv":
-        return ChoiceProcessor(**options)
-    refuse_options(name, ChoiceProcessor, options)
-    processor = ChoiceProcessor(**SWAG)
-    processor.name = "swag"
-    return processor
+    `options`, ChoiceProcessor's arguments; `reader_by_name`)."""
+    return reader_by_name({"swag": SwagProcessor, "tsv": ChoiceProcessor}, task_name, options,
+                          ChoiceProcessor, what="multiple-choice task")
