@@ -128,11 +128,11 @@ def main(argv):
     recorded_task = directory.recorded_task(FLAGS.init_checkpoint)
     if recorded_task and not FLAGS["task"].present:
         FLAGS.task = recorded_task
-    task_options(None, None)  # every task option given is the task's
-    common_flags.check_pooling_flags()
     from bert_tf.serving import formats
     from bert_tf.serving.export_folders import check_export_dir
     formats.check_options(FLAGS.format, FLAGS.task, FLAGS.quantization, FLAGS.litert_signature)
+    task_options(None, None)  # every task option given is the task's
+    common_flags.check_pooling_flags()
     from bert_tf.model.checkpoints import load_checkpoint
     from bert_tf.model.load_report import require_complete
     from bert_tf.io_utils import checkpoint_folder

@@ -263,10 +263,12 @@ class Task(abc.ABC):
         return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
 
 
-def require_labels(name, options, record):
-    """The labels of a `name` task exported for serving: given, or recorded by the folder of
-    its run (a classifier recorded as a regression has none)."""
-    if not options.get("labels") and not record.get("regression"):
+def require_labels(task_class, options, record):
+    """The labels of a task with labels (its Config has them) exported for serving: given, or
+    recorded by the folder of its run (a classifier recorded as a regression has none)."""
+    name = task_class.name
+    has_labels = "labels" in {field.name for field in dataclasses.fields(task_class.Config)}
+    if has_labels and not options.get("labels") and not record.get("regression"):
         raise argument_error("label_list", f"required for {arg('task')}={name} (unless "
                                            f"{arg('init_checkpoint')} is the folder of a {name} "
                                            f"run, which records them)")

@@ -55,7 +55,7 @@ class NerTask(Task):
 
     @classmethod
     def serving_options(cls, options, vocab_file, record):
-        return require_labels(cls.name, options, record)
+        return require_labels(cls, options, record)
 
     # ---- Data.
     def feature_spec(self, mode):

@@ -42,10 +42,6 @@ class SquadConfig(TaskConfig):
     null_score_diff_threshold: float = 0.0
     verbose_logging: bool = False
 
-    def __post_init__(self):
-        super().__post_init__()
-        check_query_length(self.max_seq_length, self.max_query_length)
-
 
 @registry.register
 class SquadTask(Task):
@@ -71,6 +67,13 @@ class SquadTask(Task):
         # (outputs, answers) of the last post-processing: predict's files from the final
         # eval's outputs are written without post-processing them again.
         self._processed = (None, None)
+
+    @classmethod
+    def serving_options(cls, options, vocab_file, record):
+        """The served windows leave room for the question's pieces (run_squad's rule)."""
+        check_query_length(options.get("max_seq_length", SquadConfig.max_seq_length),
+                           options.get("max_query_length", SquadConfig.max_query_length))
+        return options
 
     # ---- Data.
     def feature_spec(self, mode):
