@@ -173,8 +173,9 @@ def build_model(task, config, num_labels=None, record=None):
     inputs, a score per choice). `record`: what a model directory records of a run of `task`
     (`ModelFiles.task_record`), which gives the heads' shape: a masked-LM-only pretraining
     objective, the labels' count when num_labels is not given."""
-    if task not in registry.names():
-        raise InputError(f"task must be one of {', '.join(registry.names())}, got {task!r}")
+    names = registry.names()
+    if task not in names:
+        raise InputError(f"task must be one of {', '.join(names)}, got {task!r}")
     record = record or {}
     options = {}
     if task in ("classifier", "ner"):

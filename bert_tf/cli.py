@@ -18,7 +18,7 @@ from absl import flags
 
 from bert_tf.errors import InputError, flag_error, name_arguments_as_flags
 from bert_tf.io_utils import is_temporary_name, split_comma_list
-from bert_tf.tensorflow_start_up import LOG_PREFIX, StderrFiltered, quiet_tensorflow_import
+from bert_tf.tensorflow_start_up import LOG_PREFIX, StderrFiltered
 
 # TensorFlow's C++ INFO and WARNING lines (CPU feature guard, ...) hide our own progress lines.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -59,13 +59,13 @@ def quiet_float16_fallback_notice():
 
 
 def quiet_tensorflow_start_up():
-    """From now on, this process's first `import tensorflow` prints no start-up banner, and
-    TensorFlow's Python INFO lines (SavedModel sharding, signature names, ...) are not shown
-    unless --verbosity says so. `run_main` calls it before the command imports TensorFlow."""
+    """TensorFlow's Python INFO lines (SavedModel sharding, signature names, ...) are not
+    shown unless --verbosity says so (its start-up banner is already quiet: importing bert_tf
+    does it, `bert_tf.tensorflow_start_up`). `run_main` calls it before the command imports
+    TensorFlow."""
     from absl import logging
 
     logging.set_verbosity(logging.WARNING)  # a --verbosity flag, parsed later, overrides it
-    quiet_tensorflow_import()
 
 
 def run_main(main):

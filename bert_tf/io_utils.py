@@ -143,6 +143,13 @@ def decode_utf8(data, path, first_line_number=1):
                                f"byte {column} of the line)", line) from None
 
 
+def read_text(path, what="input file"):
+    """The text of file `path` (`what` it is, for a missing one): `open_input`, then
+    `decode_utf8`."""
+    with open_input(path, what) as f:
+        return decode_utf8(f.read(), path)
+
+
 def check_input_file(path, argument="input_file", allow_empty=False, what="input file"):
     """An input file must exist, be a file (not a directory) and, unless `allow_empty`, hold
     something. Raises an InputError naming the argument and the path."""

@@ -3,9 +3,9 @@ log level (the oneDNN and CUDA banners, and on a machine without NVIDIA's driver
 ERROR), which would bury a command line's first lines and a notebook's output.
 
 `quiet_tensorflow_import()` makes this process's first `import tensorflow` drop exactly those
-lines and write every other line back to stderr. `import bert_tf` calls it (the API, notebooks)
-and so do the command lines (`bert_tf.cli`); it changes no logging setting of the user's: no
-log level, no environment variable.
+lines and write every other line back to stderr. `import bert_tf` calls it (the API, notebooks,
+the command lines); it changes no logging setting of the user's: no log level, no environment
+variable.
 """
 import importlib.abc
 import importlib.util

@@ -136,13 +136,6 @@ def main(argv):
     # The first time numba loads compiled code it imports scipy.linalg (a few hundred ms of
     # start-up) only to look for a BLAS; our compiled code does no linear algebra.
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
-    # The library after the flags are parsed, and after the line above (it imports numba):
-    # --help and flag errors come without numba's start-up.
-    from bert_tf.data.pretraining.corpus import make_tokenizer
-    from bert_tf.data.pretraining.generate import create_pretraining_data, default_processes
-    from bert_tf.data.pretraining.options import InstanceOptions
-    from bert_tf.data.pretraining.streaming import create_pretraining_data_streaming
-
     streaming = (FLAGS.num_workers is not None or FLAGS.output_shards is not None
                  or FLAGS.runner is not None)
     inactive = {}
@@ -158,6 +151,12 @@ def main(argv):
     if FLAGS.runner is None:
         inactive["beam_options"] = "only with --runner (an Apache Beam pipeline)"
     refuse_flags_that_cannot_act(inactive)
+    # The library after the flags are parsed, and after the line above (it imports numba):
+    # --help and flag errors come without numba's start-up.
+    from bert_tf.data.pretraining.corpus import make_tokenizer
+    from bert_tf.data.pretraining.generate import create_pretraining_data, default_processes
+    from bert_tf.data.pretraining.options import InstanceOptions
+    from bert_tf.data.pretraining.streaming import create_pretraining_data_streaming
     # Dynamic masks differ every epoch: copies of the data with other masks are not
     # needed, so --dupe_factor is 1 unless given.
     dupe_factor = (FLAGS.dupe_factor if FLAGS.masking == "static" or FLAGS["dupe_factor"].present

@@ -208,8 +208,7 @@ def check_pooling_flags():
 def embedding_options():
     """(normalize, max_seq_length) of the pooling flags: those given, else what a
     sentence-transformers directory as --init_checkpoint declares (`embedding_options`);
-    without --pooling, (False, --max_seq_length)."""
-    check_pooling_flags()
+    without --pooling, (False, --max_seq_length). `check_pooling_flags` comes first."""
     if FLAGS.pooling is None:
         return False, FLAGS.max_seq_length
     from bert_tf.model.pooling import embedding_options as declared
@@ -222,14 +221,6 @@ def check_required(*names):
     for name in names:
         if not getattr(FLAGS, name):
             raise flag_error(name, "is required")
-
-
-def load_bert_config():
-    """The --bert_config_file's BertConfig (an InputError naming the flag if it is missing)."""
-    from bert_tf.model.config import BertConfig
-    if not os.path.exists(FLAGS.bert_config_file):
-        raise flag_error("bert_config_file", f"{FLAGS.bert_config_file} does not exist")
-    return BertConfig.from_json_file(FLAGS.bert_config_file)
 
 
 def check_max_seq_length(bert_config, value=None):

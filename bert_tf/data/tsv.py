@@ -11,7 +11,7 @@ import io
 import os
 
 from bert_tf.errors import InputError, arg, argument_error, file_error
-from bert_tf.io_utils import decode_utf8, open_input
+from bert_tf.io_utils import read_text
 
 
 def delimiter_name(delimiter):
@@ -30,11 +30,7 @@ def read_rows(path, delimiter="\t", what="input file"):
     module's size limit).
     """
     path = os.fspath(path)
-    with open_input(path, what) as f:
-        data = f.read()
-    text = decode_utf8(data, path)
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = read_text(path, what).removeprefix("\ufeff")
     # GFile's readline, through which the original reads, drops every carriage return.
     text = text.replace("\r", "")
     # CSV is parsed strictly: an unbalanced quote is an error, not a field running to the end.

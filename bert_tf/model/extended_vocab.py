@@ -7,12 +7,11 @@ TensorFlow and the checkpoint modules are imported once the arguments, the vocab
 output folder are checked (seconds of start-up).
 """
 import os
-import sys
 import time
 
 import numpy as np
 
-from bert_tf import io_utils, tokenization
+from bert_tf import io_utils, progress, tokenization
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.io_utils import atomic_open
 from bert_tf.text.vocab_extension import (MODES, check_free_slots, check_single_pieces,
@@ -84,7 +83,7 @@ def extend_vocab(vocab_file, input_files, output_vocab_file, *, mode="unused", n
     """
     from bert_tf.text.vocab_learning import count_corpus_words
 
-    log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    log = log or progress.log
     start = time.monotonic()
     if mode not in MODES:
         raise argument_error("mode", f"unknown mode {mode!r}: one of {', '.join(MODES)}")

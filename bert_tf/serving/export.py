@@ -38,6 +38,7 @@ from bert_tf.model import quantization
 from bert_tf.serving.export_folders import check_export_dir, write_marker
 from bert_tf.text.graph_tokenization import GraphTokenizer
 
+
 def token_id_signature(task, model):
     """`serving_default`: the task's model on input_ids, input_mask, segment_ids (int32
     [batch, length]; [batch, choices, length] for multiple choice: `task.token_id_rank`),

@@ -99,8 +99,14 @@ class Task(abc.ABC):
         """The options of this task's config for a model exported for serving
         (`registry.build_for_serving`): `options` completed from the model's files (its
         vocabulary file; `record`, what its folder records of a run of this task). The default
-        takes them as given."""
-        del vocab_file, record
+        takes them as given, but a task whose config has labels needs them: given, or recorded
+        by the folder of its run (a classifier recorded as a regression has none)."""
+        del vocab_file
+        has_labels = "labels" in {field.name for field in dataclasses.fields(cls.Config)}
+        if has_labels and not options.get("labels") and not record.get("regression"):
+            raise argument_error("label_list", f"required for {arg('task')}={cls.name} (unless "
+                                               f"{arg('init_checkpoint')} is the folder of a "
+                                               f"{cls.name} run, which records them)")
         return options
 
     # ---- Data.
@@ -261,15 +267,3 @@ class Task(abc.ABC):
             return serve(preprocessor.text_inputs(text_a, text_b))
 
         return {"serve_text": serve_text, "serve_text_pair": serve_text_pair}
-
-
-def require_labels(task_class, options, record):
-    """The labels of a task with labels (its Config has them) exported for serving: given, or
-    recorded by the folder of its run (a classifier recorded as a regression has none)."""
-    name = task_class.name
-    has_labels = "labels" in {field.name for field in dataclasses.fields(task_class.Config)}
-    if has_labels and not options.get("labels") and not record.get("regression"):
-        raise argument_error("label_list", f"required for {arg('task')}={name} (unless "
-                                           f"{arg('init_checkpoint')} is the folder of a {name} "
-                                           f"run, which records them)")
-    return options

@@ -9,6 +9,7 @@ and no records; an option the task's config lacks is an error. `build_for_servin
 export's: the options a task has, completed from the model's files.
 """
 import dataclasses
+import functools
 import importlib
 import importlib.util
 import pkgutil
@@ -25,8 +26,9 @@ def register(cls):
     return cls
 
 
+@functools.cache
 def _import_tasks():
-    """Imports the `task` module of every package of bert_tf.tasks (which registers it)."""
+    """Imports the `task` module of every package of bert_tf.tasks (which registers it), once."""
     for package in pkgutil.iter_modules(bert_tf.tasks.__path__):
         if package.ispkg and importlib.util.find_spec(
                 f"bert_tf.tasks.{package.name}.task") is not None:
@@ -57,11 +59,11 @@ def option_names(name):
 def build(name, bert_config, **options):
     """The task `name` for a given model: its `Config(bert_config=..., **options)` (labels,
     max_seq_length and the task's serving options)."""
-    cls = task_class(name)
-    unknown = sorted(set(options) - option_names(name))
+    cls, known = task_class(name), option_names(name)
+    unknown = sorted(set(options) - known)
     if unknown:
         raise InputError(f"task {name} has no option {', '.join(unknown)}: its options are "
-                         f"{', '.join(sorted(option_names(name)))}")
+                         f"{', '.join(sorted(known))}")
     return cls(cls.Config(bert_config=bert_config, **options))
 
 
@@ -69,6 +71,6 @@ def build_for_serving(name, bert_config, options, vocab_file=None, record=None):
     """The task `name` of a model exported for serving: those of `options` that it has,
     completed by its class from the model's files (`Task.serving_options`: the vocabulary;
     `record`, what the model's folder records of a run of the task)."""
-    cls = task_class(name)
-    options = {key: value for key, value in options.items() if key in option_names(name)}
+    cls, known = task_class(name), option_names(name)
+    options = {key: value for key, value in options.items() if key in known}
     return build(name, bert_config, **cls.serving_options(options, vocab_file, record or {}))

@@ -43,6 +43,12 @@ class SplitFiles:
         raise NotImplementedError()
 
 
+def task_key(task_name):
+    """A task's name as the registries of readers key it: case and surrounding space
+    ignored."""
+    return (task_name or "").strip().lower()
+
+
 def reader_by_name(readers, task_name, options, options_class, what="task"):
     """The reader of task `task_name` (case-insensitive) among `readers` ({name: class}).
 
@@ -51,7 +57,7 @@ def reader_by_name(readers, task_name, options, options_class, what="task"):
     at their defaults (or None) are ignored, any other value is an error naming it (rather than
     silently unused).
     """
-    name = (task_name or "").strip().lower()
+    name = task_key(task_name)
     if name not in readers:
         raise argument_error("task_name", f"unknown {what} {task_name!r}; valid names: "
                                           f"{', '.join(sorted(readers))}")

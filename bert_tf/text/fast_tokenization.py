@@ -107,7 +107,6 @@ class FastTokenizer:
         if UNK not in self.vocab:
             raise file_error(vocab_file, f"the vocabulary has no {UNK} token")
         self.do_lower_case = do_lower_case
-        self.cache_size = cache_size
         size = max(self.inv_vocab) + 1
         tokens = [self.inv_vocab.get(i) for i in range(size)]
         self._library_route = LibraryRoute(self.vocab, tokens, do_lower_case)

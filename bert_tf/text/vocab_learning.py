@@ -14,13 +14,12 @@ With num_unused=99 the special tokens get the ids they have in the released BERT
 ([UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103).
 """
 import collections
-import sys
 import time
 
 import tensorflow as tf
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from bert_tf import tokenization
+from bert_tf import progress, tokenization
 from bert_tf.errors import InputError, arg, argument_error
 from bert_tf.io_utils import atomic_open, decode_utf8
 from bert_tf.progress import Progress
@@ -221,7 +220,7 @@ def build_vocab(input_files, output_file, vocab_size, do_lower_case=True, num_un
     Returns a dict of figures (sizes, counts, [UNK] rate on the input, seconds). Status lines go
     to `log` (default: stderr, like the progress lines).
     """
-    log = log or (lambda message: print(message, file=sys.stderr, flush=True))
+    log = log or progress.log
     check_vocab_size(vocab_size, num_unused)  # before reading a possibly large corpus
     start = time.monotonic()
     counts, stats = count_corpus_words(input_files, do_lower_case, "build_vocab")

@@ -15,7 +15,7 @@ import unicodedata
 from bert_tf import tokenization
 
 UNK = "[UNK]"
-MAX_CHARS_PER_WORD = 200  # the original's max_input_chars_per_word
+MAX_CHARS_PER_WORD = tokenization.MAX_INPUT_CHARS_PER_WORD
 
 
 def _build_whitespace_classes():

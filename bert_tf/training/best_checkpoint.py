@@ -15,16 +15,14 @@ and so does every reader of the output_dir as a checkpoint
 import json
 import math
 import os
-import re
 
 import numpy as np
 
 from bert_tf import io_utils
 from bert_tf.errors import arg, argument_error
 from bert_tf.model.checkpoints import BEST_RECORD_FILE
-from bert_tf.training.checkpoint_files import CHECKPOINT_NAME  # best/model.ckpt-<step>
-
-_CHECKPOINT_FILE = re.compile(rf"^{re.escape(CHECKPOINT_NAME)}-(\d+)(?:\.index|\.data-\d+-of-\d+)$")
+from bert_tf.training.checkpoint_files import (CHECKPOINT_FILE,  # best/model.ckpt-<step>
+                                               CHECKPOINT_NAME, remove_own_files)
 
 
 def greater_is_better(metric):
@@ -204,10 +202,17 @@ class BestCheckpoint:
     def _remove_other_checkpoints(self):
         """Our best weights of other steps (an earlier best, one a killed run wrote)."""
         for name in os.listdir(self.directory):
-            match = _CHECKPOINT_FILE.match(name)
+            match = CHECKPOINT_FILE.match(name)
             if match and (self.best_checkpoint is None
                           or int(match.group(1)) != self.selection.best_step):
                 os.remove(os.path.join(self.directory, name))
+
+    def discard(self):
+        """Removes what this BestCheckpoint wrote (a non-chief worker's throwaway copy): its
+        checkpoints and record, then its directory if that leaves it empty."""
+        if os.path.isdir(self.directory):
+            remove_own_files(self.directory, lambda name: name == BEST_RECORD_FILE
+                             or CHECKPOINT_FILE.match(name))
 
     def result_lines(self):
         """What eval_results.txt adds: best_step, best_<metric>, and early_stopping_step when

@@ -28,8 +28,9 @@ _DEAD_WRITE = re.compile(
 
 # What a CheckpointManager writes into its directory: model.ckpt-<step>.{index,data-...}, the
 # `checkpoint` state file, and what a killed write leaves (_DEAD_WRITE).
-_CHECKPOINT_FILE = re.compile(
-    rf"^(?:{re.escape(CHECKPOINT_NAME)}-\d+(?:\.index|\.data-\d+-of-\d+)|checkpoint)$")
+# A finished checkpoint's files, the step as group 1.
+CHECKPOINT_FILE = re.compile(
+    rf"^{re.escape(CHECKPOINT_NAME)}-(\d+)(?:\.index|\.data-\d+-of-\d+)$")
 
 
 def remove_worker_checkpoints(directory):
@@ -39,9 +40,15 @@ def remove_worker_checkpoints(directory):
     if not os.path.isdir(directory):
         return
     remove_dead_checkpoint_writes(directory)
+    remove_own_files(directory, lambda name: name == "checkpoint" or CHECKPOINT_FILE.match(name))
+
+
+def remove_own_files(directory, ours):
+    """Removes the regular files of `directory` whose names `ours(name)` says we wrote, then
+    the directory if that leaves it empty; anything else in it is not ours and stays."""
     for name in os.listdir(directory):
         path = os.path.join(directory, name)
-        if _CHECKPOINT_FILE.match(name) and os.path.isfile(path) and not os.path.islink(path):
+        if ours(name) and os.path.isfile(path) and not os.path.islink(path):
             os.remove(path)
     if not os.listdir(directory):
         os.rmdir(directory)

@@ -12,7 +12,6 @@ from bert_tf.model import directory
 from bert_tf.serving import export
 from bert_tf.text.windows import check_max_seq_length
 from bert_tf.training import runner
-from bert_tf.training.settings import check_request
 
 
 def quiet(message):
@@ -32,12 +31,11 @@ def start(settings, export_dir=None):
 
 
 def check_model_files(files, settings, max_seq_length):
-    """What a run checks of its model (a bert_tf.api.ModelFiles) before it reads any data:
-    max_seq_length fits the model's positions, something to do, the casing against the
+    """What a run checks of its model (a bert_tf.api.ModelFiles) before it reads any data
+    (after `start`): max_seq_length fits the model's positions, the casing against the
     checkpoint's name, and, to train, an output_dir that can become a model directory
     (bert_tf.model.directory)."""
     check_max_seq_length(max_seq_length, files.config.max_position_embeddings)
-    check_request(settings.do_train, settings.do_eval, settings.do_predict, settings.output_dir)
     if settings.init_checkpoint:
         tokenization.validate_case_matches_checkpoint(files.do_lower_case,
                                                       settings.init_checkpoint)

@@ -33,7 +33,6 @@ import tensorflow as tf
 from absl import logging
 
 from bert_tf.errors import InputError, arg, argument_error
-from bert_tf.io_utils import remove_path
 from bert_tf.model import directory, layers
 from bert_tf.model.checkpoints import BEST_DIR, load_checkpoint, write_tf1_checkpoint
 from bert_tf.model.cpu_kernels import (cpu_kernels_mode, releasing_custom_gradients,
@@ -233,7 +232,7 @@ def _run_model(task, settings, log, export, strategy, strategy_name, best, on_ph
         export(task, model, log)
     if best is not None and not is_chief(strategy):
         # This worker's copy of the best checkpoint (the chief's is output_dir/best).
-        remove_path(best.directory)
+        best.discard()
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(best.directory))
     return results

@@ -1,9 +1,9 @@
 """The GLUE tasks' and XNLI's files, laid out as the original and the GLUE download script
 write them, each registered under its task name (`bert_tf.tasks.classification.reader`).
 
-Each GLUE task's processor carries its metrics: `task_metric`, the ClassificationConfig's
-(eval results beyond accuracy: "f1", "matthews_corrcoef", "correlation" or None), and
-`glue_metrics`, the eval_results keys whose mean is its GLUE score, the first the one the
+Each GLUE task's processor carries its metric, `task_metric`: the ClassificationConfig's (eval
+results beyond accuracy: "f1", "matthews_corrcoef", "correlation" or None). GLUE_METRICS gives,
+for each, the eval_results keys whose mean is the task's GLUE score, the first the one the
 paper's Table 1 reports (and run_glue chooses runs by)."""
 from bert_tf.tasks.classification.reader import FileLayout, FileLayoutProcessor, register
 from bert_tf.tokenization import convert_to_unicode
@@ -22,10 +22,14 @@ def _glue_layouts(text_a, text_b=None, label=None, test_text_a=None, test_text_b
     }
 
 
+GLUE_METRICS = {None: ("eval_accuracy",), "f1": ("eval_f1", "eval_accuracy"),
+                "matthews_corrcoef": ("eval_matthews_corrcoef",),
+                "correlation": ("eval_spearman", "eval_pearson")}
+
+
 class GlueProcessor(FileLayoutProcessor):
-    """A GLUE task's files; its metrics (the module docstring): accuracy unless it says."""
+    """A GLUE task's files; its metric (the module docstring): accuracy unless it says."""
     task_metric = None
-    glue_metrics = ("eval_accuracy",)
 
 
 @register("xnli")
@@ -88,7 +92,6 @@ class MrpcProcessor(GlueProcessor):
     name = "MRPC"
     labels = ("0", "1")
     task_metric = "f1"
-    glue_metrics = ("eval_f1", "eval_accuracy")
     layouts = _glue_layouts(text_a=3, text_b=4, label=0)
 
 
@@ -99,7 +102,6 @@ class ColaProcessor(GlueProcessor):
     name = "CoLA"
     labels = ("0", "1")
     task_metric = "matthews_corrcoef"
-    glue_metrics = ("eval_matthews_corrcoef",)
     layouts = _glue_layouts(text_a=3, label=1, test_text_a=1, has_header=False)
 
 
@@ -126,7 +128,6 @@ class QqpProcessor(GlueProcessor):
     name = "QQP"
     labels = ("0", "1")
     task_metric = "f1"
-    glue_metrics = ("eval_f1", "eval_accuracy")
     layouts = _glue_layouts(text_a=3, text_b=4, label=5, test_text_a=1, test_text_b=2, guid=0,
                             test_guid=0)
 
@@ -158,5 +159,4 @@ class StsbProcessor(GlueProcessor):
     labels = None
     is_regression = True
     task_metric = "correlation"
-    glue_metrics = ("eval_spearman", "eval_pearson")
     layouts = _glue_layouts(text_a=7, text_b=8, label=9, guid=0, test_guid=0)

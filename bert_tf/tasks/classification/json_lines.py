@@ -3,7 +3,7 @@ transformers' run_glue.py), each read as a TSV file with a header of the fields 
 import json
 
 from bert_tf.errors import arg, argument_error, file_error
-from bert_tf.io_utils import decode_utf8, open_input
+from bert_tf.io_utils import read_text
 from bert_tf.tasks.classification.reader import TsvProcessor, register
 
 
@@ -26,8 +26,8 @@ class JsonLinesProcessor(TsvProcessor):
     def read_rows(self, path, split):
         read = {a: f for a, f in self.columns.items()
                 if f is not None and (a != "label_column" or split != "test")}
-        with open_input(path, f"{split} file") as f:
-            lines = decode_utf8(f.read(), path).lstrip("\ufeff").replace("\r", "").split("\n")
+        text = read_text(path, f"{split} file").removeprefix("\ufeff")
+        lines = text.replace("\r", "").split("\n")
         rows = [(0, list(read.values()))]
         for line_number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, 1):
             try:

@@ -57,7 +57,7 @@ def _label_id(example, label_map, regression, multi_label=False):
                              f"list of labels, got {example.label!r}")
         unknown = [label for label in example.label if label not in label_map]
         if unknown:
-            raise unknown_label(f"example {example.guid!r}", unknown[0], label_map)
+            raise InputError(f"example {example.guid!r}: {unknown_label(unknown[0], label_map)}")
         ids = [0] * len(label_map)
         for label in example.label:
             ids[label_map[label]] = 1
@@ -71,7 +71,8 @@ def _label_id(example, label_map, regression, multi_label=False):
     try:
         return label_map[example.label]
     except (KeyError, TypeError):
-        raise unknown_label(f"example {example.guid!r}", example.label, label_map) from None
+        raise InputError(f"example {example.guid!r}: "
+                         f"{unknown_label(example.label, label_map)}") from None
 
 
 def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer,

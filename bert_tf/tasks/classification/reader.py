@@ -12,7 +12,7 @@ from bert_tf.data.tsv import (column_index, delimiter_name, parse_column, parse_
                               read_rows, with_header_hint)
 from bert_tf.errors import InputError, arg, argument_error, file_error
 from bert_tf.io_utils import is_url, split_comma_list
-from bert_tf.tasks.split_files import SplitFiles, reader_by_name
+from bert_tf.tasks.split_files import SplitFiles, reader_by_name, task_key
 from bert_tf.tokenization import convert_to_unicode
 
 
@@ -107,14 +107,13 @@ def _parse_label(path, line_number, value, labels, regression, label_separator=N
                              line_number)
         return score
     if labels is not None and value not in labels:
-        raise unknown_label(f"{path}:{line_number}", value, labels)
+        raise file_error(path, unknown_label(value, labels), line_number)
     return value
 
 
-def unknown_label(where, label, labels):
-    """The InputError of a label that is not one of the task's `labels`, at `where` (a file's
-    line, an example's guid): the readers' and the converter's rule."""
-    return InputError(f"{where}: label {label!r} is not one of the labels {list(labels)}")
+def unknown_label(label, labels):
+    """What the readers and the converter say of a label that is not one of `labels`."""
+    return f"label {label!r} is not one of the labels {list(labels)}"
 
 
 def examples_from_rows(path, rows, layout, labels, regression=False, keep_row=None):
@@ -183,6 +182,7 @@ class DataProcessor(SplitFiles):
     is_regression = False
     is_multi_label = False
     reads_user_files = False
+    task_metric = None  # the GLUE tasks' (glue.GlueProcessor)
 
     def get_labels(self, data_dir=None):
         """Gets the list of labels for this data set."""
@@ -203,9 +203,14 @@ def register(name):
     return add
 
 
+def processor_class(task_name):
+    """The DataProcessor class of task `task_name` (None: no such task)."""
+    return PROCESSORS.get(task_key(task_name))
+
+
 def reads_user_files(task_name):
     """Whether task `task_name` reads the user's files, described by options."""
-    cls = PROCESSORS.get((task_name or "").strip().lower())
+    cls = processor_class(task_name)
     return bool(cls and cls.reads_user_files)
 
 
@@ -370,7 +375,7 @@ class TsvProcessor(DataProcessor):
         if self.is_regression:
             return None
         if self._labels is None:
-            train_path = os.path.join(os.fspath(data_dir or ""), self.file_names["train"])
+            train_path = self.path(data_dir or "", "train")
             if data_dir is None or not (is_url(train_path) or os.path.exists(train_path)):
                 where = "" if data_dir is None else f" ({train_path} not found)"
                 raise argument_error("label_list", f"is needed when there is no training file "

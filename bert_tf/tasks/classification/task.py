@@ -18,8 +18,9 @@ from bert_tf.model.models import BertClassifier
 from bert_tf.tasks import metrics, registry
 from bert_tf.tasks.classification import reader
 from bert_tf.tasks.classification.preprocessor import ClassificationPreprocessor, record_schema
-from bert_tf.tasks.base import Task, TaskConfig, require_labels
+from bert_tf.tasks.base import Task, TaskConfig
 from bert_tf.tasks.preprocessor import prepare, split_options
+from bert_tf.tasks.split_files import task_key
 from bert_tf.text.windows import check_doc_stride
 
 
@@ -27,8 +28,8 @@ def default_task_metric(task_name, labels):
     """The task_metric of the task `task_name` (a `reader.get_processor` name): its processor's
     (the GLUE tasks with unbalanced classes report F1 or MCC), else "correlation" for a
     regression (`labels` None), else None."""
-    processor = reader.PROCESSORS.get((task_name or "").strip().lower())
-    return (getattr(processor, "task_metric", None)
+    processor = reader.processor_class(task_name)
+    return ((processor and processor.task_metric)
             or ("correlation" if labels is None else None))
 
 
@@ -161,10 +162,6 @@ class ClassificationTask(Task):
     Preprocessor = ClassificationPreprocessor
     train_metric_names = ("loss", "accuracy")
     sequence_features = ("input_ids", "input_mask", "segment_ids")
-
-    @classmethod
-    def serving_options(cls, options, vocab_file, record):
-        return require_labels(cls, options, record)
 
     # ---- Data.
     def feature_spec(self, mode):
@@ -442,7 +439,7 @@ def prepare_task(bert_config, examples, label_list, tokenizer, max_seq_length, o
         multi_label, threshold, doc_stride, window_pooling, ...).
     """
     prepare_options, task_options = split_options(options)
-    name = (task_name or "").strip().lower()
+    name = task_key(task_name)
     task_options.setdefault("task_metric", default_task_metric(name, label_list))
     config = ClassificationConfig(bert_config=bert_config, max_seq_length=max_seq_length,
                                   labels=label_list, **task_options)

@@ -5,7 +5,7 @@ training file, and the `word gold predicted` files conlleval reads.
 import os
 
 from bert_tf.errors import argument_error, file_error
-from bert_tf.io_utils import atomic_open, decode_utf8, open_input
+from bert_tf.io_utils import atomic_open, read_text
 
 DOCSTART = "-DOCSTART-"
 OUTSIDE_TAG = "O"
@@ -38,8 +38,7 @@ def read_conll(path, require_tags=True):
     naming the file and line, as are a missing file, bytes that are not UTF-8 and a file
     without sentences.
     """
-    with open_input(path, "CoNLL file") as f:
-        text = decode_utf8(f.read(), path)
+    text = read_text(path, "CoNLL file")
     sentences, words, tags = ConllSentences(path=path), [], []
     for line_number, line in enumerate(text.split("\n"), start=1):
         columns = line.split()

@@ -13,7 +13,7 @@ from bert_tf.tasks import metrics, registry
 from bert_tf.tasks.ner.preprocessor import (NerPreprocessor, tagging_feature_spec,
                                             words_predictions)
 from bert_tf.tasks.ner.reader import write_conll_predictions
-from bert_tf.tasks.base import Task, TaskConfig, require_labels
+from bert_tf.tasks.base import Task, TaskConfig
 from bert_tf.tasks.preprocessor import prepare, split_options
 
 SEQUENCE_FEATURES = ("input_ids", "input_mask", "segment_ids", "label_ids", "label_mask")
@@ -52,10 +52,6 @@ class NerTask(Task):
         super().__init__(config)
         self.features = dict(features or {})
         self.sentences = dict(sentences or {})
-
-    @classmethod
-    def serving_options(cls, options, vocab_file, record):
-        return require_labels(cls, options, record)
 
     # ---- Data.
     def feature_spec(self, mode):

@@ -16,6 +16,7 @@ from bert_tf.data import input_pipeline
 from bert_tf.data.records import feature_spec
 from bert_tf.data.input_pipeline import (check_first_record, check_id_ranges,
                                          first_record_lengths)
+from bert_tf.data.pretraining.options import InstanceOptions
 from bert_tf.data.pretraining.record_layout import (
     ORIGINAL_LAYOUT, pretraining_layout_of, record_schema)
 from bert_tf.errors import InputError, arg, argument_error, file_error
@@ -34,7 +35,7 @@ MODEL_INPUTS = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions")
 PACKED_INPUTS = ("position_ids", "sequence_ids", "next_sentence_positions")
 OBJECTIVES = ("mlm_nsp", "mlm")
 EVAL_MASKING_SEED = 0  # eval's dynamic masks: the same at every checkpoint
-DYNAMIC_MASKED_LM_PROB = 0.15  # the original create_pretraining_data's --masked_lm_prob
+DYNAMIC_MASKED_LM_PROB = InstanceOptions.masked_lm_prob  # create_pretraining_data's default
 
 
 def pretraining_feature_spec(max_seq_length, max_predictions_per_seq, layout=ORIGINAL_LAYOUT):

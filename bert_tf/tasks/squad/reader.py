@@ -8,7 +8,7 @@ import random
 from typing import Optional
 
 from bert_tf.errors import file_error
-from bert_tf.io_utils import decode_utf8, open_input
+from bert_tf.io_utils import read_text
 
 TRAINING_SHUFFLE_SEED = 12345
 
@@ -68,9 +68,7 @@ def split_context(paragraph_text):
 def load_squad_json(input_file):
     """The parsed JSON of a SQuAD file; InputError naming the file (and line) if it is not
     UTF-8 JSON with a "data" list."""
-    with open_input(input_file, "SQuAD file") as f:
-        raw = f.read()
-    text = decode_utf8(raw, input_file)
+    text = read_text(input_file, "SQuAD file")
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as e:

@@ -23,8 +23,6 @@ from bert_tf.tasks.base import Task, TaskConfig
 from bert_tf.tasks.results import print_results, write_results
 
 
-
-
 @dataclasses.dataclass
 class SquadConfig(TaskConfig):
     """Attributes (besides TaskConfig's; max_seq_length defaults to run_squad's 384):

@@ -12,6 +12,7 @@ PAPER_LEARNING_RATES = (5e-5, 4e-5, 3e-5, 2e-5)
 PAPER_BATCH_SIZES = (32,)
 PAPER_EPOCHS = (3.0,)
 
+
 @dataclasses.dataclass(frozen=True)
 class GridPoint:
     learning_rate: float
@@ -64,8 +65,6 @@ def make_grid(learning_rates=PAPER_LEARNING_RATES, batch_sizes=PAPER_BATCH_SIZES
         raise argument_error("restarts", f"must be an integer in [1, 100], got {restarts!r}")
     return [GridPoint(lr, bs, ep, r) for lr in values["learning_rates"]
             for bs in values["batch_sizes"] for ep in values["epochs"] for r in range(restarts)]
-
-
 
 
 def check_steps(task_name, num_train, grid):

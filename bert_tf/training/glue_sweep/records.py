@@ -85,8 +85,6 @@ def json_number(value):
     return value if math.isfinite(value) else None
 
 
-
-
 class TaskRecords:
     """The records of the sweep's tasks in output_dir/<task>/records (and a folder of their
     own for a task's other test sets), each folder's fingerprint computed once (a folder's

@@ -65,7 +65,7 @@ AVERAGES_NOTE = (
     "Both over the tasks of this sweep, on dev, x100.")
 
 
-def table_rows(summary, grid, timing):
+def table_rows(summary, grid):
     """The table: a header, a row per grid point (each task's dev score by its metric), the
     chosen runs' row with the averages, and the chosen settings."""
     entries = list(summary.values())
@@ -87,7 +87,7 @@ def table_rows(summary, grid, timing):
 
 
 def write_tables(output_dir, summary, grid, timing):
-    header, rows = table_rows(summary, grid, timing)
+    header, rows = table_rows(summary, grid)
     with io_utils.atomic_open(os.path.join(output_dir, "results.tsv")) as f:
         for cells in [header] + rows:
             f.write("\t".join(cells) + "\n")

@@ -7,7 +7,7 @@ import typing
 
 from bert_tf.data.tsv import read_rows
 from bert_tf.errors import argument_error, file_error
-from bert_tf.tasks.classification import reader
+from bert_tf.tasks.classification import glue, reader
 from bert_tf.tasks.classification.reader import FileLayout
 
 
@@ -41,7 +41,7 @@ class GlueTask:
     @property
     def glue_metrics(self):
         """The keys whose mean is the task's GLUE score (the leaderboard's)."""
-        return reader.PROCESSORS[self.processor].glue_metrics
+        return glue.GLUE_METRICS[reader.PROCESSORS[self.processor].task_metric]
 
     @property
     def metric(self):
@@ -78,6 +78,8 @@ GLUE_TASKS = (
     _task("RTE"),
     _task("WNLI"),
 )
+
+
 @dataclasses.dataclass
 class TaskData:
     """A GLUE task found in data_dir: its folder and the test files' indices
