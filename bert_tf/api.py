@@ -40,6 +40,7 @@ from bert_tf.tasks.classification.json_lines import JsonLinesProcessor
 from bert_tf.tasks.classification.reader import InputExample
 from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.text.packing import pack_texts
+from bert_tf.text.vocabulary import same_vocabulary
 from bert_tf.training import fine_tuning
 from bert_tf.training.settings import RunSettings
 
@@ -110,7 +111,7 @@ def resolve_model_files(init_checkpoint, bert_config_file=None, vocab_file=None,
     if vocab_file:
         if (vocab_folder is not None and vocab_folder.vocab_file is not None
                 and os.path.isfile(vocab_file)
-                and not directory.same_vocabulary(vocab_file, vocab_folder.vocab_file)):
+                and not same_vocabulary(vocab_file, vocab_folder.vocab_file)):
             raise argument_error("vocab_file", f"{vocab_file} is not the vocabulary of the model "
                                                f"in {where} ({vocab_folder.vocab_file} has other "
                                                f"tokens): leave {arg('vocab_file')} out to use "

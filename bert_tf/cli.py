@@ -189,6 +189,19 @@ def refuse_flags_that_cannot_act(inactive):
             raise flag_error(name, f"cannot act: {why}")
 
 
+def set_flag_defaults(values, source):
+    """Sets each flag of `values` ({flag name: value}) that the command line did not give, and
+    says so on one line naming `source` (what the values come from: a recipe, a manifest)."""
+    taken = {name: value for name, value in values.items() if not flags.FLAGS[name].present}
+    for name, value in taken.items():
+        setattr(flags.FLAGS, name, value)
+    if taken:
+        print(f"*** from {source}: " + " ".join(
+            f"--{name}" if value is True else f"--no{name}" if value is False
+            else f"--{name}={value}" for name, value in taken.items()),
+            file=sys.stderr, flush=True)
+
+
 def expand_globs(patterns, flag_name):
     """Expands comma-separated globs in the order tf.io.gfile.glob returns them, as the original.
 

@@ -35,7 +35,8 @@ import sys
 
 from absl import flags
 
-from bert_tf.cli import expand_globs, refuse_flags_that_cannot_act, run_main
+from bert_tf.cli import (expand_globs, refuse_flags_that_cannot_act, run_main,
+                         set_flag_defaults)
 from bert_tf.errors import flag_error
 from bert_tf.io_utils import check_output_file, split_comma_list
 
@@ -113,6 +114,12 @@ flags.DEFINE_integer("max_sequences_per_row", None,
                      "next-sentence pairs min(8, --max_seq_length // 5) (each slot costs every "
                      "row a last-layer position; more than 8 sequences a row is rare); with "
                      "--objective=mlm --max_seq_length // 3, which never limits the packing.")
+flags.DEFINE_enum("recipe", "original", ["original", "efficient"],
+                  "The defaults of a named pretraining recipe (docs/run_pretraining.md has the "
+                  "table); each flag given still wins. 'original': the 2018 release's. "
+                  "'efficient': --objective=mlm --masking=dynamic --full_windows "
+                  "--pack_sequences --dupe_factor=1 at --masked_lm_prob=0.15. The records' "
+                  "manifest names it, and run_pretraining takes its training defaults from it.")
 flags.DEFINE_string("beam_options", "",
                     "With --runner: more Beam pipeline options, one shell-quoted string, e.g. "
                     "\"--project=P --region=R --temp_location=gs://B/tmp\" for Dataflow.")
@@ -138,13 +145,14 @@ def main(argv):
     sys.modules.setdefault("scipy.linalg.cython_blas", None)
     streaming = (FLAGS.num_workers is not None or FLAGS.output_shards is not None
                  or FLAGS.runner is not None)
+    from bert_tf.data.pretraining import recipes
+    recipe = recipes.recipe(FLAGS.recipe)
+    set_flag_defaults(recipes.settle(recipe.records, FLAGS.flag_values_dict(),
+                                     {name for name in recipe.records if FLAGS[name].present}),
+                      f"--recipe={recipe.name}")
     inactive = {}
     if not FLAGS.pack_sequences:
         inactive["max_sequences_per_row"] = "only with --pack_sequences"
-    if FLAGS.masking == "dynamic":
-        for name in ("masked_lm_prob", "max_predictions_per_seq"):
-            inactive[name] = ("--masking=dynamic writes no masks; they are drawn when the "
-                              "records are read: give it to run_pretraining")
     if not streaming:
         inactive["window_bytes"] = ("only the streaming mode reads its input in windows "
                                     "(--num_workers, --output_shards or --runner)")
@@ -153,6 +161,7 @@ def main(argv):
     refuse_flags_that_cannot_act(inactive)
     # The library after the flags are parsed, and after the line above (it imports numba):
     # --help and flag errors come without numba's start-up.
+    from bert_tf.data.pretraining import manifest
     from bert_tf.data.pretraining.corpus import make_tokenizer
     from bert_tf.data.pretraining.generate import create_pretraining_data, default_processes
     from bert_tf.data.pretraining.options import InstanceOptions
@@ -182,7 +191,7 @@ def main(argv):
         num_workers = FLAGS.num_workers or os.cpu_count() or 1
         if num_workers < 1:
             raise flag_error("num_workers", f"must be at least 1, got {num_workers}")
-    for path in output_files:
+    for path in output_files + [manifest.manifest_path(output_files)]:
         check_output_file(path, "output_file", inputs={"input_file": input_files,
                                                        "vocab_file": FLAGS.vocab_file})
     tokenizer_factory = functools.partial(make_tokenizer, FLAGS.tokenizer, FLAGS.vocab_file,
@@ -220,11 +229,17 @@ def main(argv):
             processes=(1 if FLAGS.tokenizer == "fast"
                        else default_processes(input_files)),
             progress_interval=FLAGS.progress_interval)
+    # Beside the records once they are in place: how they were made, for run_pretraining.
+    manifest_file = manifest.write(
+        manifest.build(options, output_files, FLAGS.vocab_file, FLAGS.do_lower_case,
+                       FLAGS.recipe, FLAGS.random_seed, FLAGS.gzip, summary),
+        output_files, FLAGS.vocab_file)
     # Named once written: an input that makes no record (an empty corpus) is an error that
     # writes nothing.
     print("*** Wrote output files ***", file=log)
     for path in output_files:
         print(f"  {path}", file=log)
+    print(f"  {manifest_file} (how they were made)", file=log)
     print(summary.format(), file=log)
 
 

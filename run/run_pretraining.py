@@ -30,7 +30,8 @@ output_dir/eval_results.txt.
 """
 from absl import flags
 
-from bert_tf.cli import expand_globs, refuse_flags_that_cannot_act, run_main
+from bert_tf.cli import (expand_globs, refuse_flags_that_cannot_act, run_main,
+                         set_flag_defaults)
 from bert_tf.errors import flag_error
 from . import common_flags
 
@@ -65,9 +66,44 @@ flags.DEFINE_bool("do_lower_case", None,
                   "The casing of --vocab_file (create_pretraining_data's --do_lower_case), "
                   "recorded in --output_dir with the vocabulary (default when the run "
                   "continues --output_dir: its casing; otherwise not recorded).")
+flags.DEFINE_enum("recipe", None, ["original", "efficient"],
+                  "The named recipe's training defaults (docs/run_pretraining.md has the table; "
+                  "each flag given still wins). Default: the recipe the records' manifest names "
+                  "(create_pretraining_data --recipe), else 'original'. A recipe other than "
+                  "the records' is an error.")
 flags.DEFINE_bool("deterministic_input", False,
                   "Train on the records in file order (repeated) instead of shuffled: the "
                   "same batches under every strategy; for reproducing runs.")
+
+
+def take_from_records(input_files):
+    """The record files among `input_files` (bert_tf.data.pretraining.manifest.read_records);
+    the flags not given take what their manifest says, then the recipe's training defaults."""
+    from bert_tf.data.pretraining import manifest, recipes
+
+    records = manifest.read_records(input_files)
+    recorded = records.manifest["recipe"] if records.manifest else None
+    if FLAGS.recipe is not None and FLAGS.recipe != (recorded or recipes.DEFAULT_RECIPE):
+        made = (f"were made with --recipe={recorded} ({records.manifest_file})" if recorded
+                else f"have no manifest ({records.paths[0]}): the original's")
+        raise flag_error("recipe", f"{FLAGS.recipe}, but the records {made}; leave --recipe "
+                                   f"out, or make the records with create_pretraining_data "
+                                   f"--recipe={FLAGS.recipe}")
+    if records.manifest is not None:
+        names = list(manifest.TRAINING_ARGUMENTS) + ["vocab_file"]
+        set_flag_defaults(manifest.training_values(
+            records, {name: FLAGS[name].value for name in names if FLAGS[name].present}),
+            records.manifest_file)
+    recipe = recipes.recipe(FLAGS.recipe or recorded or recipes.DEFAULT_RECIPE)
+    defaults = dict(recipe.training)
+    proportion = defaults.pop("warmup_proportion", None)
+    if proportion is not None:
+        defaults["num_warmup_steps"] = lambda values: round(proportion
+                                                            * values["num_train_steps"])
+    set_flag_defaults(recipes.settle(defaults, FLAGS.flag_values_dict(),
+                                     {name for name in defaults if FLAGS[name].present}),
+                      f"--recipe={recipe.name}")
+    return records
 
 
 def main(argv):
@@ -84,7 +120,8 @@ def main(argv):
     if FLAGS.deterministic_input:
         refuse_flags_that_cannot_act({"shuffle_buffer_size": "--deterministic_input reads the "
                                                              "records in file order, unshuffled"})
-    input_files = expand_globs(FLAGS.input_file, "input_file")
+    records = take_from_records(expand_globs(FLAGS.input_file, "input_file"))
+    input_files = records.paths
     # Then the model's files, the task and the runner, which import TensorFlow.
     from bert_tf.api import resolve_model_files
     from bert_tf.model import directory
@@ -98,7 +135,8 @@ def main(argv):
     # when the run continues it), which a given one must agree with. The vocabulary and
     # casing are the records' (given), or those of the --output_dir the run continues.
     files = resolve_model_files(FLAGS.init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
-                                FLAGS.do_lower_case, FLAGS["do_lower_case"].present,
+                                FLAGS.do_lower_case,
+                                FLAGS["do_lower_case"].present or records.manifest is not None,
                                 output_dir=FLAGS.output_dir, own_vocabulary=True)
     if files.vocab_file is None:
         refuse_flags_that_cannot_act({"do_lower_case": "it is the casing of the run's "
@@ -117,6 +155,9 @@ def main(argv):
         records=pretraining_records(input_files), shuffle_buffer_size=FLAGS.shuffle_buffer_size,
         deterministic_input=FLAGS.deterministic_input, objective=FLAGS.objective,
         masked_lm_prob=FLAGS.masked_lm_prob, mask_id=mask_id, vocab_size_for_masking=vocab_size))
+    if records.manifest is not None:
+        from bert_tf.data.pretraining.manifest import check_layout
+        check_layout(records, task.detect_layout(input_files), input_files[0])
     # Before --output_dir is made: the checkpoint must fit the model (shapes, layers).
     common_flags.check_init_checkpoint(task.build_model)
     runner.run(task, common_flags.run_settings(

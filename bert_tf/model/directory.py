@@ -22,7 +22,6 @@ is read (`check_record`). `find` locates the directory of the weights a run read
 winning only when they agree with it.
 """
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from bert_tf.io_utils import atomic_open, atomic_output, checkpoint_folder, is_u
 from bert_tf.model import keras_hub_preset
 from bert_tf.model.checkpoints import hf_directory_files, resolve_checkpoint
 from bert_tf.model.config import BertConfig
+from bert_tf.text.vocabulary import same_vocabulary, vocabulary_sha256
 
 CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
@@ -154,26 +154,6 @@ def task_record(task, do_lower_case=None, vocab_file=None):
         if do_lower_case is not None:
             record["do_lower_case"] = bool(do_lower_case)
     return record
-
-
-def vocabulary_sha256(path):
-    """The SHA-256 of a vocabulary's tokens as the tokenizer reads them (one a line): two
-    files give the same checksum when they give every token the same id."""
-    return hashlib.sha256(b"\n".join(vocab_lines(path))).hexdigest()
-
-
-def vocab_lines(path):
-    """A vocabulary's tokens as the tokenizer reads them (lines split on "\\n", stripped)."""
-    with tf.io.gfile.GFile(path, "rb") as f:
-        lines = f.read().split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [line.strip() for line in lines]
-
-
-def same_vocabulary(first, second):
-    """Whether two vocabulary files give every token the same id."""
-    return vocab_lines(first) == vocab_lines(second)
 
 
 def check_output_dir(output_dir, config=None, vocab_file=None):

@@ -36,6 +36,7 @@ from bert_tf.model import keras_hub_preset as preset
 from bert_tf.model.checkpoints import original_weights
 from bert_tf.serving.export_folders import check_export_dir, write_marker
 from bert_tf.serving.vocabulary import check_special_tokens
+from bert_tf.text.vocabulary import vocab_lines
 
 TASKS = ("encoder",) + tuple(preset.TASK_CLASSES)
 MASKED_LM_NOTE = ("keras-hub's BertMaskedLM head applies exact GELU and LayerNorm epsilon 1e-5 "
@@ -82,7 +83,7 @@ def check_model(task_name, config, vocab_file):
 def vocabulary_tokens(vocab_file):
     """The vocabulary's lines as the original's load_vocab reads them (a token's id is its
     line's index when no token repeats)."""
-    return [line.decode("utf-8") for line in directory.vocab_lines(vocab_file)]
+    return [line.decode("utf-8") for line in vocab_lines(vocab_file)]
 
 
 def _serialized(module, class_name, config, name):

@@ -526,17 +526,12 @@ def test_bad_input_errors_name_flag_or_file(shared_data, uncased_vocab, tmp_path
 
 
 @pytest.mark.parametrize("flags,named", [
-    (["--masking=dynamic", "--masked_lm_prob=0.3"], "--masked_lm_prob: cannot act: "
-                                                    "--masking=dynamic writes no masks"),
-    (["--masking=dynamic", "--max_predictions_per_seq=30"],
-     "--max_predictions_per_seq: cannot act: --masking=dynamic writes no masks"),
     (["--window_bytes=5000"], "--window_bytes: cannot act: only the streaming mode"),
     (["--beam_options=--project=p"], "--beam_options: cannot act: only with --runner"),
 ])
 def test_a_flag_that_cannot_act_is_refused(shared_data, uncased_vocab, tmp_path, flags, named):
-    """'s family in the data tool: a flag that would be silently ignored (masks of
-    records whose masks are drawn when read; window sizes without windows) is an error naming
-    it, before any work, nothing written."""
+    """A flag that would be silently ignored (window sizes without windows, pipeline options
+    without a pipeline) is an error naming it, before any work, nothing written."""
     out = tmp_path / "o.tfrecord"
     message = error_of(f"--input_file={shared_data / 'sample_text.txt'}",
                        f"--output_file={out}", f"--vocab_file={uncased_vocab}", *flags)

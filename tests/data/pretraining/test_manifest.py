@@ -1,0 +1,169 @@
+"""The records' manifest and the named recipes: create_pretraining_data says how its records were
+made, run_pretraining takes its settings from that and refuses what contradicts it.
+
+Oracles: the flags given, the records counted and parsed by tf.data, the vocabulary's tokens
+hashed here, and the output folder a user would load.
+"""
+import hashlib
+import json
+import math
+import shutil
+
+import pytest
+import tensorflow as tf
+
+from conftest import PRETRAINING_CONFIG, assert_refused, run_command_line
+
+CREATE = "data_tools.create_pretraining_data"
+TRAIN = "run.run_pretraining"
+
+
+def tokens_sha256(path):
+    lines = open(path, "rb").read().split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return hashlib.sha256(b"\n".join(line.strip() for line in lines)).hexdigest()
+
+
+def create(corpus, vocab, output, **flags):
+    status, log = run_command_line(CREATE, dict(input_file=corpus, output_file=output,
+                                                vocab_file=vocab, **flags))
+    assert status == 0, log[-3000:]
+    return json.loads((output.parent / (output.name + ".manifest.json")).read_text()), log
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, shared_data, uncased_vocab):
+    """Records with dynamic masks at 30% and length 64 in `dynamic/`, the original's in
+    `original/`, a config, and a vocabulary whose tokens differ from the records'."""
+    root = tmp_path_factory.mktemp("manifest")
+    corpus = shared_data / "sample_text.txt"
+    manifest, log = create(corpus, uncased_vocab, root / "dynamic" / "train.tfrecord",
+                           objective="mlm", masking="dynamic", masked_lm_prob=0.3,
+                           max_seq_length=64, max_predictions_per_seq=20, random_seed=3)
+    original, _ = create(corpus, uncased_vocab, root / "original" / "train.tfrecord",
+                         max_seq_length=64, dupe_factor=1)
+    (root / "bert_config.json").write_text(json.dumps(PRETRAINING_CONFIG))
+    lines = uncased_vocab.read_text(encoding="utf-8").splitlines()
+    lines[1000], lines[1001] = lines[1001], lines[1000]
+    (root / "other_vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return dict(root=root, corpus=corpus, manifest=manifest, original=original, log=log)
+
+
+def train_flags(made, records, output_dir, **flags):
+    return dict(bert_config_file=made["root"] / "bert_config.json", input_file=f"{records}/*",
+                output_dir=output_dir, do_train=True, num_train_steps=2, train_batch_size=4,
+                **flags)
+
+
+def test_the_manifest_says_how_the_records_were_made(made, uncased_vocab):
+    manifest, folder = made["manifest"], made["root"] / "dynamic"
+    expected = dict(recipe="original", objective="mlm", masking="dynamic", masked_lm_prob=0.3,
+                    max_predictions_per_seq=20, max_seq_length=64, pack_sequences=False,
+                    do_lower_case=True, dupe_factor=1, random_seed=3, instances="sentences",
+                    vocabulary_sha256=tokens_sha256(uncased_vocab), vocab_size=30522,
+                    mask_id=uncased_vocab.read_text().splitlines().index("[MASK]"))
+    assert {key: manifest[key] for key in expected} == expected
+    records = folder / "train.tfrecord"
+    count = sum(1 for _ in tf.data.TFRecordDataset(str(records)))
+    assert manifest["files"] == {"train.tfrecord": {"records": count,
+                                                    "bytes": records.stat().st_size}}
+    assert tokens_sha256(folder / manifest["vocabulary"]) == tokens_sha256(uncased_vocab)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        ["train.tfrecord", "train.tfrecord.manifest.json", manifest["vocabulary"]])
+    assert made["original"]["instances"] == "sentences"
+    assert (made["original"]["objective"], made["original"]["masking"]) == ("mlm_nsp", "static")
+
+
+def test_run_pretraining_needs_no_flag_repeated(made, uncased_vocab, tmp_path):
+    """Only the config, the records and the steps: the length, the masking rate, the objective,
+    the vocabulary and the casing come from the manifest; the output folder is a model
+    directory with them."""
+    folder = made["root"] / "dynamic"
+    status, log = run_command_line(TRAIN, train_flags(made, folder, tmp_path / "out"))
+    assert status == 0, log[-3000:]
+    taken = [line for line in log.splitlines() if line.startswith("*** from ")
+             and "manifest" in line]
+    assert len(taken) == 1, log[-3000:]
+    for flag in ("--max_seq_length=64", "--max_predictions_per_seq=20", "--objective=mlm",
+                 "--masked_lm_prob=0.3", "--do_lower_case", "--vocab_file="):
+        assert flag in taken[0], taken[0]
+    record = json.loads((tmp_path / "out" / "bert_tf_model.json").read_text())
+    assert (record["objective"], record["max_seq_length"], record["do_lower_case"]) == (
+        "mlm", 64, True)
+    assert tokens_sha256(tmp_path / "out" / "vocab.txt") == tokens_sha256(uncased_vocab)
+    assert record["vocabulary_sha256"] == made["manifest"]["vocabulary_sha256"]
+
+
+def test_flags_that_contradict_the_records_are_refused(made, tmp_path):
+    folder = made["root"] / "dynamic"
+    output_dir = tmp_path / "out"
+    for flags, expected in (
+            (dict(max_seq_length=128), "--max_seq_length: 128 contradicts the records: "),
+            (dict(masked_lm_prob=0.15), "--masked_lm_prob: 0.15 contradicts the records"),
+            (dict(objective="mlm_nsp"), "--objective: mlm_nsp contradicts the records"),
+            (dict(do_lower_case="false"), "--do_lower_case: false contradicts the records"),
+            (dict(vocab_file=made["root"] / "other_vocab.txt"),
+             "is not the vocabulary the records were made with"),
+            (dict(recipe="efficient"), "--recipe: efficient, but the records were made with "
+                                       "--recipe=original")):
+        line = assert_refused(TRAIN, train_flags(made, folder, output_dir, **flags), expected,
+                              made["root"])
+        assert "manifest.json" in line, line
+        assert not output_dir.exists()
+    status, log = run_command_line(TRAIN, train_flags(made, folder, output_dir,
+                                                      recipe="fast"))
+    assert status != 0 and "recipe" in log.strip().splitlines()[-1] and not output_dir.exists()
+
+
+def test_records_that_disagree_with_their_manifest_are_refused(made, tmp_path):
+    # Records of two manifests that were made differently.
+    mixed = tmp_path / "mixed"
+    shutil.copytree(made["root"] / "dynamic", mixed)
+    create(made["corpus"], made["root"] / "dynamic" / made["manifest"]["vocabulary"],
+           mixed / "other.tfrecord", objective="mlm", masking="dynamic", masked_lm_prob=0.2,
+           max_seq_length=64)
+    assert_refused(TRAIN, train_flags(made, mixed, tmp_path / "out"),
+                   "masked_lm_prob 0.3 for", tmp_path)
+    # A record file no manifest names, among records that have one.
+    (mixed / "other.tfrecord.manifest.json").unlink()
+    assert_refused(TRAIN, train_flags(made, mixed, tmp_path / "out"), "has no manifest, while",
+                   tmp_path)
+    # A record file changed after its manifest was written.
+    changed = tmp_path / "changed"
+    shutil.copytree(made["root"] / "dynamic", changed)
+    with open(changed / "train.tfrecord", "ab") as f:
+        f.write(b"\0")
+    assert_refused(TRAIN, train_flags(made, changed, tmp_path / "out"),
+                   "train.tfrecord: is ", tmp_path)
+    # A manifest that describes other records than those beside it.
+    swapped = tmp_path / "swapped"
+    shutil.copytree(made["root"] / "dynamic", swapped)
+    manifest_file = swapped / "train.tfrecord.manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest.update(masking="static")
+    manifest_file.write_text(json.dumps(manifest))
+    assert_refused(TRAIN, train_flags(made, swapped, tmp_path / "out"),
+                   "its records hold dynamic masks, masked-LM only, but", tmp_path)
+
+
+def test_recipes_set_defaults_that_flags_override(made, uncased_vocab, tmp_path):
+    """--recipe=efficient on both tools: the records' defaults (each overridable: here the
+    length and the rate), then run_pretraining's from the manifest's recipe."""
+    manifest, log = create(made["corpus"], uncased_vocab, tmp_path / "efficient" / "r.tfrecord",
+                           recipe="efficient", max_seq_length=64, masked_lm_prob=0.3)
+    assert "*** from --recipe=efficient: " in log
+    expected = dict(recipe="efficient", objective="mlm", masking="dynamic",
+                    instances="full_windows", pack_sequences=True, dupe_factor=1,
+                    masked_lm_prob=0.3, max_seq_length=64,
+                    max_predictions_per_seq=math.ceil(0.3 * 64))
+    assert {key: manifest[key] for key in expected} == expected
+    status, log = run_command_line(TRAIN, train_flags(made, tmp_path / "efficient",
+                                                      tmp_path / "out", num_train_steps=50,
+                                                      save_checkpoints_steps=1000,
+                                                      learning_rate=5e-4))
+    assert status == 0, log[-3000:]
+    recipe_line = [line for line in log.splitlines() if line.startswith("*** from --recipe")]
+    assert recipe_line == ["*** from --recipe=efficient: --optimizer=adam "
+                           "--num_warmup_steps=3"], log[-3000:]  # 6% of 50; the rate given
+    assert "optimizer=adam" in log
