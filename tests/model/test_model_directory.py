@@ -304,13 +304,12 @@ def test_a_pretraining_folder_is_a_model_directory(pretraining_folders, uncased_
         assert BertConfig.from_json_file(out / "bert_config.json") == pretrained["config"]
         assert (out / "vocab.txt").read_bytes() == uncased_vocab.read_bytes()
         record = json.loads((out / "bert_tf_model.json").read_text())
-        # The casing is recorded when it was given (the "mlm" run's --do_lower_case): the
-        # original's run_pretraining has no such flag, and its records may be cased.
+        # The casing is the records' (their manifest's; the "mlm" run also gave it).
         assert record == {"task": "pretraining", "max_seq_length": 32,
                           "architecture": architecture(PRETRAINING_CONFIG),
                           "vocabulary_sha256": tokens_sha256(uncased_vocab),
-                          **({"objective": "mlm", "do_lower_case": True}
-                             if objective == "mlm" else {})}
+                          "do_lower_case": True,
+                          **({"objective": "mlm"} if objective == "mlm" else {})}
     status, log = run_command_line("run.export_savedmodel", dict(
         init_checkpoint=pretrained["mlm"], task="pretraining",
         export_dir=tmp_path / "exported"))
@@ -358,25 +357,34 @@ def test_a_folder_edited_after_its_run_is_refused(trained, tmp_path, uncased_voc
 
 
 def test_further_pretraining_takes_the_records_vocabulary(trained, pretraining_folders, tmp_path,
-                                                          uncased_vocab):
+                                                          uncased_vocab, shared_data):
     """Pretraining further from Google's layout on records of an extended vocabulary
     (`extend_vocab --mode=unused`: the same size, other tokens; here two ids swapped): the
-    run's --vocab_file is the records', not refused for differing from the layout's, and the
-    output_dir holds it (the oracle: its bytes) and its checksum; without --vocab_file the
-    layout's vocabulary is not taken for the records'."""
+    run's vocabulary is the records' (their manifest's copy), not refused for differing from
+    the layout's, and the output_dir holds it (the oracle: its bytes) and its checksum; records
+    without a manifest and no --vocab_file: the layout's vocabulary is not taken for the
+    records'."""
     extended = other_vocab(tmp_path / "extended_vocab.txt", uncased_vocab)
-    flags = dict(init_checkpoint=trained["google"] / "bert_model.ckpt",
-                 input_file=pretraining_folders["records"], do_train=True, num_train_steps=1,
-                 num_warmup_steps=0, train_batch_size=4, max_seq_length=32,
-                 max_predictions_per_seq=5, objective="mlm", seed=1)
+    records = tmp_path / "records" / "extended.tfrecord"
+    status, log = run_command_line("data_tools.create_pretraining_data", dict(
+        input_file=shared_data / "sample_text.txt", output_file=records, vocab_file=extended,
+        max_seq_length=32, max_predictions_per_seq=5, dupe_factor=1))
+    assert status == 0, log[-3000:]
+    flags = dict(init_checkpoint=trained["google"] / "bert_model.ckpt", do_train=True,
+                 num_train_steps=1, num_warmup_steps=0, train_batch_size=4, objective="mlm",
+                 seed=1)
     status, log = run_command_line("run.run_pretraining", dict(
-        flags, vocab_file=extended, output_dir=tmp_path / "extended"))
+        flags, input_file=records, output_dir=tmp_path / "extended"))
     assert status == 0, log[-3000:]
     assert (tmp_path / "extended" / "vocab.txt").read_bytes() == extended.read_bytes()
     record = json.loads((tmp_path / "extended" / "bert_tf_model.json").read_text())
     assert record["vocabulary_sha256"] == tokens_sha256(extended) != tokens_sha256(uncased_vocab)
+    without_manifest = tmp_path / "bare" / "records.tfrecord"
+    without_manifest.parent.mkdir()
+    without_manifest.write_bytes(records.read_bytes())
     status, log = run_command_line("run.run_pretraining", dict(
-        flags, output_dir=tmp_path / "no_vocab"))
+        flags, input_file=without_manifest, output_dir=tmp_path / "no_vocab", max_seq_length=32,
+        max_predictions_per_seq=5))
     assert status == 0, log[-3000:]
     assert "note: no --vocab_file: --output_dir will hold no vocab.txt" in log
     assert not (tmp_path / "no_vocab" / "vocab.txt").exists()
