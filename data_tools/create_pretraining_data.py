@@ -114,6 +114,18 @@ flags.DEFINE_integer("max_sequences_per_row", None,
                      "next-sentence pairs min(8, --max_seq_length // 5) (each slot costs every "
                      "row a last-layer position; more than 8 sequences a row is rare); with "
                      "--objective=mlm --max_seq_length // 3, which never limits the packing.")
+flags.DEFINE_bool("full_windows", False,
+                  "With --objective=mlm: every input token in a record. Each document's tokens "
+                  "(its lines concatenated) are cut into consecutive windows of "
+                  "--max_seq_length - 2 tokens, each instance [CLS] window [SEP]; only a "
+                  "document's last window is shorter. No short sequences (--short_seq_prob); "
+                  "--dupe_factor copies of the same windows, with other static masks.")
+flags.DEFINE_bool("cross_documents", False,
+                  "With --full_windows: windows run across document boundaries (RoBERTa's "
+                  "FULL-SENTENCES): the documents in input order are one stream with a [SEP] "
+                  "between consecutive documents (never masked), cut into full windows; only "
+                  "the stream's last window is shorter (in the streaming mode each "
+                  "--window_bytes window is a stream of its own).")
 flags.DEFINE_enum("recipe", "original", ["original", "efficient"],
                   "The defaults of a named pretraining recipe (docs/run_pretraining.md has the "
                   "table); each flag given still wins. 'original': the 2018 release's. "
@@ -158,6 +170,13 @@ def main(argv):
                                     "(--num_workers, --output_shards or --runner)")
     if FLAGS.runner is None:
         inactive["beam_options"] = "only with --runner (an Apache Beam pipeline)"
+    if FLAGS.full_windows and FLAGS.objective != "mlm":
+        inactive["full_windows"] = "needs --objective=mlm (full windows are masked-LM only)"
+    if FLAGS.cross_documents and not FLAGS.full_windows:
+        inactive["cross_documents"] = "only with --full_windows"
+    if FLAGS.full_windows:
+        inactive["short_seq_prob"] = ("--full_windows cuts every window to --max_seq_length "
+                                      "- 2 tokens (no shorter target length)")
     refuse_flags_that_cannot_act(inactive)
     # The library after the flags are parsed, and after the line above (it imports numba):
     # --help and flag errors come without numba's start-up.
@@ -180,7 +199,9 @@ def main(argv):
         masking=FLAGS.masking,
         objective=FLAGS.objective,
         pack_sequences=FLAGS.pack_sequences,
-        max_sequences_per_row=FLAGS.max_sequences_per_row or 0)
+        max_sequences_per_row=FLAGS.max_sequences_per_row or 0,
+        full_windows=FLAGS.full_windows,
+        cross_documents=FLAGS.cross_documents)
     options.validate()
     input_files = expand_globs(FLAGS.input_file, "input_file")
     output_files = split_comma_list(FLAGS.output_file)

@@ -23,7 +23,7 @@ splits the work, retries it or orders it. How:
 Only counts, paths and byte ranges travel through Beam's shuffles; records go worker to file
 system to shard writer, so a worker holds one window (or one part) at a time however large the
 corpus. The driver removes the part files when the pipeline has finished. Statistics (documents,
-tokens, masked fraction, random-next share) come back as Beam metrics.
+tokens, tokens in records, masked fraction, random-next share) come back as Beam metrics.
 
 apache-beam is an optional dependency (the `beam` extra: `pip install '.[beam]'` in a checkout).
 """
@@ -40,8 +40,10 @@ from bert_tf.data.pretraining.writers import RecordFileWriter
 from bert_tf.errors import InputError, arg, argument_error
 
 _NAMESPACE = "bert_tf.create_pretraining_data"
-_COUNTERS = ("documents", "input_tokens", "records", "instance_tokens", "masked_tokens",
-             "random_next", "instances")
+# The Summary's fields in the order WindowProcessor returns them, then its records' stats.
+_SUMMARY_COUNTERS = ("documents", "input_tokens", "input_tokens_in_records", "records")
+_COUNTERS = _SUMMARY_COUNTERS + ("instance_tokens", "masked_tokens", "random_next",
+                                 "instances")
 
 
 try:
@@ -79,7 +81,8 @@ class WindowDoFn(beam.DoFn if beam else object):
     def process(self, element):
         index, spans = element
         lines = read_window_lines(spans)
-        documents, tokens, records, groups, stats = self.processor(index, lines)
+        documents, tokens, tokens_in_records, records, groups, stats = self.processor(index,
+                                                                                      lines)
         parts = []
         for j, (data, count) in enumerate(groups):
             if count:
@@ -88,7 +91,8 @@ class WindowDoFn(beam.DoFn if beam else object):
                 writer.write(data, count)
                 writer.commit()
                 parts.append((j, path, count))
-        for name, value in zip(_COUNTERS, (documents, tokens, records) + tuple(stats)):
+        for name, value in zip(_COUNTERS,
+                               (documents, tokens, tokens_in_records, records) + tuple(stats)):
             self.counters[name].inc(value)
         yield index, records, parts
 
@@ -201,8 +205,9 @@ def create_pretraining_data_beam(input_files, output_files, tokenizer_factory, o
             counts[counter.key.metric.name] = counts.get(counter.key.metric.name, 0) + value
         summary = Summary(
             options=options,
-            **{name: counts.get(name, 0) for name in ("documents", "input_tokens", "records")})
-        summary.add_records(tuple(counts.get(name, 0) for name in _COUNTERS[3:]))
+            **{name: counts.get(name, 0) for name in _SUMMARY_COUNTERS})
+        summary.add_records(tuple(counts.get(name, 0)
+                                  for name in _COUNTERS[len(_SUMMARY_COUNTERS):]))
         check_documents(summary.documents, input_files)
     summary.records_per_file = {path: counts.get(f"records_{i}", 0)
                                 for i, path in enumerate(output_files)}

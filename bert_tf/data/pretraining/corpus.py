@@ -16,11 +16,14 @@ from bert_tf.tokenization import FullTokenizer
 @dataclasses.dataclass
 class Corpus:
     """Documents as token ids: `tokens[seg_bounds[s]:seg_bounds[s+1]]` is segment (line) s and
-    `seg_bounds[doc_bounds[d]:doc_bounds[d+1]]` the segments of document d (no empty ones)."""
+    `seg_bounds[doc_bounds[d]:doc_bounds[d+1]]` the segments of document d (no empty ones).
+    `separators`: the positions in `tokens` of tokens that are not input text (the [SEP]s
+    `join_documents` puts between documents), sorted; None: every token is input text."""
 
     tokens: np.ndarray      # int32 [num_tokens]
     seg_bounds: np.ndarray  # int64 [num_segments + 1]
     doc_bounds: np.ndarray  # int64 [num_documents + 1]
+    separators: np.ndarray = None  # int64 [num_separators]
 
     @property
     def num_documents(self):
@@ -29,6 +32,24 @@ class Corpus:
     @property
     def num_tokens(self):
         return len(self.tokens)
+
+
+def join_documents(corpus, sep_id):
+    """RoBERTa's FULL-SENTENCES stream: the documents of `corpus` in input order as one
+    document, one `sep_id` token between consecutive documents (a one-token segment of its
+    own; the lines stay segments), the separators' positions in `separators`."""
+    if corpus.num_documents <= 1:  # nothing to join (a streaming window can hold no document)
+        return Corpus(corpus.tokens, corpus.seg_bounds, corpus.doc_bounds, np.zeros(0, np.int64))
+    doc_starts = corpus.seg_bounds[corpus.doc_bounds[1:-1]]  # where documents 1, 2, ... start
+    tokens = np.insert(corpus.tokens, doc_starts, np.int32(sep_id))
+    separators = doc_starts + np.arange(len(doc_starts), dtype=np.int64)
+    # A segment bound b moves by the separators before it; at a document's start b, the end of
+    # the document before (before the separator) and the start of the next (after it).
+    seg_bounds = np.union1d(corpus.seg_bounds + np.searchsorted(doc_starts, corpus.seg_bounds),
+                            corpus.seg_bounds + np.searchsorted(doc_starts, corpus.seg_bounds,
+                                                                side="right"))
+    doc_bounds = np.array([0, len(seg_bounds) - 1], np.int64)
+    return Corpus(tokens, seg_bounds.astype(np.int64), doc_bounds, separators)
 
 
 class CorpusBuilder:

@@ -7,8 +7,8 @@ import random
 
 import numpy as np
 
-from bert_tf.data.pretraining.corpus import check_documents, read_corpus
-from bert_tf.data.pretraining.instances import create_instances
+from bert_tf.data.pretraining.corpus import check_documents, join_documents, read_corpus
+from bert_tf.data.pretraining.instances import create_instances, tokens_in_instances
 from bert_tf.data.pretraining.options import VocabIds
 from bert_tf.data.pretraining.rows import make_rows
 from bert_tf.data.pretraining.serializer import serialize_rows
@@ -65,6 +65,8 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, rando
         reading.summary(documents=corpus.num_documents, tokens=corpus.num_tokens)
         summary.documents = corpus.num_documents
         summary.input_tokens = corpus.num_tokens
+        if options.cross_documents:
+            corpus = join_documents(corpus, vocab_ids.sep_id)
 
         creating = Progress("create_instances", total=corpus.num_documents * options.dupe_factor,
                             unit="documents", secondary_unit="instances",
@@ -72,6 +74,7 @@ def create_pretraining_data(input_files, output_files, tokenizer, options, rando
         instances = create_instances(corpus, random.Random(random_seed), options, vocab_ids,
                                      progress=creating)
         creating.summary(instances=len(instances))
+        summary.input_tokens_in_records = tokens_in_instances(instances, corpus)
 
         rows = make_rows(instances, options)
         writing = Progress("write", total=len(rows), unit="records", interval=progress_interval)

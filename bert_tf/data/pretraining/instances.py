@@ -1,6 +1,8 @@
 """The original's create_training_instances on token ids, compiled: documents cut into
 sentence-pair (or single-span) instances and masked (`create_instances`), with the original's
-draws on its `random.Random`, kept compactly as `Instances`.
+draws on its `random.Random`, kept compactly as `Instances`; or cut into full windows
+(`InstanceOptions.full_windows`); and which input tokens the instances hold
+(`tokens_in_instances`).
 """
 import numpy as np
 from numba import njit
@@ -270,8 +272,12 @@ def create_instances(corpus, rng, options, vocab_ids, progress=None, instances_p
 
     Makes exactly the original's calls on `rng` (a `random.Random`, advanced in place): shuffle
     the documents, then for each dupe and document the instance draws, then shuffle the
-    instances (their output order is `Instances.order`).
+    instances (their output order is `Instances.order`). With `options.full_windows`, full
+    windows instead (`create_window_instances`).
     """
+    if options.full_windows:
+        return create_window_instances(corpus, rng, options, vocab_ids, progress,
+                                       instances_per_call)
     mt = rng_state(rng)
     num_docs = corpus.num_documents
     doc_order = shuffled_range(mt, num_docs)
@@ -295,3 +301,106 @@ def create_instances(corpus, rng, options, vocab_ids, progress=None, instances_p
     instances.order = shuffled_range(mt, instances.size)
     set_rng_state(rng, mt)
     return instances
+
+
+def window_spans(corpus, window):
+    """Full windows of `window` tokens: (start, length) int64 arrays, each document's tokens
+    cut into consecutive windows, the last of a document shorter; documents in corpus order."""
+    doc_start = corpus.seg_bounds[corpus.doc_bounds[:-1]]
+    doc_end = corpus.seg_bounds[corpus.doc_bounds[1:]]
+    count = -(-(doc_end - doc_start) // window)
+    first = np.cumsum(count) - count  # each document's first window
+    within = np.arange(int(count.sum()), dtype=np.int64) - np.repeat(first, count)
+    starts = np.repeat(doc_start, count) + within * window
+    lengths = np.minimum(np.repeat(doc_end, count) - starts, window)
+    return starts, lengths
+
+
+@njit(cache=True, nogil=True)
+def _mask_windows(mt, tokens, a_start, a_len, first, stop, max_seq_length, masked_lm_prob,
+                  max_predictions_per_seq, word_ids, is_subword, do_whole_word_mask, cls_id,
+                  sep_id, mask_id, nmask_out, mpos_out, mrep_out):
+    """Static masks of instances first..stop-1, [CLS] window [SEP], in that order, by the
+    original's masking (`_mask_instance`)."""
+    seq = np.empty(max_seq_length, np.int32)
+    cand_pos = np.empty(max_seq_length, np.int64)
+    group_start = np.empty(max_seq_length + 1, np.int64)
+    group_order = np.empty(max_seq_length, np.int64)
+    covered = np.empty(max_seq_length, np.bool_)
+    for n in range(first, stop):
+        start = a_start[n]
+        length = np.int64(a_len[n])
+        seq[0] = cls_id
+        seq[1:1 + length] = tokens[start:start + length]
+        seq[1 + length] = sep_id
+        nmask_out[n] = _mask_instance(
+            mt, seq, length + 2, masked_lm_prob, max_predictions_per_seq, word_ids, is_subword,
+            do_whole_word_mask, cls_id, sep_id, mask_id, cand_pos, group_start, group_order,
+            covered, mpos_out[n], mrep_out[n])
+
+
+def create_window_instances(corpus, rng, options, vocab_ids, progress=None,
+                            instances_per_call=1 << 15):
+    """Full windows (`options.full_windows`): returns `Instances`, [CLS] window [SEP] each
+    (`window_spans` of max_seq_length - 2 tokens), `dupe_factor` times over.
+
+    Draws on `rng` (advanced in place): with static masks, the masks of each instance in
+    creation order (dupe, then document, then window), then the shuffle of the instances
+    (`Instances.order`), both as the original draws them; no document shuffle, no target
+    length.
+    """
+    mt = rng_state(rng)
+    starts, lengths = window_spans(corpus, options.max_seq_length - 2)
+    per_dupe = len(starts)
+    total = per_dupe * options.dupe_factor
+    instances = Instances(options.max_predictions_per_seq, total)
+    instances.a_start[:] = np.tile(starts, options.dupe_factor)
+    instances.a_len[:] = np.tile(lengths, options.dupe_factor)
+    instances.size = total
+    # Windows before the end of each document, for progress in documents.
+    doc_ends = np.cumsum(-(-np.diff(corpus.seg_bounds[corpus.doc_bounds]) //
+                           (options.max_seq_length - 2)))
+    done = 0
+    for first in range(0, total, instances_per_call):
+        stop = min(first + instances_per_call, total)
+        if options.masking == "static":
+            _mask_windows(mt, corpus.tokens, instances.a_start, instances.a_len, first, stop,
+                          options.max_seq_length, options.masked_lm_prob,
+                          options.max_predictions_per_seq, vocab_ids.word_ids,
+                          vocab_ids.is_subword, options.do_whole_word_mask, vocab_ids.cls_id,
+                          vocab_ids.sep_id, vocab_ids.mask_id, instances.num_masked,
+                          instances.masked_positions, instances.masked_replacements)
+        if progress is not None:
+            dupe, window = divmod(stop, per_dupe)
+            documents = (dupe * corpus.num_documents
+                         + int(np.searchsorted(doc_ends, window, side="right")))
+            progress.update(documents - done, secondary=stop - first)
+            done = documents
+    instances.order = shuffled_range(mt, total)
+    set_rng_state(rng, mt)
+    return instances
+
+
+def tokens_in_instances(instances, corpus):
+    """How many input tokens of `corpus` are in at least one instance: the union of the
+    instances' A and B spans over the token positions (merged intervals: memory grows with the
+    instances, not the tokens), less the separators in it (`Corpus.separators`)."""
+    n = instances.size
+    starts = np.concatenate([instances.a_start[:n], instances.b_start[:n]])
+    ends = starts + np.concatenate([instances.a_len[:n], instances.b_len[:n]]).astype(np.int64)
+    nonempty = ends > starts
+    starts, ends = starts[nonempty], ends[nonempty]
+    if len(starts) == 0:
+        return 0
+    order = np.argsort(starts, kind="stable")
+    starts = starts[order]
+    ends = np.maximum.accumulate(ends[order])  # the furthest end so far
+    opens = np.flatnonzero(np.concatenate([[True], starts[1:] > ends[:-1]]))
+    union_starts = starts[opens]
+    union_ends = ends[np.append(opens[1:] - 1, len(starts) - 1)]
+    covered = int((union_ends - union_starts).sum())
+    if corpus.separators is not None and len(corpus.separators):
+        k = np.searchsorted(union_starts, corpus.separators, side="right") - 1
+        inside = (k >= 0) & (corpus.separators < union_ends[np.maximum(k, 0)])
+        covered -= int(inside.sum())
+    return covered

@@ -43,7 +43,7 @@ def vocabulary_copy_name(sha256):
 def instances_name(options):
     """How instances were cut: the original's sentence rule, or full windows (of each
     document, or of the documents' stream)."""
-    if not getattr(options, "full_windows", False):
+    if not options.full_windows:
         return "sentences"
     return "full_windows_across_documents" if options.cross_documents else "full_windows"
 
@@ -64,8 +64,7 @@ def build(options, output_files, vocab_file, do_lower_case, recipe, random_seed,
         "max_predictions_per_seq": options.max_predictions_per_seq,
         "do_whole_word_mask": options.do_whole_word_mask,
         "instances": instances_name(options),
-        "short_seq_prob": None if getattr(options, "full_windows", False)
-        else options.short_seq_prob,
+        "short_seq_prob": None if options.full_windows else options.short_seq_prob,
         "max_seq_length": options.max_seq_length,
         "pack_sequences": options.pack_sequences,
         "max_sequences_per_row": options.sequences_per_row if options.pack_sequences else 0,
@@ -79,6 +78,7 @@ def build(options, output_files, vocab_file, do_lower_case, recipe, random_seed,
         "do_lower_case": bool(do_lower_case),
         "documents": summary.documents,
         "input_tokens": summary.input_tokens,
+        "input_tokens_in_records": summary.input_tokens_in_records,
         "files": {os.path.relpath(path, folder or "."): {"records": count}
                   for path, count in summary.records_per_file.items()},
     }

@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 
 from bert_tf.data.pretraining.record_layout import PretrainingLayout
-from bert_tf.errors import argument_error, file_error
+from bert_tf.errors import arg, argument_error, file_error
 
 
 # Packed sentence pairs: each of a row's next-sentence slots is a position the last layer
@@ -28,7 +28,15 @@ class InstanceOptions:
         (one contiguous span of one document per instance, no next-sentence label);
       pack_sequences: several instances per row of exactly max_seq_length tokens, at most
         `max_sequences_per_row` of them (0: as many as the shortest instance allows; with
-        next-sentence labels at most DEFAULT_MAX_SEQUENCES_PER_ROW).
+        next-sentence labels at most DEFAULT_MAX_SEQUENCES_PER_ROW);
+      full_windows (objective "mlm" only): each document's tokens, its lines concatenated, cut
+        into consecutive windows of max_seq_length - 2 tokens, each instance [CLS] window
+        [SEP], a document's last window shorter: no input token is dropped (no short_seq_prob
+        draw; `dupe_factor` copies of the same windows, with other static masks);
+      cross_documents (with full_windows): RoBERTa's FULL-SENTENCES: all documents in input
+        order as one stream, one [SEP] between consecutive documents, cut into full windows
+        (`corpus.join_documents`); only the stream's last window is shorter.
+    The record layout is the same with or without full windows (`layout`).
     """
 
     max_seq_length: int = 128
@@ -41,6 +49,8 @@ class InstanceOptions:
     objective: str = "mlm_nsp"
     pack_sequences: bool = False
     max_sequences_per_row: int = 0
+    full_windows: bool = False
+    cross_documents: bool = False
 
     @property
     def next_sentence(self):
@@ -74,8 +84,11 @@ class InstanceOptions:
                                  self.sequences_per_row if self.pack_sequences else 0)
 
     def describe(self):
-        """The layout in words."""
-        return self.layout.describe()
+        """The layout in words, and how instances are cut when it is not the original's."""
+        text = self.layout.describe()
+        if self.full_windows:
+            text += ", full windows" + (" across documents" if self.cross_documents else "")
+        return text
 
     def validate(self):
         """Raises InputError naming the field for values the original would crash on."""
@@ -84,6 +97,11 @@ class InstanceOptions:
         if self.objective not in ("mlm_nsp", "mlm"):
             raise argument_error("objective",
                                  f"must be mlm_nsp or mlm, got {self.objective!r}")
+        if self.full_windows and self.next_sentence:
+            raise argument_error("full_windows", f"needs {arg('objective')}=mlm (full windows "
+                                                 f"are masked-LM only)")
+        if self.cross_documents and not self.full_windows:
+            raise argument_error("cross_documents", f"needs {arg('full_windows')}")
         self._at_least("max_sequences_per_row", 0, named=1)  # 0: as many as fit
         # [CLS] A [SEP] B [SEP] with A and B non-empty needs max_seq_length - 3 >= 2 (the
         # original's rng.randint(2, max_seq_length - 3) fails below that).

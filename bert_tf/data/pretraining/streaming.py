@@ -9,8 +9,8 @@ import random
 import numpy as np
 
 from bert_tf.data.pretraining.corpus import (
-    Corpus, CorpusBuilder, check_documents, iter_windows, tokenize_lines)
-from bert_tf.data.pretraining.instances import create_instances
+    Corpus, CorpusBuilder, check_documents, iter_windows, join_documents, tokenize_lines)
+from bert_tf.data.pretraining.instances import create_instances, tokens_in_instances
 from bert_tf.data.pretraining.options import InstanceOptions, VocabIds
 from bert_tf.data.pretraining.rows import make_rows
 from bert_tf.data.pretraining.serializer import serialize_rows
@@ -28,7 +28,8 @@ def load_compiled_functions():
     vocab_ids = VocabIds({}, 0, 1, 2, np.arange(12, dtype=np.int32), np.zeros(12, np.bool_))
     options = InstanceOptions(max_seq_length=8, dupe_factor=1)
     for layout in (options, dataclasses.replace(options, masking="dynamic", objective="mlm",
-                                                 pack_sequences=True)):
+                                                 pack_sequences=True),
+                   dataclasses.replace(options, objective="mlm", full_windows=True)):
         instances = create_instances(corpus, random.Random(0), layout, vocab_ids)
         rows = make_rows(instances, layout)
         serialize_rows(instances, corpus, layout, vocab_ids, rows, np.arange(len(rows)))
@@ -41,10 +42,11 @@ class WindowProcessor:
     state): the streaming mode calls it in worker processes, the Beam pipeline
     (`bert_tf.data.pretraining.beam`) in its DoFn.
 
-    Calling it with (index, lines) returns (documents, input tokens, records, groups, stats):
-    groups[j] = (framed TFRecord bytes, count) holds the records whose index k in the window's
-    output order has k % num_outputs == j; stats = (instance tokens, masked, random next,
-    instances). Records are rows (`make_rows`): packing, if any, stays within a window.
+    Calling it with (index, lines) returns (documents, input tokens, input tokens in records,
+    records, groups, stats): groups[j] = (framed TFRecord bytes, count) holds the records whose
+    index k in the window's output order has k % num_outputs == j; stats = (instance tokens,
+    masked, random next, instances). Records are rows (`make_rows`): packing, if any, stays
+    within a window; so do documents joined by `cross_documents`.
     """
 
     def __init__(self, tokenizer, options, random_seed, num_outputs):
@@ -58,6 +60,9 @@ class WindowProcessor:
         builder = CorpusBuilder()
         builder.add(*tokenize_lines(self.tokenizer, self.tokenizer.vocab, lines))
         corpus = builder.build()
+        num_documents, num_tokens = corpus.num_documents, corpus.num_tokens
+        if self.options.cross_documents:
+            corpus = join_documents(corpus, self.vocab_ids.sep_id)
         instances = create_instances(corpus, random.Random(self.random_seed + index),
                                      self.options, self.vocab_ids)
         rows = make_rows(instances, self.options)
@@ -69,8 +74,8 @@ class WindowProcessor:
                                                   self.vocab_ids, rows, row_ids)
             groups.append((data.tobytes(), len(row_ids)))  # bytes unpickle without a copy
             stats += group_stats
-        return (corpus.num_documents, corpus.num_tokens, len(rows), groups,
-                tuple(stats.tolist()))
+        return (num_documents, num_tokens, tokens_in_instances(instances, corpus), len(rows),
+                groups, tuple(stats.tolist()))
 
 
 def _process_window(item):
@@ -110,10 +115,11 @@ def create_pretraining_data_streaming(input_files, output_files, tokenizer, opti
     with record_writers(output_files, gzip=gzip) as writers:
         windows = enumerate(iter_windows(input_files, window_bytes))
         written = 0
-        for num_docs, num_tokens, num_records, groups, stats in ordered_map(
+        for num_docs, num_tokens, tokens_in_records, num_records, groups, stats in ordered_map(
                 _process_window, windows, num_workers, state, max_in_flight=num_workers + 1):
             summary.documents += num_docs
             summary.input_tokens += num_tokens
+            summary.input_tokens_in_records += tokens_in_records
             summary.records += num_records
             summary.add_records(stats)
             # Record k of the window is record written + k of the stream: file

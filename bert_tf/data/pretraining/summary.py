@@ -10,10 +10,13 @@ class Summary:
 
     `instances` are the training sequences, `records` the rows written (as many unless
     packed); `max_seq_length` and `layout` (`InstanceOptions.describe()`) describe the rows.
+    `input_tokens` are the input text's tokens, `input_tokens_in_records` those of them in at
+    least one record (`instances.tokens_in_instances`); the others are dropped.
     """
 
     documents: int = 0
     input_tokens: int = 0
+    input_tokens_in_records: int = 0
     instances: int = 0
     instance_tokens: int = 0
     masked_tokens: int = 0
@@ -36,6 +39,17 @@ class Summary:
         return self.masked_tokens / self.instance_tokens if self.instance_tokens else 0.0
 
     @property
+    def dropped_tokens(self):
+        """Input tokens in no record."""
+        return self.input_tokens - self.input_tokens_in_records
+
+    def text_line(self):
+        """`text: N input tokens, M in records, K dropped (P%)`."""
+        share = 100 * self.dropped_tokens / self.input_tokens if self.input_tokens else 0.0
+        return (f"text: {self.input_tokens} input tokens, {self.input_tokens_in_records} in "
+                f"records, {self.dropped_tokens} dropped ({share:.2f}%)")
+
+    @property
     def random_next_fraction(self):
         return self.random_next / self.instances if self.instances else 0.0
 
@@ -45,8 +59,8 @@ class Summary:
         return 1.0 - self.instance_tokens / capacity if capacity else 0.0
 
     def format(self):
-        """The closing summary: records per file, tokens, padding, masked fraction,
-        random-next share."""
+        """The closing summary: records per file, input tokens in records and dropped, tokens,
+        padding, masked fraction, random-next share."""
         options = self.options or InstanceOptions()
         packed = options.pack_sequences
         what = (f"{self.instances} instances in {self.records} rows" if packed
@@ -55,6 +69,7 @@ class Summary:
                  f"({self.input_tokens} input tokens):"]
         for path, count in self.records_per_file.items():
             lines.append(f"  {path}: {count} {'rows' if packed else 'instances'}")
+        lines.append(f"  {self.text_line()}")
         per_instance = self.instance_tokens / self.instances if self.instances else 0.0
         lines.append(f"  tokens in instances: {self.instance_tokens} ({per_instance:.1f} per "
                      f"instance, incl. [CLS]/[SEP])")
