@@ -21,13 +21,17 @@ single global shuffle (which needs every instance in memory).
 
 Beyond the original's records (bert_tf.data.pretraining.record_layout.PretrainingLayout):
 --masking=dynamic (masks drawn when read), --objective=mlm (no next-sentence pairs),
---pack_sequences (several instances per record); in every mode. See docs/create_pretraining_data.md.
+--pack_sequences (several instances per record), --full_windows (every input token in a record)
+and --cross_documents; in every mode. --recipe=efficient sets them (docs/run_pretraining.md has
+the recipes). See docs/create_pretraining_data.md.
 
 --runner=DirectRunner (or DataflowRunner, FlinkRunner, SparkRunner with --beam_options) runs
 the streaming mode as an Apache Beam pipeline (bert_tf/data/pretraining/beam.py): the same
 output files, byte for byte, on one machine or many.
 
-Output files are written under a temporary name and renamed when complete.
+Output files are written under a temporary name and renamed when complete; then
+<output_file>.manifest.json beside them says how they were made, for run_pretraining
+(bert_tf/data/pretraining/manifest.py).
 """
 import functools
 import os

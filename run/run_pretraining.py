@@ -1,8 +1,7 @@
 """Masked-LM / next-sentence pretraining of BERT: the original's run_pretraining on TF2.
 
-    python -m run.run_pretraining --bert_config_file=bert_config.json --vocab_file=vocab.txt \\
-        --do_lower_case --input_file='records/*.tfrecord' --output_dir=model --do_train \\
-        --do_eval \\
+    python -m run.run_pretraining --bert_config_file=bert_config.json \\
+        --input_file='records/*' --output_dir=model --do_train --do_eval \\
         [--init_checkpoint=...] [--distribution_strategy=mirrored --num_gpus=8] \\
         [--mixed_precision=bfloat16] [--jit_compile]
 
@@ -22,6 +21,12 @@ stopped (same learning-rate schedule) and writes our checkpoints from then on (a
 labels or not, packed or not) is read from the first record of each file; records with dynamic
 masks get them drawn as they are read (--masked_lm_prob, --vocab_file;
 bert_tf.tasks.pretraining.dynamic_masking).
+
+Records made by our create_pretraining_data carry a manifest
+(bert_tf.data.pretraining.manifest): the flags it settles (--max_seq_length,
+--max_predictions_per_seq, --objective, --masked_lm_prob, --vocab_file, --do_lower_case,
+--recipe) default to what it says, and one given against it is an error. --recipe's training
+defaults (bert_tf.data.pretraining.recipes) then apply to the flags not given.
 
 --do_eval evaluates the model just trained, or else the latest checkpoint in --output_dir (ours,
 or one written by the original's run_pretraining), or else --init_checkpoint, on the first

@@ -37,7 +37,8 @@ def test_demo_runs_end_to_end(tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "=== summary" in result.stdout
     assert "fine-tuning eval (people and cities in new sentences): entity F1=" in result.stdout
-    for name in ["corpus.txt", "vocab.txt", "pretrain.tfrecord", "features.jsonl",
+    for name in ["corpus.txt", "vocab.txt", os.path.join("records", "pretrain.tfrecord"),
+                 os.path.join("records", "pretrain.tfrecord.manifest.json"), "features.jsonl",
                  os.path.join("pretrained", "eval_results.txt"),
                  os.path.join("tagger", "eval_results.txt"),
                  os.path.join("tagger", "test_predictions.txt"),

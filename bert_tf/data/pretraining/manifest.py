@@ -246,8 +246,11 @@ def format_value(value):
 
 def record_layout(manifest):
     """The PretrainingLayout of the records a manifest describes."""
-    return PretrainingLayout(manifest["masking"], manifest["objective"] == "mlm_nsp",
-                             manifest["pack_sequences"], manifest["max_sequences_per_row"])
+    next_sentence = manifest["objective"] == "mlm_nsp"
+    packed = manifest["pack_sequences"]
+    # Only next-sentence features have a size per sequence of a row.
+    rows = manifest["max_sequences_per_row"] if packed and next_sentence else 0
+    return PretrainingLayout(manifest["masking"], next_sentence, packed, rows)
 
 
 def check_layout(records, found, path):

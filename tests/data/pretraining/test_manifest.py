@@ -51,9 +51,9 @@ def made(tmp_path_factory, shared_data, uncased_vocab):
 
 
 def train_flags(made, records, output_dir, **flags):
-    return dict(bert_config_file=made["root"] / "bert_config.json", input_file=f"{records}/*",
-                output_dir=output_dir, do_train=True, num_train_steps=2, train_batch_size=4,
-                **flags)
+    return dict(dict(bert_config_file=made["root"] / "bert_config.json",
+                     input_file=f"{records}/*", output_dir=output_dir, do_train=True,
+                     num_train_steps=2, train_batch_size=4), **flags)
 
 
 def test_the_manifest_says_how_the_records_were_made(made, uncased_vocab):
