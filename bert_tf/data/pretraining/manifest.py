@@ -246,8 +246,11 @@ def format_value(value):
 
 def record_layout(manifest):
     """The PretrainingLayout of the records a manifest describes."""
-    return PretrainingLayout(manifest["masking"], manifest["objective"] == "mlm_nsp",
-                             manifest["pack_sequences"], manifest["max_sequences_per_row"])
+    next_sentence = manifest["objective"] == "mlm_nsp"
+    # Only packed rows with next-sentence labels hold a slot per sequence (what
+    # pretraining_layout_of reads the count from); packed masked-LM rows hold none.
+    slots = manifest["max_sequences_per_row"] if next_sentence and manifest["pack_sequences"] else 0
+    return PretrainingLayout(manifest["masking"], next_sentence, manifest["pack_sequences"], slots)
 
 
 def check_layout(records, found, path):
