@@ -146,11 +146,27 @@ def run_child(command, label, env=None, log=None, on_line=None, check=False):
     return result
 
 
-def run_command(command, label, env=None):
-    """Runs `command` (not a JSON child), its output captured; exits naming `label` and showing
-    its stderr's end when it fails. The CompletedProcess, with `seconds` (its wall time)."""
+def run_command(command, label, env=None, on_line=None):
+    """Runs `command` (not a JSON child), its output captured, each line of its stderr also to
+    `on_line` as it comes when given; exits naming `label` and showing its stderr's end when it
+    fails. The CompletedProcess, with `seconds` (its wall time)."""
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
+    if on_line is None:
+        result = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True,
+                                text=True)
+    else:
+        # stdout to a file, not a pipe, while stderr is read line by line.
+        with tempfile.TemporaryFile("w+") as out:
+            process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=out,
+                                       stderr=subprocess.PIPE, text=True)
+            lines = []
+            for line in process.stderr:
+                lines.append(line)
+                on_line(line)
+            process.wait()
+            out.seek(0)
+            result = subprocess.CompletedProcess(command, process.returncode, out.read(),
+                                                 "".join(lines))
     result.seconds = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f"{label} failed ({' '.join(map(str, command))}):\n{result.stderr[-3000:]}")

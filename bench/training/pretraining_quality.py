@@ -1,105 +1,180 @@
 """Time to a quality: pretraining from scratch, bert_tf's command lines vs keras-hub vs
-transformers, held-out masked-LM accuracy against wall time.
+transformers, held-out masked-LM accuracy against steps and time, over seeds.
 
     bash bench/envs/hf_env.sh                     # once: the transformers peer's venv
     python -m bench.training.pretraining_quality  # every system, 400 steps, eval every 50
-    python -m bench.training.pretraining_quality --systems=ours,keras_hub --steps=200 \\
-        --recipes=original:adamw:5e-4,original:adam:5e-4
+    python -m bench.training.pretraining_quality --systems=ours,keras_hub --steps=3000 \\
+        --eval_every=250 --seeds=0,1,2 --recipes=efficient::1e-3 --peer_lr=1e-3
+    python -m bench.training.pretraining_quality --step_time --systems=ours,keras_hub \\
+        --recipes=efficient::1e-3 --peer_lr=1e-3       # seconds per step, side by side
+    python -m bench.training.pretraining_quality --report --steps=3000 --eval_every=250
 
-The same BERT (L=4 H=256 A=4 I=1024, uncased vocabulary of 30,522), seq 128, batch 32, learning
-rate warmed up linearly over the first 10% of the steps then decayed linearly to 0, masking rate
-0.15, from scratch, on the same real text from ../shared/data (3.8 MB): WikiText-2 valid articles,
-SQuAD 1.1 dev paragraphs (one document per article), CoNLL-2003 train documents; one sentence per
-line, a blank line between documents (`corpus.txt` in --out_dir).
+The same BERT for every system (`--model`: L4-H256, the default, L2-H128 or L4-H512; A = H/64,
+I = 4H; uncased vocabulary of 30,522), `--seq` (128), `--batch` (32), from scratch, masking rate
+0.15 (the peers; ours' recipe may set another), on the same real text from ../shared/data
+(3.8 MB): WikiText-2 valid articles, SQuAD 1.1 dev paragraphs (one document per article),
+CoNLL-2003 train documents; one sentence per line, a blank line between documents (`corpus.txt`
+in --out_dir). The peers' schedule: the rate warmed up linearly over the first 10% of the steps
+then decayed linearly to 0; ours' as its recipe says (below).
 
-Held-out set, written once (`heldout.npz`) and scored identically for every system: 512 windows
-of 128 tokens of WikiText-2 *test* ([CLS] + 126 tokens + [SEP], the original's tokenizer), masked
-once (seed 12345) as the original's create_pretraining_data masks: 15% of the tokens, at most 20
-per window, 80% [MASK] / 10% random / 10% kept. Each system's child returns its argmax
-predictions at those positions at every checkpoint (every --eval_every steps); this process
-scores them all the same way: accuracy over the masked positions. WikiText's `<unk>` (a word
-outside its vocabulary) is left out of both the corpus and the held-out text: kept, it becomes
-four pieces ("<", "un", "##k", ">") that made a fifth of the masked positions and were learned
-long before any real word.
+Held-out set, written once (`heldout.npz`; `heldout-<seq>.npz` at another --seq) and scored
+identically for every system: 512 windows of --seq tokens of WikiText-2 *test* ([CLS] + tokens +
+[SEP], the original's tokenizer), masked once (seed 12345) as the original's
+create_pretraining_data masks: 15% of the tokens, at most 20 per window at 128, 80% [MASK] / 10%
+random / 10% kept. Each system's checkpoints (every --eval_every steps) give their argmax
+predictions at those positions; this process scores them all the same way: accuracy over the
+masked positions. Predicting "the" everywhere scores 0.069 at 128 (the unigram plateau).
+WikiText's `<unk>` (a word outside its vocabulary) is left out of both the corpus and the
+held-out text: kept, it becomes four pieces ("<", "un", "##k", ">") that made a fifth of the
+masked positions and were learned long before any real word.
 
 Systems, one at a time, each in its own subprocess, 2 threads each (TF intra/inter-op threads,
-OMP, torch.set_num_threads):
+OMP, torch.set_num_threads); --seeds runs each once per seed, the seed setting its
+initialisation, input order and masks (ours: run_pretraining's --seed and the records'
+--random_seed 12345 + seed):
 
   ours          the command lines: `data_tools.create_pretraining_data` then `run.run_pretraining`,
-                with a RECIPE (`--recipes=NAME:OPTIMIZER:LR,...`; see RECIPES): `original` is the
-                original's recipe (static masks, dupe_factor 5, masked-LM + next sentence), and
-                the optimizer is `--optimizer` (adamw: the original's AdamWeightDecay, no bias
-                correction; adam: with bias correction). Checkpoints every --eval_every steps;
-                the wall time of a point is the checkpoint file's time since the run's start plus
-                the records' creation time (made once per distinct set of data flags and shared
-                by the recipes that use the same ones); the checkpoints are scored afterwards in
-                another process (outside the clock). A recipe whose flags a command does not have
-                (yet) is skipped with a message.
+                per `--recipes=NAME[:OPTIMIZER[:LR]],...` (RECIPES below). `efficient` and its
+                variants make their records with `--recipe=efficient`, and run_pretraining takes
+                the sequence length, predictions, objective, masking rate and vocabulary from the
+                records' manifest and the optimizer and warmup from the recipe: the bench gives
+                only the rate under test and the run's own flags. The others (`original`, ...)
+                get --dupe_factor=5 and the masking flags at create_pretraining_data, and
+                OPTIMIZER (default adamw; adam: with bias correction) with a 10% warmup at
+                run_pretraining. OPTIMIZER empty or `recipe` gives no --optimizer (the recipe's);
+                LR defaults to the efficient recipe's rate for its family, 5e-4 otherwise.
+                Checkpoints every --eval_every steps are scored afterwards in another process,
+                then deleted but the last. A recipe whose flags this checkout's command lines
+                lack is skipped with a message.
   keras_hub     keras_hub.models.BertMaskedLM (masked-LM only) on windows of the corpus, masked
                 per batch by keras_hub.layers.MaskedLMMaskGenerator (what BertMaskedLMPreprocessor
-                uses: 15%, at most 20, 80/10/10), keras AdamW (weight decay 0.01 except bias and
-                LayerNorm, global-norm clipping 1.0, epsilon 1e-6), model.fit.
+                uses: 15%, at most 20 at seq 128, 80/10/10), keras AdamW (weight decay 0.01 except
+                bias and LayerNorm, global-norm clipping 1.0, epsilon 1e-6), model.fit.
   transformers  BertForMaskedLM + DataCollatorForLanguageModeling (mlm_probability 0.15) on the
                 same windows, torch.optim.AdamW (the same exclusions, epsilon 1e-6),
                 get_linear_schedule_with_warmup, clip_grad_norm_ 1.0; PyTorch CPU in the venv of
                 bench/envs/hf_env.sh ($BERT_TF_HF_VENV, default ~/.cache/bert_tf/hf-venv).
+                --peer_lr (comma-separated: one run per rate) is both peers' rate.
 
-The peers' windows: each document's tokens cut into pieces of 126 ([CLS] piece [SEP]; a last
-piece shorter than 32 tokens dropped), shuffled each epoch. Their time excludes their own
-evaluations (measured and subtracted); everyone's includes the process start and imports.
+The peers' windows: each document's tokens cut into pieces of seq - 2 ([CLS] piece [SEP]; a last
+piece shorter than 32 tokens dropped), shuffled each epoch.
 
-TARGET = the lowest of the peers' final accuracies; the table gives the wall time each system
-first reaches it (linear between checkpoints is not assumed: the first checkpoint at or above
-it) and ours / the fastest peer's time (goal: <= 0.67). Writes results.tsv, results.md and
-accuracy_vs_time.png into --out_dir, and prints the table.
+Modes:
+  (default)     the curves: every system and seed, accuracy at every checkpoint, kept in
+                --out_dir/points.json per (system, seed, steps, eval_every, model, batch, seq);
+                --reuse skips the runs already there. Then the report.
+  --step_time   seconds per training step of each selected system, side by side: in each of
+                --rounds rounds (systems interleaved, the order reversed every other round) each
+                system trains for real twice, --step_time_steps=SHORT,LONG steps (ours: its
+                recipe's command lines on its records, made once; evaluations off), and
+                (wall of LONG - wall of SHORT) / (LONG - SHORT) is its s/step: start-up,
+                compilation and the last checkpoint cancel. The median over rounds per system,
+                with the date and the load average before and after each run, goes to
+                --out_dir/step_times.json (merged by system); a table with ratios to keras_hub.
+  --report      the report alone, from points.json and step_times.json.
+
+The report covers every curve in points.json at this setup (--steps, --eval_every, --model,
+--batch, --seq) of the systems in --systems. Time = step x the system's s/step from
+step_times.json (a system measured there at another rate counts: the rate does not change the
+step); without it, the measured wall times (marked *: ours' from its process start plus the
+records' creation, the peers' without their evaluations). TARGET = the fastest peer's mean final
+accuracy over its seeds, the fastest being the peer with the fewest seconds to its own mean
+final accuracy along its seed-mean curve; that time is the ratios' denominator. Per system and
+seed: the final accuracy, the first checkpoint at or above TARGET, its seconds, the ratio, and
+`stall`: the checkpoints after the first 10% of steps still below 0.075. Per system: the
+worst seed's ratio, and for ours the goal (every seed <= 0.5, no stall). Writes results.md,
+results.tsv (system, seed, step, seconds, accuracy), accuracy_vs_steps.png and
+accuracy_vs_time.png (matplotlib) into --out_dir, and prints the tables.
 """
 import argparse
+import dataclasses
 import json
+import math
 import os
 import pathlib
 import re
 import shutil
+import statistics
 import sys
 import time
 
 from bench import harness
-from bench.common import (DATA, PROJECT_ROOT, VOCAB, keras_hub_backbone, transformers_config,
-                          write_documents)
+from bench.common import (DATA, MAX_PREDICTIONS, PROJECT_ROOT, VOCAB, keras_hub_backbone,
+                          transformers_config, write_documents)
 
-MODEL = dict(vocab_size=30522, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
-             intermediate_size=1024, hidden_act="gelu", hidden_dropout_prob=0.1,
-             attention_probs_dropout_prob=0.1, max_position_embeddings=512, type_vocab_size=2,
-             initializer_range=0.02)
-SEQ, BATCH, PREDICTIONS, MASK_RATE = 128, 32, 20, 0.15
+# --model: (layers, hidden size); heads H/64, intermediate 4H.
+MODELS = {"L2-H128": (2, 128), "L4-H256": (4, 256), "L4-H512": (4, 512)}
+MASK_RATE = 0.15
 HELDOUT_WINDOWS, HELDOUT_SEED = 512, 12345
+DATA_SEED = 12345  # ours' records: --random_seed = DATA_SEED + the seed
+# Predicting "the" everywhere at seq 128; a stalled run stays below STALL_BELOW.
+PLATEAU, STALL_BELOW = 0.069, 0.075
 THREADS = 2
 THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THREADS),
               "TF_NUM_INTEROP_THREADS": str(THREADS), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 # A recipe of ours: extra flags of create_pretraining_data and of run_pretraining. New recipes
-# plug in here; `{vocab}` is replaced by the vocabulary's path.
+# plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup10}` by 10% of the steps.
+# Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
+# takes the optimizer and warmup from it: each variant changes one thing.
+EFFICIENT = ["--recipe=efficient"]
 RECIPES = {
     "original": dict(create=[], train=[],
                      about="the original's: static masks, masked-LM + next sentence"),
-    "mlm": dict(create=["--objective=mlm"], train=["--objective=mlm"],
+    "mlm": dict(create=["--objective=mlm"], train=[],
                 about="no next-sentence loss (static masks)"),
-    "mlm-dynamic": dict(create=["--objective=mlm", "--masking=dynamic"],
-                        train=["--objective=mlm", "--masked_lm_prob=0.15", "--vocab_file={vocab}"],
+    "mlm-dynamic": dict(create=["--objective=mlm", "--masking=dynamic"], train=[],
                         about="masked-LM only, masks drawn in tf.data at each epoch"),
-    "packed": dict(create=["--objective=mlm", "--masking=dynamic", "--pack_sequences"],
-                   train=["--objective=mlm", "--masked_lm_prob=0.15", "--vocab_file={vocab}"],
+    "packed": dict(create=["--objective=mlm", "--masking=dynamic", "--pack_sequences"], train=[],
                    about="masked-LM only, dynamic masks, packed rows"),
     "packed-full": dict(create=["--objective=mlm", "--masking=dynamic", "--pack_sequences",
-                                "--short_seq_prob=0"],
-                        train=["--objective=mlm", "--masked_lm_prob=0.15", "--vocab_file={vocab}"],
+                                "--short_seq_prob=0"], train=[],
                         about="as packed, every span cut to the full length (no short spans)"),
+    "efficient": dict(create=EFFICIENT, train=[],
+                      about="--recipe=efficient: its records, optimizer and warmup"),
+    "efficient-mask30": dict(create=EFFICIENT + ["--masked_lm_prob=0.3"], train=[],
+                             about="efficient, 30% of the tokens masked"),
+    "efficient-mask40": dict(create=EFFICIENT + ["--masked_lm_prob=0.4"], train=[],
+                             about="efficient, 40% of the tokens masked"),
+    "efficient-nopack": dict(create=EFFICIENT + ["--nopack_sequences"], train=[],
+                             about="efficient, rows not packed"),
+    "efficient-sentences": dict(create=EFFICIENT + ["--nofull_windows"], train=[],
+                                about="efficient on the original's sentence spans"),
+    "efficient-warmup10": dict(create=EFFICIENT, train=["--num_warmup_steps={warmup10}"],
+                               about="efficient, warmup 10% of the steps"),
+    "efficient-adamw": dict(create=EFFICIENT, train=["--optimizer=adamw"],
+                            about="efficient with AdamWeightDecay (no bias correction)"),
 }
-DEFAULT_RECIPES = "original:adamw:5e-4,original:adamw:1e-4,original:adam:5e-4,original:adam:1e-4"
-CREATE_FLAGS = ["--do_lower_case", f"--max_seq_length={SEQ}", "--dupe_factor=5",
-                "--random_seed=12345"]
-# Masks drawn when the records are written (create_pretraining_data refuses them with
-# --masking=dynamic, whose masks run_pretraining draws).
-STATIC_MASK_FLAGS = [f"--max_predictions_per_seq={PREDICTIONS}", f"--masked_lm_prob={MASK_RATE}"]
+DEFAULT_RECIPES = "efficient,original:adam:1e-3"
+
+
+def is_efficient(recipe):
+    """Whether the recipe's records are made with --recipe=efficient (and its schedule used)."""
+    return "--recipe=efficient" in recipe["create"]
+
+
+def library_recipe(name):
+    from bert_tf.data.pretraining.recipes import RECIPES as LIBRARY
+    return LIBRARY[name]
+
+
+def model_config(name):
+    layers, hidden = MODELS[name]
+    return dict(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers,
+                num_attention_heads=hidden // 64, intermediate_size=4 * hidden,
+                hidden_act="gelu", hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1,
+                max_position_embeddings=512, type_vocab_size=2, initializer_range=0.02)
+
+
+def predictions(seq):
+    """Masked positions per row at most: the original's at 128 and 512, else the rate's."""
+    return MAX_PREDICTIONS.get(seq, math.ceil(MASK_RATE * seq))
+
+
+def warmup(steps):
+    """The peers' (and ours' non-recipe runs') warmup: 10% of the steps."""
+    return max(1, int(0.1 * steps))
+
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
@@ -180,10 +255,10 @@ def tokenized_documents(path, tokenizer):
     return documents
 
 
-def windows(documents, cls_id, sep_id, min_tokens=32):
-    """[CLS] + up to 126 tokens + [SEP] pieces of each document (padded with 0) and lengths."""
+def windows(documents, cls_id, sep_id, seq, min_tokens=32):
+    """[CLS] + up to seq - 2 tokens + [SEP] pieces of each document (padded with 0) and lengths."""
     import numpy as np
-    size = SEQ - 2
+    size = seq - 2
     rows, lengths = [], []
     for ids in documents:
         for start in range(0, len(ids), size):
@@ -192,24 +267,25 @@ def windows(documents, cls_id, sep_id, min_tokens=32):
                 continue
             row = [cls_id] + piece + [sep_id]
             lengths.append(len(row))
-            rows.append(row + [0] * (SEQ - len(row)))
+            rows.append(row + [0] * (seq - len(row)))
     return np.array(rows, np.int32), np.array(lengths, np.int32)
 
 
-def write_training_windows(corpus, out_path):
+def write_training_windows(corpus, out_path, seq):
     """The peers' training windows, from the same corpus file ours reads."""
     import numpy as np
     from bert_tf import tokenization
     tokenizer = tokenization.FullTokenizer(str(VOCAB), do_lower_case=True)
     cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
-    ids, lengths = windows(tokenized_documents(corpus, tokenizer), cls_id, sep_id)
+    ids, lengths = windows(tokenized_documents(corpus, tokenizer), cls_id, sep_id, seq)
     np.savez(out_path, input_ids=ids, lengths=lengths)
     return len(ids)
 
 
-def write_heldout(out_path):
+def write_heldout(out_path, seq):
     """The one fixed held-out masked set: WikiText-2 test windows masked once, the original's
-    way (15%, at most 20, 80% [MASK] / 10% random / 10% kept, seed HELDOUT_SEED)."""
+    way (15%, at most predictions(seq), 80% [MASK] / 10% random / 10% kept, seed
+    HELDOUT_SEED)."""
     import numpy as np
     from bert_tf import tokenization
     tokenizer = tokenization.FullTokenizer(str(VOCAB), do_lower_case=True)
@@ -217,17 +293,17 @@ def write_heldout(out_path):
     cls_id, sep_id, mask_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]", "[MASK]"])
     documents = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(" ".join(sentences)))
                  for sentences in wikitext_documents(DATA / "wikitext-2" / "test.txt")]
-    ids, lengths = windows(documents, cls_id, sep_id, min_tokens=SEQ - 2)  # full windows only
+    ids, _ = windows(documents, cls_id, sep_id, seq, min_tokens=seq - 2)  # full ones only
     rng = np.random.RandomState(HELDOUT_SEED)
     chosen = np.sort(rng.choice(len(ids), min(HELDOUT_WINDOWS, len(ids)), replace=False))
     ids = ids[chosen].copy()
-    n = len(ids)
-    positions = np.zeros((n, PREDICTIONS), np.int32)
-    labels = np.zeros((n, PREDICTIONS), np.int32)
-    weights = np.zeros((n, PREDICTIONS), np.float32)
+    n, most = len(ids), predictions(seq)
+    positions = np.zeros((n, most), np.int32)
+    labels = np.zeros((n, most), np.int32)
+    weights = np.zeros((n, most), np.float32)
     for row in range(n):
-        candidates = np.arange(1, SEQ - 1)
-        count = min(PREDICTIONS, max(1, int(round((SEQ - 2) * MASK_RATE))))
+        candidates = np.arange(1, seq - 1)
+        count = min(most, max(1, int(round((seq - 2) * MASK_RATE))))
         picked = np.sort(rng.choice(candidates, count, replace=False))
         for k, pos in enumerate(picked):
             labels[row, k], positions[row, k], weights[row, k] = ids[row, pos], pos, 1.0
@@ -248,14 +324,12 @@ def accuracy(heldout, predictions):
     return float(np.sum(w * (np.asarray(predictions) == heldout["masked_lm_ids"])) / np.sum(w))
 
 
+# ---- Children: one system's training, or the scoring of ours' checkpoints ----
+
 def _tf_threads():
     import tensorflow as tf
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
-
-
-def _linear_schedule_lr(step, lr, steps, warmup):
-    return lr * step / warmup if step < warmup else lr * max(0.0, 1.0 - step / steps)
 
 
 def child_ours_eval(spec):
@@ -269,7 +343,7 @@ def child_ours_eval(spec):
     inputs = {"input_ids": heldout["input_ids"], "input_mask": heldout["input_mask"],
               "segment_ids": np.zeros_like(heldout["input_ids"]),
               "masked_lm_positions": heldout["masked_lm_positions"]}
-    model = BertPretrainer(BertConfig.from_dict(MODEL))
+    model = BertPretrainer(BertConfig.from_dict(spec["model"]))
     model({k: v[:2] for k, v in inputs.items()}, training=False)
     predict = tf.function(lambda batch: tf.argmax(
         model(batch, training=False, return_encoder_outputs=False)["masked_lm_log_probs"], -1))
@@ -278,36 +352,40 @@ def child_ours_eval(spec):
         tf.train.Checkpoint(model=model).restore(path).expect_partial()
         predictions = np.concatenate([
             np.asarray(predict({k: v[i:i + 64] for k, v in inputs.items()})).reshape(
-                -1, PREDICTIONS) for i in range(0, len(heldout["input_ids"]), 64)])
+                -1, heldout["masked_lm_positions"].shape[1])
+            for i in range(0, len(heldout["input_ids"]), 64)])
         results.append(predictions.tolist())
     print(json.dumps({"predictions": results}))
 
 
 def child_keras_hub(spec):
+    """keras-hub's BertMaskedLM trained for spec["steps"]; with spec["evaluate"], its held-out
+    predictions every spec["eval_every"] steps (their time left out of its clock)."""
     import numpy as np
     import tensorflow as tf
     _tf_threads()
     import keras
     import keras_hub
     keras.utils.set_random_seed(spec["seed"])
-    steps, lr, eval_every = spec["steps"], spec["lr"], spec["eval_every"]
-    warmup = max(1, int(0.1 * steps))
+    steps, lr, model, batch = spec["steps"], spec["lr"], spec["model"], spec["batch"]
+    eval_every = spec["eval_every"] if spec["evaluate"] else steps
+    warmup_steps = warmup(steps)
     data = np.load(spec["windows"])
     heldout = dict(np.load(spec["heldout"]))
     vocab = [line.rstrip("\n") for line in open(VOCAB, encoding="utf-8")]
     cls_id, sep_id, mask_id = (vocab.index(t) for t in ("[CLS]", "[SEP]", "[MASK]"))
-    backbone = keras_hub_backbone(MODEL, dropout=0.1,
-                                  max_sequence_length=MODEL["max_position_embeddings"])
+    backbone = keras_hub_backbone(model, dropout=0.1,
+                                  max_sequence_length=model["max_position_embeddings"])
     lm = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     masker = keras_hub.layers.MaskedLMMaskGenerator(
-        vocabulary_size=MODEL["vocab_size"], mask_selection_rate=MASK_RATE,
-        mask_token_id=mask_id, mask_selection_length=PREDICTIONS,
+        vocabulary_size=model["vocab_size"], mask_selection_rate=MASK_RATE,
+        mask_token_id=mask_id, mask_selection_length=spec["predictions"],
         unselectable_token_ids=[0, cls_id, sep_id], mask_token_rate=0.8, random_token_rate=0.1)
 
     class WarmupLinear(keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step):
             step = tf.cast(step, tf.float32)
-            return tf.where(step < warmup, lr * step / warmup,
+            return tf.where(step < warmup_steps, lr * step / warmup_steps,
                             lr * tf.maximum(0.0, 1.0 - step / steps))
 
     optimizer = keras.optimizers.AdamW(WarmupLinear(), weight_decay=0.01, epsilon=1e-6,
@@ -325,7 +403,7 @@ def child_keras_hub(spec):
 
     dataset = (tf.data.Dataset.from_tensor_slices(data["input_ids"]).shuffle(len(data["input_ids"]),
                                                                                 seed=spec["seed"])
-               .repeat().batch(BATCH, drop_remainder=True).map(to_features).prefetch(2))
+               .repeat().batch(batch, drop_remainder=True).map(to_features).prefetch(2))
     eval_x = {"token_ids": heldout["input_ids"], "segment_ids": np.zeros_like(heldout["input_ids"]),
               "padding_mask": heldout["input_mask"].astype(bool),
               "mask_positions": heldout["masked_lm_positions"]}
@@ -344,22 +422,23 @@ def child_keras_hub(spec):
 
     # One fit (one iterator over the repeated, shuffled windows), an "epoch" per evaluation.
     lm.fit(dataset, steps_per_epoch=eval_every, epochs=steps // eval_every, verbose=0,
-           callbacks=[Evaluate()])
+           callbacks=[Evaluate()] if spec["evaluate"] else [])
     print(json.dumps({"points": points}))
 
 
 def child_transformers(spec):
+    """transformers' BertForMaskedLM, as child_keras_hub."""
     import numpy as np
     import torch
     import transformers
     torch.set_num_threads(THREADS)
     torch.manual_seed(spec["seed"])
-    steps, lr, eval_every = spec["steps"], spec["lr"], spec["eval_every"]
+    steps, lr, eval_every, batch = spec["steps"], spec["lr"], spec["eval_every"], spec["batch"]
     data = np.load(spec["windows"])
     heldout = dict(np.load(spec["heldout"]))
     tokenizer = transformers.BertTokenizerFast(vocab_file=str(VOCAB), do_lower_case=True)
-    config = transformers_config(MODEL, type_vocab_size=2,
-                                 max_position_embeddings=MODEL["max_position_embeddings"])
+    config = transformers_config(spec["model"], type_vocab_size=2,
+                                 max_position_embeddings=spec["model"]["max_position_embeddings"])
     model = transformers.BertForMaskedLM(config).train()
     collator = transformers.DataCollatorForLanguageModeling(tokenizer, mlm_probability=MASK_RATE)
     no_decay = ("bias", "LayerNorm.weight")
@@ -368,28 +447,27 @@ def child_transformers(spec):
               {"params": [p for n, p in model.named_parameters()
                           if any(x in n for x in no_decay)], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, max(1, int(0.1 * steps)),
-                                                             steps)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup(steps), steps)
     examples = [{"input_ids": row[:n].tolist()}
                 for row, n in zip(data["input_ids"], data["lengths"])]
-    rng = np.random.RandomState(0)
+    rng = np.random.RandomState(spec["seed"])
     order = []
     eval_ids = torch.tensor(heldout["input_ids"]).long()
     eval_mask = torch.tensor(heldout["input_mask"]).long()
     positions = torch.tensor(heldout["masked_lm_positions"]).long()
     points, eval_seconds = [], 0.0
     for step in range(1, steps + 1):
-        if len(order) < BATCH:
+        if len(order) < batch:
             order += rng.permutation(len(examples)).tolist()
-        batch = collator([examples[i] for i in order[:BATCH]])
-        del order[:BATCH]
-        loss = model(**batch).loss
+        inputs = collator([examples[i] for i in order[:batch]])
+        del order[:batch]
+        loss = model(**inputs).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad()
-        if step % eval_every == 0:
+        if spec["evaluate"] and step % eval_every == 0:
             start = time.time()
             model.eval()
             predictions = []
@@ -413,7 +491,92 @@ CHILDREN = {"ours_eval": child_ours_eval, "keras_hub": child_keras_hub,
             "transformers": child_transformers}
 
 
-# ---- Parent ----
+# ---- Runs (parent) ----
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One system at one rate: ours with a recipe (and an optimizer, None: the recipe's), or a
+    peer."""
+    system: str
+    lr: float
+    recipe: str = None
+    optimizer: str = None
+
+    @property
+    def label(self):
+        if self.system == "ours":
+            return f"ours {self.recipe}:{self.optimizer or 'recipe'}:{self.lr:g}"
+        return f"{self.system} lr {self.lr:g}"
+
+
+def family(label):
+    """What a step time is shared by: the recipe (ours) or the peer, whatever the rate."""
+    return label.split(":")[0] if label.startswith("ours ") else label.split(" ")[0]
+
+
+def parse_runs(parser, args):
+    """The Runs of --systems, --recipes and --peer_lr; a bad value is a usage error (exit 2)."""
+    runs = []
+    for system in [s for s in args.systems.split(",") if s]:
+        if system == "ours":
+            for spec in [r for r in args.recipes.split(",") if r]:
+                name, optimizer, lr = (spec.split(":") + ["", ""])[:3]
+                if name not in RECIPES or spec.count(":") > 2:
+                    parser.error(f"--recipes: {spec!r}: NAME[:OPTIMIZER[:LR]], NAME one of "
+                                 f"{', '.join(RECIPES)}")
+                efficient = is_efficient(RECIPES[name])
+                if optimizer in ("", "recipe"):
+                    optimizer = (None if efficient or ":" in spec else "adamw")
+                try:
+                    lr = float(lr) if lr else (library_recipe("efficient").training[
+                        "learning_rate"] if efficient else 5e-4)
+                except ValueError:
+                    parser.error(f"--recipes: {spec!r}: the rate {lr!r} is not a number")
+                runs.append(Run("ours", lr, name, optimizer))
+        elif system in ("keras_hub", "transformers"):
+            try:
+                rates = [float(r) for r in args.peer_lr.split(",") if r]
+            except ValueError:
+                parser.error(f"--peer_lr: {args.peer_lr!r}: comma-separated numbers")
+            runs += [Run(system, lr) for lr in rates]
+        else:
+            parser.error(f"--systems: unknown system {system!r} (ours, keras_hub, transformers)")
+    return runs
+
+
+def defined_flags(module_files):
+    names = set()
+    for path in module_files:
+        names |= set(re.findall(r"DEFINE_\w+\(\s*[\"'](\w+)[\"']", path.read_text()))
+    return names
+
+
+def missing_flags(recipe):
+    """The recipe's flags (and, for --recipe=efficient, those the recipe sets) that the command
+    lines of this checkout do not define (yet)."""
+    create = defined_flags([PROJECT_ROOT / "data_tools" / "create_pretraining_data.py"])
+    train = defined_flags([PROJECT_ROOT / "run" / "run_pretraining.py",
+                           PROJECT_ROOT / "run" / "common_flags.py"])
+    wanted = [("data_tools.create_pretraining_data", create, f) for f in recipe["create"]]
+    wanted += [("run.run_pretraining", train, f) for f in recipe["train"]]
+    if is_efficient(recipe) and "recipe" in create:
+        wanted += [("data_tools.create_pretraining_data (--recipe=efficient)", create, f"--{name}")
+                   for name in library_recipe("efficient").records]
+
+    def name(flag, defined):
+        name = flag.lstrip("-").split("=")[0]
+        return name[2:] if name not in defined and name.startswith("no") else name
+
+    return [f"{command} --{name(f, defined)}" for command, defined, f in wanted
+            if name(f, defined) not in defined]
+
+
+def child_spec(args, run, seed, steps, evaluate):
+    return {"child": run.system, "steps": steps, "lr": run.lr, "eval_every": args.eval_every,
+            "seed": seed, "evaluate": evaluate, "model": model_config(args.model),
+            "batch": args.batch, "predictions": predictions(args.seq),
+            "windows": str(args.windows), "heldout": str(args.heldout)}
+
 
 def run_child(venv, spec, label):
     """Runs a child with 2 threads, its progress lines logged under `label`; returns (its start
@@ -430,78 +593,299 @@ def run_child(venv, spec, label):
     return start, result
 
 
-def defined_flags(module_files):
-    names = set()
-    for path in module_files:
-        names |= set(re.findall(r"DEFINE_\w+\(\s*[\"'](\w+)[\"']", path.read_text()))
-    return names
-
-
-def missing_flags(recipe):
-    """The recipe's flags that the command lines of this checkout do not define (yet)."""
-    create = defined_flags([PROJECT_ROOT / "data_tools" / "create_pretraining_data.py"])
-    train = defined_flags([PROJECT_ROOT / "run" / "run_pretraining.py",
-                           PROJECT_ROOT / "run" / "common_flags.py"])
-    missing = [f"data_tools.create_pretraining_data {f.split('=')[0]}" for f in recipe["create"]
-               if f.split("=")[0].lstrip("-") not in create]
-    missing += [f"run.run_pretraining {f.split('=')[0]}" for f in recipe["train"]
-                if f.split("=")[0].lstrip("-") not in train]
-    return missing
-
-
-def run_command(line, label, env):
-    """(start time, wall seconds) of `line`."""
-    start = time.time()
-    return start, harness.run_command(line, label, env).seconds
-
-
-def run_ours(args, name, optimizer, lr, workdir, corpus, heldout_path, records_cache):
+def make_records(args, name, seed, cache):
+    """(folder, seconds to make) of ours' records for recipe `name` and `seed`: made once per
+    distinct set of data flags and seed, shared by the recipes that use the same ones. The
+    folder is this process's (another bench process may work in --out_dir), removed by
+    remove_records at its end."""
     recipe = RECIPES[name]
-    env = dict(os.environ, **THREAD_ENV)
     create_flags = [f.replace("{vocab}", str(VOCAB)) for f in recipe["create"]]
-    key = " ".join(create_flags)
-    if key not in records_cache:
-        records_dir = workdir / f"records-{len(records_cache)}"
-        records_dir.mkdir(parents=True, exist_ok=True)
+    key = (tuple(create_flags), seed)
+    if key not in cache:
+        folder = args.out_dir / f"records-{name}-seq{args.seq}-seed{seed}-pid{os.getpid()}"
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        # The original's data settings, where the efficient recipe sets its own.
+        original = [] if is_efficient(recipe) else [
+            "--dupe_factor=5", f"--max_predictions_per_seq={predictions(args.seq)}",
+            f"--masked_lm_prob={MASK_RATE}"]
         line = [sys.executable, "-m", "data_tools.create_pretraining_data",
-                f"--input_file={corpus}", f"--output_file={records_dir / 'train.tfrecord'}",
-                f"--vocab_file={VOCAB}", *CREATE_FLAGS,
-                *([] if "--masking=dynamic" in create_flags else STATIC_MASK_FLAGS),
-                *create_flags]
+                f"--input_file={args.corpus}", f"--output_file={folder / 'train.tfrecord'}",
+                f"--vocab_file={VOCAB}", "--do_lower_case", f"--max_seq_length={args.seq}",
+                f"--random_seed={DATA_SEED + seed}", *original, *create_flags]
         log(f"  ours {name}: {' '.join(line[1:])}")
-        _, seconds = run_command(line, "create_pretraining_data", env)
-        records_cache[key] = (records_dir, seconds)
+        seconds = harness.run_command(line, "create_pretraining_data",
+                                      dict(os.environ, **THREAD_ENV)).seconds
+        cache[key] = (folder, seconds)
         log(f"  records made in {seconds:.1f} s")
-    records_dir, create_seconds = records_cache[key]
-    label = f"ours {name}:{optimizer}:{lr:g}"
-    output_dir = workdir / f"ours-{name}-{optimizer}-{lr:g}-{args.steps}"
+    return cache[key]
+
+
+def remove_records(cache):
+    for folder, _ in cache.values():
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def train_line(args, run, records, output_dir, steps, save_every, seed):
+    """run_pretraining's command line for `run` on `records` (a folder): the rate and the run's
+    own flags; the recipe's schedule (efficient) or the optimizer with a 10% warmup (others);
+    what the records' manifest gives only when they have none."""
+    recipe = RECIPES[run.recipe]
+    config = args.out_dir / f"bert_config-{args.model}.json"
+    text = json.dumps(model_config(args.model))
+    if not config.exists() or config.read_text() != text:  # another process may be reading it
+        config.write_text(text)
+    line = [sys.executable, "-m", "run.run_pretraining", f"--bert_config_file={config}",
+            f"--input_file={records}/*.tfrecord", f"--output_dir={output_dir}", "--do_train",
+            f"--train_batch_size={args.batch}", f"--num_train_steps={steps}",
+            f"--learning_rate={run.lr}", f"--save_checkpoints_steps={save_every}",
+            f"--iterations_per_loop={args.eval_every}", f"--log_steps={args.eval_every}",
+            "--keep_checkpoint_max=1000", f"--seed={seed}"]
+    if not any(pathlib.Path(records).glob("*.manifest.json")):
+        line += [f"--max_seq_length={args.seq}",
+                 f"--max_predictions_per_seq={predictions(args.seq)}"]
+        if "--objective=mlm" in recipe["create"]:
+            line.append("--objective=mlm")
+        if "--masking=dynamic" in recipe["create"]:
+            line += [f"--masked_lm_prob={MASK_RATE}", f"--vocab_file={VOCAB}"]
+    if not is_efficient(recipe):
+        line.append(f"--num_warmup_steps={warmup(steps)}")
+    line += [f.replace("{vocab}", str(VOCAB)).replace("{warmup10}", str(warmup(steps)))
+             for f in recipe["train"]]
+    if run.optimizer:
+        line.append(f"--optimizer={run.optimizer}")
+    return line
+
+
+def run_training(line, label):
+    """(start time, wall seconds) of a run_pretraining command line, its log lines logged."""
+    start = time.time()
+
+    def progress(text):
+        # The flags taken from the records' manifest and the recipe, then the progress lines.
+        if text.startswith("*** from") or (re.search(r"\bsteps?\b", text) and "***" not in text):
+            log(f"  {label}: {text.strip()[:200]} ({time.time() - start:.0f} s)")
+
+    result = harness.run_command(line, label, dict(os.environ, **THREAD_ENV), on_line=progress)
+    return start, result.seconds
+
+
+def curve_ours(args, run, seed, records_cache):
+    """ours' points: train, then score every checkpoint in another process (outside the clock),
+    then delete all checkpoints but the last."""
+    records, create_seconds = make_records(args, run.recipe, seed, records_cache)
+    output_dir = args.out_dir / (f"ours-{run.recipe}-{run.optimizer or 'recipe'}-{run.lr:g}-"
+                                 f"{args.model}-b{args.batch}-s{args.seq}-{args.steps}-seed{seed}")
     if output_dir.exists():
         shutil.rmtree(output_dir)  # a run_pretraining output dir would resume
-    config = workdir / "bert_config.json"
-    config.write_text(json.dumps(MODEL))
-    train_flags = [f.replace("{vocab}", str(VOCAB)) for f in recipe["train"]]
-    line = [sys.executable, "-m", "run.run_pretraining", f"--bert_config_file={config}",
-            f"--input_file={records_dir}/*.tfrecord", f"--output_dir={output_dir}", "--do_train",
-            f"--train_batch_size={BATCH}", f"--max_seq_length={SEQ}",
-            f"--max_predictions_per_seq={PREDICTIONS}", f"--num_train_steps={args.steps}",
-            f"--num_warmup_steps={max(1, int(0.1 * args.steps))}", f"--learning_rate={lr}",
-            f"--optimizer={optimizer}", f"--save_checkpoints_steps={args.eval_every}",
-            f"--iterations_per_loop={args.eval_every}", f"--log_steps={args.eval_every}",
-            "--keep_checkpoint_max=1000", f"--seed={args.seed}", *train_flags]
-    log(f"  {label}: {' '.join(line[1:])}")
-    start, seconds = run_command(line, label, env)
-    log(f"  {label}: trained in {seconds:.1f} s (+ records {create_seconds:.1f} s)")
+    line = train_line(args, run, records, output_dir, args.steps, args.eval_every, seed)
+    log(f"  {run.label} seed {seed}: {' '.join(line[1:])}")
+    start, seconds = run_training(line, f"{run.label} seed {seed}")
+    log(f"  {run.label} seed {seed}: trained in {seconds:.1f} s (+ records {create_seconds:.1f} s)")
     checkpoints = []
     for step in range(args.eval_every, args.steps + 1, args.eval_every):
         index = output_dir / f"model.ckpt-{step}.index"
         if index.exists():
             checkpoints.append((step, str(index)[:-len(".index")],
                                 index.stat().st_mtime - start + create_seconds))
-    _, result = run_child(None, {"child": "ours_eval", "heldout": str(heldout_path),
-                                           "checkpoints": [c[1] for c in checkpoints]}, None)
+    _, result = run_child(None, {"child": "ours_eval", "heldout": str(args.heldout),
+                                 "model": model_config(args.model),
+                                 "checkpoints": [c[1] for c in checkpoints]}, None)
+    for _, prefix, _ in checkpoints[:-1]:
+        for path in output_dir.glob(pathlib.Path(prefix).name + ".*"):
+            path.unlink()
     return [{"step": step, "time": t, "predictions": p}
             for (step, _, t), p in zip(checkpoints, result["predictions"])]
 
+
+def curve_peer(args, run, seed):
+    venv = harness.HF if run.system == "transformers" else None
+    start, result = run_child(venv, child_spec(args, run, seed, args.steps, True),
+                              f"{run.label} seed {seed}")
+    for p in result["points"]:
+        p["time"] -= start
+    return result["points"]
+
+
+def available(run):
+    """None, or why `run` cannot run in this checkout or on this machine."""
+    if run.system == "ours":
+        missing = missing_flags(RECIPES[run.recipe])
+        return ("this checkout's command lines lack " + ", ".join(missing)) if missing else None
+    if run.system == "transformers" and not harness.HF.exists():
+        return harness.HF.missing()
+    return None
+
+
+# ---- points.json: the curves, per (system, seed, steps, eval_every, model, batch, seq) ----
+
+SETUP = ("steps", "eval_every", "model", "batch", "seq")
+
+
+def setup_of(args):
+    return {name: getattr(args, name) for name in SETUP}
+
+
+def point_key(label, seed, setup):
+    return (f"{label} | seed {seed} | {setup['steps']} steps, every {setup['eval_every']} | "
+            f"{setup['model']} batch {setup['batch']} seq {setup['seq']}")
+
+
+def load_points(path):
+    """points.json's entries by key; an older file's entries (keyed by label, at the then only
+    model, batch and sequence length) converted."""
+    if not path.exists():
+        return {}
+    entries = {}
+    for key, entry in json.loads(path.read_text()).items():
+        if "label" not in entry:
+            entry = dict(entry, label=key, seed=entry.get("seed", 0), model="L4-H256", batch=32,
+                         seq=128)
+        entries[point_key(entry["label"], entry["seed"], entry)] = entry
+    return entries
+
+
+def curves_at(entries, args):
+    """{label: {seed: points}} of the entries at this setup, of the systems in --systems."""
+    systems = set(args.systems.split(","))
+    curves = {}
+    for entry in entries.values():
+        if (all(entry[name] == getattr(args, name) for name in SETUP)
+                and entry["label"].split(" ")[0] in systems and entry["points"]):
+            curves.setdefault(entry["label"], {})[entry["seed"]] = entry["points"]
+    return {label: dict(sorted(seeds.items())) for label, seeds in curves.items()}
+
+
+def save_point(points_file, key, entry):
+    """Adds one curve to points.json as it is now (another bench process may have added its
+    own since this one started), replacing the file whole."""
+    entries = load_points(points_file)
+    entries[key] = entry
+    partial = points_file.with_name(points_file.name + f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(entries, indent=1))
+    os.replace(partial, points_file)
+
+
+def run_curves(args, runs, heldout, records_cache):
+    points_file = args.out_dir / "points.json"
+    entries = load_points(points_file)
+    setup = setup_of(args)
+    skipped = set()
+    for seed in args.seeds:
+        for run in runs:
+            key = point_key(run.label, seed, setup)
+            if run.label in skipped:
+                continue
+            why = available(run)
+            if why:
+                log(f"{run.label}: skipped, {why}")
+                skipped.add(run.label)
+                continue
+            if args.reuse and key in entries:
+                log(f"{run.label} seed {seed}: kept from {points_file}")
+                continue
+            log(f"{run.label} seed {seed}: {args.steps} steps"
+                + (f" ({RECIPES[run.recipe]['about']})" if run.recipe else ""))
+            points = (curve_ours(args, run, seed, records_cache) if run.system == "ours"
+                      else curve_peer(args, run, seed))
+            for p in points:
+                p["accuracy"] = accuracy(heldout, p.pop("predictions"))
+                log(f"  {run.label} seed {seed} step {p['step']}: accuracy {p['accuracy']:.4f} "
+                    f"at {p['time']:.0f} s")
+            save_point(points_file, key, dict(label=run.label, seed=seed, **setup,
+                                              points=points))
+
+
+# ---- Step times ----
+
+def step_time_run(args, run, steps, records_cache):
+    """Wall seconds of a whole training of `run` for `steps` steps (seed 0, evaluations off)."""
+    if run.system != "ours":
+        venv = harness.HF if run.system == "transformers" else None
+        return harness.run_child(harness.child_command(
+            __spec__.name, child_spec(args, run, 0, steps, False), venv=venv), run.label,
+            env=dict(os.environ, **THREAD_ENV), check=True)["wall_s"]
+    records, _ = make_records(args, run.recipe, 0, records_cache)
+    output_dir = args.out_dir / "step-time-ours"
+    if output_dir.exists():
+        shutil.rmtree(output_dir)
+    seconds = harness.run_command(train_line(args, run, records, output_dir, steps, steps, 0),
+                                  run.label, dict(os.environ, **THREAD_ENV)).seconds
+    shutil.rmtree(output_dir)
+    return seconds
+
+
+def measure_step_times(args, runs, records_cache):
+    short, long = args.step_time_steps
+    by_label = {}
+    for run in runs:
+        why = available(run)
+        if why:
+            log(f"{run.label}: skipped, {why}")
+            continue
+        by_label[run.label] = run
+        if run.system == "ours":
+            make_records(args, run.recipe, 0, records_cache)
+
+    def measure(label, round_index):
+        walls, loads = [], []
+        for steps in (short, long):
+            before = os.getloadavg()
+            walls.append(step_time_run(args, by_label[label], steps, records_cache))
+            loads.append({"steps": steps, "before": before, "after": os.getloadavg()})
+        per_step = (walls[1] - walls[0]) / (long - short)
+        log(f"  {label} round {round_index + 1}: {short} steps {walls[0]:.1f} s, {long} steps "
+            f"{walls[1]:.1f} s: {per_step:.3f} s/step (load {loads[0]['before'][0]:.2f} .. "
+            f"{loads[1]['after'][0]:.2f})")
+        return {"round": round_index + 1, "short_s": walls[0], "long_s": walls[1],
+                "s_per_step": per_step, "load_average": loads}
+
+    log(harness.stamp())
+    measured = harness.interleave(args.rounds, list(by_label), measure, alternate=True)
+    path = args.out_dir / "step_times.json"
+    setup = {"model": args.model, "batch": args.batch, "seq": args.seq}
+    saved = json.loads(path.read_text()) if path.exists() else {}
+    systems = saved.get("systems", {}) if saved.get("setup") == setup else {}
+    date = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    for label, rounds in measured.items():
+        systems[label] = {"s_per_step": statistics.median(r["s_per_step"] for r in rounds),
+                          "date": date, "steps": [short, long], "rounds": rounds}
+    path.write_text(json.dumps({"setup": setup, "date": date, "cores": os.cpu_count(),
+                                "systems": systems}, indent=1))
+    keras = next((systems[label]["s_per_step"] for label in measured
+                  if label.startswith("keras_hub")), None)
+    rows = [[label, f"{systems[label]['s_per_step']:.3f}",
+             " / ".join(f"{r['s_per_step']:.3f}" for r in rounds),
+             harness.ratio(systems[label]["s_per_step"], keras),
+             harness.ratio(keras, systems[label]["s_per_step"])]
+            for label, rounds in measured.items()]
+    print(f"\nSeconds per step, {args.model} seq {args.seq} batch {args.batch}, (wall of {long} "
+          f"steps - wall of {short}) / {long - short}, median of {args.rounds} interleaved "
+          f"rounds ({date}):\n")
+    print("\n".join(harness.markdown(["system", "s/step", "rounds", "time vs keras_hub",
+                                      "speed vs keras_hub"], rows, align="lrlrr")))
+    print(f"\n-> {path}")
+
+
+def load_step_times(args):
+    """({label: s/step}, what they are) from step_times.json at this setup; ({}, why not)."""
+    path = args.out_dir / "step_times.json"
+    if not path.exists():
+        return {}, f"no {path.name}"
+    saved = json.loads(path.read_text())
+    setup = {"model": args.model, "batch": args.batch, "seq": args.seq}
+    if saved.get("setup") != setup:
+        return {}, f"{path.name} is of {saved.get('setup')}, not {setup}"
+    systems = saved["systems"]
+    return ({label: entry["s_per_step"] for label, entry in systems.items()},
+            "s/step from " + path.name + " (" + "; ".join(
+                f"{label} {entry['date']}, median of {len(entry['rounds'])}, "
+                f"{entry['steps'][1]} - {entry['steps'][0]} steps"
+                for label, entry in systems.items()) + ")")
+
+
+# ---- The report ----
 
 def first_reach(points, target):
     for p in points:
@@ -510,66 +894,167 @@ def first_reach(points, target):
     return None
 
 
-def report(results, out_dir, args):
-    peers = [s for s in results if not s.startswith("ours")]
-    finals = {s: results[s][-1]["accuracy"] for s in results if results[s]}
-    target = min(finals[s] for s in peers) if peers else None
-    reach = {s: first_reach(results[s], target) if target is not None else None for s in results}
-    fastest_peer = min((s for s in peers if reach[s]), key=lambda s: reach[s]["time"],
-                       default=None)
-    with open(out_dir / "results.tsv", "w") as f:
-        f.write("system\tstep\tseconds\taccuracy\n")
-        for s, points in results.items():
-            for p in points:
-                f.write(f"{s}\t{p['step']}\t{p['time']:.1f}\t{p['accuracy']:.4f}\n")
-    lines = [f"Held-out masked-LM accuracy (WikiText-2 test, {args.heldout_positions} fixed "
-             f"masked positions), {args.steps} steps, eval every {args.eval_every}.", ""]
-    if target is not None:
-        lines.append(f"TARGET = lowest final accuracy of the peers = {target:.4f}"
-                     + (f"; fastest peer to reach it: {fastest_peer} "
-                        f"({reach[fastest_peer]['time']:.0f} s)" if fastest_peer else ""))
-        lines.append("")
-    lines += ["| system | s/step | final accuracy | best | "
-              "reaches TARGET at step | seconds | vs fastest peer (goal <= 0.67) |",
-              "|---|---|---|---|---|---|---|"]
-    for s, points in results.items():
-        if not points:
+def summarise(curves, step_times, steps):
+    """The report's figures. `curves`: {label: {seed: [{step, accuracy, time}, ...]}}, labels of
+    peers not starting with "ours"; `step_times`: {label: s/step}, a label with none matched by
+    family() timed by its points' wall `time` (and named in "wall")."""
+    per_step = {}
+    for label in curves:
+        per_step[label] = step_times.get(label) or next(
+            (s for other, s in step_times.items() if family(other) == family(label)), None)
+
+    def seconds(label, point):
+        return point["time"] if per_step[label] is None else point["step"] * per_step[label]
+
+    own = {}  # peer -> (mean final accuracy, seconds to it along its seed-mean curve)
+    for label, seeds in curves.items():
+        if label.startswith("ours"):
             continue
-        per_step = ((points[-1]["time"] - points[0]["time"])
-                    / max(1, points[-1]["step"] - points[0]["step"])) if len(points) > 1 else 0
-        r = reach[s]
-        ratio = (f"{r['time'] / reach[fastest_peer]['time']:.2f}x" if r and fastest_peer
-                 else "never" if target is not None else "")
-        lines.append(f"| {s} | {per_step:.2f} | {points[-1]['accuracy']:.4f} | "
-                     f"{max(p['accuracy'] for p in points):.4f} | {r['step'] if r else '-'} | "
-                     f"{round(r['time']) if r else '-'} | {ratio} |")
-    lines += ["", "Accuracy at each checkpoint (step: accuracy @ seconds):", ""]
-    for s, points in results.items():
-        lines.append(f"- {s}: " + ", ".join(f"{p['step']}: {p['accuracy']:.3f} @ {p['time']:.0f}"
-                                          for p in points))
+        runs = list(seeds.values())
+        final = statistics.mean(run[-1]["accuracy"] for run in runs)
+        mean_curve = [{"accuracy": statistics.mean(p["accuracy"] for p in column),
+                       "seconds": statistics.mean(seconds(label, p) for p in column)}
+                      for column in zip(*runs)]
+        # Its mean final accuracy is its mean curve's last point, unless a run stopped short.
+        own[label] = (final, (first_reach(mean_curve, final) or mean_curve[-1])["seconds"])
+    fastest = min(own, key=lambda label: own[label][1]) if own else None
+    target, peer_seconds = own[fastest] if fastest else (None, None)
+    rows, summary = [], {}
+    for label, seeds in curves.items():
+        for seed, points in seeds.items():
+            hit = first_reach(points, target) if target is not None else None
+            row = {"label": label, "seed": seed, "final": points[-1]["accuracy"],
+                   "step": hit["step"] if hit else None,
+                   "seconds": seconds(label, hit) if hit else None,
+                   "stall": sum(1 for p in points
+                                if p["step"] > 0.1 * steps and p["accuracy"] < STALL_BELOW)}
+            row["ratio"] = (row["seconds"] / peer_seconds
+                            if row["seconds"] is not None and peer_seconds else None)
+            rows.append(row)
+        mine = [row for row in rows if row["label"] == label]
+        ratios = [row["ratio"] for row in mine]
+        worst = None if None in ratios else max(ratios)
+        stalls = sum(row["stall"] for row in mine)
+        summary[label] = {
+            "seeds": len(mine), "mean_final": statistics.mean(row["final"] for row in mine),
+            "worst_ratio": worst, "stalls": stalls,
+            "goal": (worst is not None and worst <= 0.5 and not stalls)
+            if label.startswith("ours") and target is not None else None}
+    return {"target": target, "fastest": fastest, "peer_seconds": peer_seconds, "own": own,
+            "per_step": per_step, "wall": sorted(label for label in curves
+                                                  if per_step[label] is None),
+            "rows": rows, "summary": summary, "seconds": seconds}
+
+
+def report(args):
+    curves = curves_at(load_points(args.out_dir / "points.json"), args)
+    if not curves:
+        log(f"no curves in {args.out_dir / 'points.json'} at {setup_of(args)}: no report")
+        return
+    step_times, source = load_step_times(args)
+    figures = summarise(curves, step_times, args.steps)
+    seconds, target = figures["seconds"], figures["target"]
+    wall = set(figures["wall"])
+
+    def time_mark(label):
+        return "*" if label in wall else ""
+
+    layers, hidden = MODELS[args.model]
+    lines = [(f"BERT {args.model} (L={layers} H={hidden} A={hidden // 64} I={4 * hidden}), "
+              f"seq {args.seq}, batch {args.batch}, {args.steps} steps, checkpoints every "
+              f"{args.eval_every}. Held-out masked-LM accuracy (WikiText-2 test, "
+              f"{args.heldout_positions} fixed masked positions)"
+              + (f"; predicting \"the\" everywhere scores {PLATEAU}." if args.seq == 128
+                 else ".")), "",
+             (f"Time = step x s/step: {source}." if step_times else f"Time: {source}.")
+             + (f" Timed by the measured wall times (marked *: ours' since its process start "
+                f"plus the records' creation, the peers' without their evaluations): "
+                f"{', '.join(sorted(wall))}." if wall else ""), ""]
+    if target is not None:
+        fastest = figures["fastest"]
+        lines += [f"TARGET = {target:.4f}: the mean final accuracy over "
+                  f"{len(curves[fastest])} seed(s) of {fastest}, the fastest peer to its own "
+                  f"mean final accuracy ({figures['peer_seconds']:.0f} s{time_mark(fastest)} "
+                  "along its seed-mean curve: the ratios' denominator). Peers: "
+                  + "; ".join(f"{label} {final:.4f} in {s:.0f} s{time_mark(label)}"
+                              for label, (final, s) in figures["own"].items()) + ".", ""]
+    else:
+        lines += ["No peer's curve at this setup: no TARGET.", ""]
+    rows = []
+    for row in figures["rows"]:
+        per_step = figures["per_step"][row["label"]]
+        rows.append([row["label"], row["seed"], f"{per_step:.3f}" if per_step else "*",
+                     f"{row['final']:.4f}", row["step"] or "never",
+                     f"{row['seconds']:.0f}{time_mark(row['label'])}"
+                     if row["seconds"] is not None else "-",
+                     f"{row['ratio']:.2f}x" if row["ratio"] is not None else "-", row["stall"]])
+    lines += harness.markdown(["system", "seed", "s/step", "final accuracy",
+                               "reaches TARGET at step", "seconds", "vs fastest peer",
+                               f"stall (< {STALL_BELOW} after 10%)"], rows, align="llrrrrrr")
+    lines.append("")
+    rows = [[label, s["seeds"], f"{s['mean_final']:.4f}",
+             f"{s['worst_ratio']:.2f}x" if s["worst_ratio"] is not None else "never",
+             s["stalls"], {True: "**yes**", False: "no", None: ""}[s["goal"]]]
+            for label, s in figures["summary"].items()]
+    lines += harness.markdown(["system", "seeds", "mean final accuracy", "worst-seed ratio",
+                               "stalls", "goal: every seed <= 0.5, no stall"], rows,
+                              align="lrrrrl")
+    lines += ["", "Accuracy at each checkpoint (step: accuracy):", ""]
+    for label, seeds in curves.items():
+        for seed, points in seeds.items():
+            lines.append(f"- {label} seed {seed}: " + ", ".join(
+                f"{p['step']}: {p['accuracy']:.3f}" for p in points))
     text = "\n".join(lines) + "\n"
-    (out_dir / "results.md").write_text(text)
+    (args.out_dir / "results.md").write_text(text)
+    with open(args.out_dir / "results.tsv", "w") as f:
+        f.write("system\tseed\tstep\tseconds\taccuracy\n")
+        for label, seeds in curves.items():
+            for seed, points in seeds.items():
+                for p in points:
+                    f.write(f"{label}\t{seed}\t{p['step']}\t{seconds(label, p):.1f}\t"
+                            f"{p['accuracy']:.4f}\n")
     print(text)
+    plot(args, curves, figures)
+
+
+def plot(args, curves, figures):
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(figsize=(8, 5))
-        for s, points in results.items():
-            ax.plot([p["time"] for p in points], [p["accuracy"] for p in points], marker="o",
-                    label=s)
-        if target is not None:
-            ax.axhline(target, color="gray", linestyle="--", label=f"TARGET {target:.3f}")
-        ax.set_xlabel("wall seconds since the system's start (2 threads)")
-        ax.set_ylabel("held-out masked-LM accuracy")
-        ax.set_title(f"BERT L4 H256 from scratch, seq {SEQ}, batch {BATCH}, {args.steps} steps")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(out_dir / "accuracy_vs_time.png", dpi=110)
     except ImportError:
-        print("matplotlib missing: no plot (pip install matplotlib)", file=sys.stderr)
+        print("matplotlib missing: no plots (pip install matplotlib)", file=sys.stderr)
+        return
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for name, x_label, x_of in [
+            ("accuracy_vs_steps.png", "training steps", lambda label, p: p["step"]),
+            ("accuracy_vs_time.png", "seconds, 2 threads: step x s/step"
+             + (" (*: measured wall time)" if figures["wall"] else ""), figures["seconds"])]:
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        for index, (label, seeds) in enumerate(curves.items()):
+            for n, points in enumerate(seeds.values()):
+                ax.plot([x_of(label, p) for p in points], [p["accuracy"] for p in points],
+                        color=colours[index % len(colours)], marker=".", linewidth=1.2,
+                        label=(f"{label}{'*' if label in figures['wall'] else ''} "
+                               f"({len(seeds)} seed{'s' if len(seeds) > 1 else ''})")
+                        if n == 0 else None)
+        if figures["target"] is not None:
+            ax.axhline(figures["target"], color="gray", linestyle="--",
+                       label=f"TARGET {figures['target']:.3f}")
+        if args.seq == 128:  # the held-out set's at that length
+            ax.axhline(PLATEAU, color="gray", linestyle=":", label=f"unigram plateau {PLATEAU}")
+        ax.set_xlabel(x_label)
+        ax.set_ylabel("held-out masked-LM accuracy")
+        ax.set_title(f"BERT {args.model} from scratch, seq {args.seq}, batch {args.batch}, "
+                     f"{args.steps} steps")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.out_dir / name, dpi=110)
+        plt.close(fig)
 
+
+# ---- Main ----
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -579,96 +1064,81 @@ def main():
     parser.add_argument("--systems", default="ours,keras_hub,transformers")
     parser.add_argument("--recipes", default=DEFAULT_RECIPES,
                         help="ours' runs: NAME[:OPTIMIZER[:LR]],... NAME one of "
-                             + ", ".join(RECIPES) + " (default optimizer adamw, lr 5e-4)")
-    parser.add_argument("--peer_lr", type=float, default=5e-4)
-    parser.add_argument("--seed", type=int, default=0,
-                        help="every system's initialisation, input order and drawn masks")
+                             + ", ".join(RECIPES) + "; OPTIMIZER empty or 'recipe': the "
+                             "recipe's (default for efficient*, else adamw); LR default: the "
+                             "efficient recipe's for efficient*, else 5e-4")
+    parser.add_argument("--peer_lr", default="5e-4",
+                        help="the peers' rate; comma-separated: one run per rate")
+    parser.add_argument("--model", default="L4-H256", choices=list(MODELS))
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--seeds", default=None,
+                        help="comma-separated (default 0): each system runs once per seed, the "
+                             "seed setting its initialisation, input order and masks")
+    parser.add_argument("--seed", type=int, default=None, help="one seed (as --seeds=N)")
     parser.add_argument("--out_dir", default=None,
                         help="default: bench/out/pretraining_quality (git-ignored)")
     parser.add_argument("--reuse", action="store_true",
-                        help="keep results already in --out_dir/points.json (systems run there "
-                             "with the same --steps/--eval_every/--seed) and run only the others")
+                        help="skip the runs whose curves --out_dir/points.json holds at this "
+                             "setup and seed (without it they run again and replace them)")
+    parser.add_argument("--step_time", action="store_true",
+                        help="measure each system's s/step side by side into step_times.json")
+    harness.add_rounds(parser, 3, help="--step_time: interleaved rounds (median over them)")
+    parser.add_argument("--step_time_steps", default="30,130",
+                        help="--step_time: SHORT,LONG training steps of each measurement")
+    parser.add_argument("--report", action="store_true",
+                        help="only the report, from points.json and step_times.json")
     args = parser.parse_args()
     if args.child:
         spec = json.loads(args.child)
         CHILDREN[spec["child"]](spec)
         return
-    out_dir = pathlib.Path(args.out_dir or PROJECT_ROOT / "bench" / "out" / "pretraining_quality")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    systems = [s for s in args.systems.split(",") if s]
-    corpus, heldout_path, windows_path = (out_dir / "corpus.txt", out_dir / "heldout.npz",
-                                          out_dir / "windows.npz")
-    if not corpus.exists():
-        documents, size = write_corpus(corpus)
-        log(f"corpus: {documents} documents, {size / 1e6:.2f} MB -> {corpus}")
-    if not heldout_path.exists():
-        n, positions = write_heldout(heldout_path)
-        log(f"held-out: {n} windows, {positions} masked positions -> {heldout_path}")
-    if not windows_path.exists() and {"keras_hub", "transformers"} & set(systems):
-        log(f"peer windows: {write_training_windows(corpus, windows_path)} -> {windows_path}")
+    if args.seed is not None and args.seeds is not None:
+        parser.error("--seed and --seeds: give one")
+    try:
+        args.seeds = ([args.seed] if args.seed is not None
+                      else [int(s) for s in (args.seeds or "0").split(",") if s])
+        args.step_time_steps = [int(s) for s in args.step_time_steps.split(",")]
+    except ValueError as e:
+        parser.error(f"--seeds / --step_time_steps: comma-separated integers ({e})")
+    if len(args.step_time_steps) != 2 or not 0 < args.step_time_steps[0] < args.step_time_steps[1]:
+        parser.error("--step_time_steps: SHORT,LONG with 0 < SHORT < LONG")
+    for name in ("steps", "eval_every", "batch", "seq", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name}: must be at least 1")
+    if args.steps % args.eval_every:
+        parser.error(f"--steps={args.steps} is not a multiple of --eval_every={args.eval_every}")
+    runs = parse_runs(parser, args)
+    args.out_dir = pathlib.Path(args.out_dir or PROJECT_ROOT / "bench" / "out"
+                                / "pretraining_quality")
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = "" if args.seq == 128 else f"-{args.seq}"
+    args.corpus = args.out_dir / "corpus.txt"
+    args.heldout = args.out_dir / f"heldout{suffix}.npz"
+    args.windows = args.out_dir / f"windows{suffix}.npz"
+    if not args.report:
+        if not args.corpus.exists():
+            documents, size = write_corpus(args.corpus)
+            log(f"corpus: {documents} documents, {size / 1e6:.2f} MB -> {args.corpus}")
+        if not args.heldout.exists():
+            n, positions = write_heldout(args.heldout, args.seq)
+            log(f"held-out: {n} windows, {positions} masked positions -> {args.heldout}")
+        if not args.windows.exists() and any(run.system != "ours" for run in runs):
+            log(f"peer windows: {write_training_windows(args.corpus, args.windows, args.seq)} "
+                f"-> {args.windows}")
     import numpy as np
-    heldout = dict(np.load(heldout_path))
-    args.heldout_positions = int(heldout["masked_lm_weights"].sum())
-    points_file = out_dir / "points.json"
-    saved = json.loads(points_file.read_text()) if args.reuse and points_file.exists() else {}
-    saved = {k: v for k, v in saved.items()
-             if (v.get("steps"), v.get("eval_every"), v.get("seed", 0))
-             == (args.steps, args.eval_every, args.seed)}
-    results = {k: v["points"] for k, v in saved.items()}
-
-    def keep(label, points):
-        for p in points:
-            predictions = p.pop("predictions")
-            p["accuracy"] = accuracy(heldout, predictions)
-            log(f"  {label} step {p['step']}: accuracy {p['accuracy']:.4f} at {p['time']:.0f} s")
-        results[label] = points
-        saved[label] = {"steps": args.steps, "eval_every": args.eval_every, "seed": args.seed,
-                        "points": points}
-        points_file.write_text(json.dumps(saved, indent=1))
-
+    heldout = dict(np.load(args.heldout)) if args.heldout.exists() else None
+    args.heldout_positions = int(heldout["masked_lm_weights"].sum()) if heldout else "?"
     records_cache = {}
-    for system in systems:
-        if system == "ours":
-            for spec in [r for r in args.recipes.split(",") if r]:
-                parts = spec.split(":")
-                name, optimizer = parts[0], parts[1] if len(parts) > 1 else "adamw"
-                lr = float(parts[2]) if len(parts) > 2 else 5e-4
-                label = f"ours {name}:{optimizer}:{lr:g}"
-                if name not in RECIPES:
-                    sys.exit(f"error: --recipes: unknown recipe {name!r} (one of "
-                             f"{', '.join(RECIPES)})")
-                missing = missing_flags(RECIPES[name])
-                if missing:
-                    log(f"{label}: skipped, this checkout's command lines lack "
-                        + ", ".join(missing) + f" ({RECIPES[name]['about']})")
-                    continue
-                if label in results:
-                    log(f"{label}: kept from {points_file}")
-                    continue
-                log(f"{label}: {RECIPES[name]['about']}")
-                keep(label, run_ours(args, name, optimizer, lr, out_dir, corpus, heldout_path,
-                                     records_cache))
-        elif system in ("keras_hub", "transformers"):
-            label = f"{system} lr {args.peer_lr:g}"
-            if label in results:
-                log(f"{label}: kept from {points_file}")
-                continue
-            venv = harness.HF if system == "transformers" else None
-            if venv and not venv.exists():
-                log(f"transformers skipped: {venv.missing()}")
-                continue
-            log(f"{label}: {args.steps} steps")
-            start, result = run_child(venv, {"child": system, "steps": args.steps,
-                                               "lr": args.peer_lr, "eval_every": args.eval_every,
-                                               "seed": args.seed,
-                                               "windows": str(windows_path),
-                                               "heldout": str(heldout_path)}, label)
-            for p in result["points"]:
-                p["time"] -= start
-            keep(label, result["points"])
-        else:
-            sys.exit(f"error: --systems: unknown system {system!r}")
-    report(results, out_dir, args)
+    try:
+        if args.step_time:
+            measure_step_times(args, runs, records_cache)
+            return
+        if not args.report:
+            run_curves(args, runs, heldout, records_cache)
+    finally:
+        remove_records(records_cache)
+    report(args)
 
 
 if __name__ == "__main__":

@@ -95,6 +95,21 @@ def test_run_pretraining_needs_no_flag_repeated(made, uncased_vocab, tmp_path):
     assert record["vocabulary_sha256"] == made["manifest"]["vocabulary_sha256"]
 
 
+def test_packed_records_pass_the_layout_check(made, uncased_vocab, tmp_path):
+    """Packed rows of either objective train on their manifest: masked-LM rows hold no
+    per-sequence slots (the manifest's max_sequences_per_row is not in them), sentence-pair rows
+    one per sequence."""
+    for objective, masking in (("mlm", "dynamic"), ("mlm_nsp", "static")):
+        folder = tmp_path / objective
+        manifest, _ = create(made["corpus"], uncased_vocab, folder / "train.tfrecord",
+                             objective=objective, masking=masking, pack_sequences=True,
+                             max_seq_length=64, max_predictions_per_seq=20, dupe_factor=1)
+        assert manifest["pack_sequences"] and manifest["max_sequences_per_row"] > 1
+        status, log = run_command_line(TRAIN, train_flags(made, folder,
+                                                          tmp_path / f"out-{objective}"))
+        assert status == 0, log[-3000:]
+
+
 def test_flags_that_contradict_the_records_are_refused(made, tmp_path):
     folder = made["root"] / "dynamic"
     output_dir = tmp_path / "out"
