@@ -272,9 +272,9 @@ def test_demo_reuses_its_own_output(tmp_path):
     and reused."""
     from run import demo
     for name in [demo.DEMO_MARKER, "corpus.txt", "vocab.txt", "features.jsonl",
-                 ".pretrain.tfrecord.tmp-1-0123abcd"]:
+                 ".corpus.txt.tmp-1-0123abcd"]:
         (tmp_path / name).write_text("old")
-    for name in ["pretrained", "tagger"]:
+    for name in ["records", "pretrained", "tagger"]:
         (tmp_path / name).mkdir()
         (tmp_path / name / "checkpoint").write_text("old")
     demo.prepare_output_dir(str(tmp_path))
@@ -296,8 +296,8 @@ def test_demo_shows_the_interpreter_and_times_tokenizers_warm():
 @pytest.mark.slow
 def test_demo_tokenize_stage_times_the_fast_tokenizer_warm(tmp_path, capsys):
     """Timed warm, the fast tokenizer is not reported many times slower than the
-    exact one (30x, when its first call, which traces its graph, was timed). Measured here at
-    this size: 1.4x faster; the bound leaves room for a loaded machine."""
+    exact one (30x, when its first call, which traces its graph, was timed); the bound, 10x,
+    holds on a loaded machine, where the two are timed under the same load."""
     from data_tools import demo_corpus
     from run import demo
     from bert_tf.text.vocab_learning import build_vocab
@@ -305,7 +305,7 @@ def test_demo_tokenize_stage_times_the_fast_tokenizer_warm(tmp_path, capsys):
     demo_corpus.write_corpus(corpus, num_documents=300, seed=1)
     build_vocab([corpus], str(tmp_path / "vocab.txt"), 600, do_lower_case=True)
     report = demo.tokenization_report(corpus, str(tmp_path / "vocab.txt"))
-    assert report["fast_tokens_per_s"] > 0.5 * report["exact_tokens_per_s"], report
+    assert report["fast_tokens_per_s"] > 0.1 * report["exact_tokens_per_s"], report
 
 
 @pytest.mark.parametrize("module, flags, expected", [

@@ -37,6 +37,10 @@ LAZY_IMPORTS = {
         {"tensorflow"},
         "TensorFlow-free: create_pretraining_data never imports TensorFlow for local files; "
         "TensorFlow only for remote (gs://...) output files"),
+    "bert_tf.data.pretraining.manifest": (
+        {"tensorflow"},
+        "TensorFlow-free: create_pretraining_data writes it and run_pretraining reads it before "
+        "importing TensorFlow; TensorFlow only for remote (gs://...) records"),
     "bert_tf.text.library_route": (
         {"tensorflow", "tensorflow_text"},
         "constructing a FastTokenizer needs no TensorFlow (docs/tokenization.md: Cost); "
@@ -58,6 +62,9 @@ TENSORFLOW_FREE = {
     "bert_tf.tokenization": "create_pretraining_data's default tokenizer",
     "bert_tf.data.pretraining.generate": "create_pretraining_data (no TensorFlow for local files)",
     "bert_tf.data.pretraining.streaming": "create_pretraining_data (no TensorFlow for local files)",
+    "bert_tf.data.pretraining.manifest": "written by create_pretraining_data, read by "
+                                         "run_pretraining before it imports TensorFlow",
+    "bert_tf.data.pretraining.recipes": "create_pretraining_data's --recipe",
     "bert_tf.text.fast_tokenization": "constructing a FastTokenizer needs no TensorFlow",
     "bert_tf.tasks.registry": "export_savedmodel's --task names, before its flags are parsed",
     "bert_tf.training.settings": "run_pretraining's checks before TensorFlow",
