@@ -41,7 +41,7 @@ from absl import flags
 
 from bert_tf.cli import (expand_globs, refuse_flags_that_cannot_act, run_main,
                          set_flag_defaults)
-from bert_tf.errors import flag_error
+from bert_tf.errors import InputError, flag_error
 from bert_tf.io_utils import check_output_file, split_comma_list
 
 FLAGS = flags.FLAGS
@@ -163,9 +163,9 @@ def main(argv):
                  or FLAGS.runner is not None)
     from bert_tf.data.pretraining import recipes
     recipe = recipes.recipe(FLAGS.recipe)
-    set_flag_defaults(recipes.settle(recipe.records, FLAGS.flag_values_dict(),
-                                     {name for name in recipe.records if FLAGS[name].present}),
-                      f"--recipe={recipe.name}")
+    by_recipe = recipes.settle(recipe.records, FLAGS.flag_values_dict(),
+                               {name for name in recipe.records if FLAGS[name].present})
+    set_flag_defaults(by_recipe, f"--recipe={recipe.name}")
     inactive = {}
     if not FLAGS.pack_sequences:
         inactive["max_sequences_per_row"] = "only with --pack_sequences"
@@ -206,7 +206,15 @@ def main(argv):
         max_sequences_per_row=FLAGS.max_sequences_per_row or 0,
         full_windows=FLAGS.full_windows,
         cross_documents=FLAGS.cross_documents)
-    options.validate()
+    try:
+        options.validate()
+    except InputError as e:
+        if e.argument not in by_recipe:
+            raise
+        # A value the recipe set that a flag given against it cannot work with.
+        message = str(e).split(": ", 1)[-1]
+        raise flag_error(e.argument, f"{message} (set by --recipe={recipe.name}: give another "
+                                     f"--recipe, or --{e.argument} yourself)") from None
     input_files = expand_globs(FLAGS.input_file, "input_file")
     output_files = split_comma_list(FLAGS.output_file)
     if not output_files:

@@ -126,9 +126,22 @@ def test_flags_that_contradict_the_records_are_refused(made, tmp_path):
                               made["root"])
         assert "manifest.json" in line, line
         assert not output_dir.exists()
-    status, log = run_command_line(TRAIN, train_flags(made, folder, output_dir,
-                                                      recipe="fast"))
-    assert status != 0 and "recipe" in log.strip().splitlines()[-1] and not output_dir.exists()
+    assert_refused(TRAIN, train_flags(made, folder, output_dir, recipe="fast"),
+                   "--recipe=fast: value should be one of", made["root"])
+    assert not output_dir.exists()
+
+
+def test_a_recipe_the_flags_cannot_honour_is_refused(made, uncased_vocab, tmp_path):
+    create_flags = dict(input_file=made["corpus"], output_file=tmp_path / "r.tfrecord",
+                        vocab_file=uncased_vocab)
+    assert_refused(CREATE, dict(create_flags, recipe="efficient", objective="mlm_nsp"),
+                   "--full_windows: needs --objective=mlm (full windows are masked-LM only) "
+                   "(set by --recipe=efficient", tmp_path)
+    assert_refused(CREATE, dict(create_flags, recipe="efficient", short_seq_prob=0.2),
+                   "--short_seq_prob: cannot act: --full_windows", tmp_path)
+    assert_refused(CREATE, dict(create_flags, recipe="quick"),
+                   "--recipe=quick: value should be one of", tmp_path)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_records_that_disagree_with_their_manifest_are_refused(made, tmp_path):
