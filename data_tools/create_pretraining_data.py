@@ -30,8 +30,8 @@ the streaming mode as an Apache Beam pipeline (bert_tf/data/pretraining/beam.py)
 output files, byte for byte, on one machine or many.
 
 Output files are written under a temporary name and renamed when complete; then
-<output_file>.manifest.json beside them says how they were made, for run_pretraining
-(bert_tf/data/pretraining/manifest.py).
+<output_file>.manifest.json and <output_file>.vocab.txt beside them say how they were made, for
+run_pretraining (bert_tf/data/pretraining/manifest.py).
 """
 import functools
 import os
@@ -134,7 +134,8 @@ flags.DEFINE_enum("recipe", "original", ["original", "efficient"],
                   "The defaults of a named pretraining recipe (docs/run_pretraining.md has the "
                   "table); each flag given still wins. 'original': the 2018 release's. "
                   "'efficient': --objective=mlm --masking=dynamic --full_windows "
-                  "--pack_sequences --dupe_factor=1 at --masked_lm_prob=0.15. The records' "
+                  "--pack_sequences --dupe_factor=1 --masked_lm_prob=0.15 "
+                  "--max_predictions_per_seq=ceil(0.15 * --max_seq_length). The records' "
                   "manifest names it, and run_pretraining takes its training defaults from it.")
 flags.DEFINE_string("beam_options", "",
                     "With --runner: more Beam pipeline options, one shell-quoted string, e.g. "
@@ -163,8 +164,8 @@ def main(argv):
                  or FLAGS.runner is not None)
     from bert_tf.data.pretraining import recipes
     recipe = recipes.recipe(FLAGS.recipe)
-    by_recipe = recipes.settle(recipe.records, FLAGS.flag_values_dict(),
-                               {name for name in recipe.records if FLAGS[name].present})
+    by_recipe = recipes.settle(recipe.data_flags, FLAGS.flag_values_dict(),
+                               {name for name in recipe.data_flags if FLAGS[name].present})
     set_flag_defaults(by_recipe, f"--recipe={recipe.name}")
     inactive = {}
     if not FLAGS.pack_sequences:
@@ -174,13 +175,11 @@ def main(argv):
                                     "(--num_workers, --output_shards or --runner)")
     if FLAGS.runner is None:
         inactive["beam_options"] = "only with --runner (an Apache Beam pipeline)"
-    if FLAGS.full_windows and FLAGS.objective != "mlm":
-        inactive["full_windows"] = "needs --objective=mlm (full windows are masked-LM only)"
-    if FLAGS.cross_documents and not FLAGS.full_windows:
-        inactive["cross_documents"] = "only with --full_windows"
     if FLAGS.full_windows:
-        inactive["short_seq_prob"] = ("--full_windows cuts every window to --max_seq_length "
-                                      "- 2 tokens (no shorter target length)")
+        inactive["short_seq_prob"] = (
+            "--full_windows cuts every window to --max_seq_length - 2 tokens (no shorter target "
+            "length)" + (f"; --recipe={recipe.name} sets it" if "full_windows" in by_recipe
+                         else ""))
     refuse_flags_that_cannot_act(inactive)
     # The library after the flags are parsed, and after the line above (it imports numba):
     # --help and flag errors come without numba's start-up.
@@ -213,8 +212,11 @@ def main(argv):
             raise
         # A value the recipe set that a flag given against it cannot work with.
         message = str(e).split(": ", 1)[-1]
+        value = by_recipe[e.argument]
+        yourself = (f"--no{e.argument}" if value is True else f"--{e.argument}=..." if
+                    value is not False else f"--{e.argument}")
         raise flag_error(e.argument, f"{message} (set by --recipe={recipe.name}: give another "
-                                     f"--recipe, or --{e.argument} yourself)") from None
+                                     f"--recipe, or {yourself})") from None
     input_files = expand_globs(FLAGS.input_file, "input_file")
     output_files = split_comma_list(FLAGS.output_file)
     if not output_files:
@@ -224,7 +226,7 @@ def main(argv):
         num_workers = FLAGS.num_workers or os.cpu_count() or 1
         if num_workers < 1:
             raise flag_error("num_workers", f"must be at least 1, got {num_workers}")
-    for path in output_files + [manifest.manifest_path(output_files)]:
+    for path in output_files + manifest.written_paths(output_files):
         check_output_file(path, "output_file", inputs={"input_file": input_files,
                                                        "vocab_file": FLAGS.vocab_file})
     tokenizer_factory = functools.partial(make_tokenizer, FLAGS.tokenizer, FLAGS.vocab_file,
@@ -263,16 +265,17 @@ def main(argv):
                        else default_processes(input_files)),
             progress_interval=FLAGS.progress_interval)
     # Beside the records once they are in place: how they were made, for run_pretraining.
-    manifest_file = manifest.write(
-        manifest.build(options, output_files, FLAGS.vocab_file, FLAGS.do_lower_case,
-                       FLAGS.recipe, FLAGS.random_seed, FLAGS.gzip, summary),
-        output_files, FLAGS.vocab_file)
+    manifest_files = manifest.write(
+        manifest.build(options, FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.recipe,
+                       FLAGS.random_seed, FLAGS.gzip, summary),
+        output_files, FLAGS.vocab_file, summary.records_per_file)
     # Named once written: an input that makes no record (an empty corpus) is an error that
     # writes nothing.
     print("*** Wrote output files ***", file=log)
     for path in output_files:
         print(f"  {path}", file=log)
-    print(f"  {manifest_file} (how they were made)", file=log)
+    for path in manifest_files:
+        print(f"  {path} (how they were made)", file=log)
     print(summary.format(), file=log)
 
 

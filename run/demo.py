@@ -204,8 +204,8 @@ def main(argv):
     with open(config_file, "w", encoding="utf-8") as f:
         json.dump(dict(SMALL_BERT_CONFIG, vocab_size=vocab_size), f, indent=2)
     # The records' manifest gives the length, masking, vocabulary, casing and recipe. The rate
-    # is below the recipe's 1e-3: on this small corpus the 2-layer model's last layer then
-    # stops telling visible tokens apart, and the tagger below finds no city.
+    # is below the recipe's 1e-3, at which (with the original's recipe) the 2-layer model's
+    # last layer stopped telling visible tokens apart and the tagger below found no city.
     timings["pretrain"] = run_stage(
         "pretrain", f"{RUN_PACKAGE}.run_pretraining", bert_config_file=config_file,
         input_file=records, output_dir=model_dir, do_train=True, do_eval=True,

@@ -100,11 +100,7 @@ def take_from_records(input_files):
             records, {name: FLAGS[name].value for name in names if FLAGS[name].present}),
             records.manifest_file)
     recipe = recipes.recipe(FLAGS.recipe or recorded or recipes.DEFAULT_RECIPE)
-    defaults = dict(recipe.training)
-    proportion = defaults.pop("warmup_proportion", None)
-    if proportion is not None:
-        defaults["num_warmup_steps"] = lambda values: round(proportion
-                                                            * values["num_train_steps"])
+    defaults = recipe.training_flags
     set_flag_defaults(recipes.settle(defaults, FLAGS.flag_values_dict(),
                                      {name for name in defaults if FLAGS[name].present}),
                       f"--recipe={recipe.name}")

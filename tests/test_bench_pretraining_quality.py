@@ -142,7 +142,7 @@ def test_recipes_syntax(bench):
         return bench.parse_runs(argparse.ArgumentParser(), argparse.Namespace(
             systems=systems, recipes=recipes, peer_lr=peer_lr))
 
-    efficient_rate = bench.library_recipe("efficient").training["learning_rate"]
+    efficient_rate = bench.library_recipe("efficient").training_flags["learning_rate"]
     assert [(r.recipe, r.optimizer, r.lr) for r in runs(
         "efficient,efficient::2e-3,efficient:recipe:5e-4,original,original:adam:1e-3")] == [
         ("efficient", None, efficient_rate), ("efficient", None, 2e-3),

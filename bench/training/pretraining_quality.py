@@ -528,7 +528,7 @@ def parse_runs(parser, args):
                 if optimizer in ("", "recipe"):
                     optimizer = (None if efficient or ":" in spec else "adamw")
                 try:
-                    lr = float(lr) if lr else (library_recipe("efficient").training[
+                    lr = float(lr) if lr else (library_recipe("efficient").training_flags[
                         "learning_rate"] if efficient else 5e-4)
                 except ValueError:
                     parser.error(f"--recipes: {spec!r}: the rate {lr!r} is not a number")
@@ -561,7 +561,7 @@ def missing_flags(recipe):
     wanted += [("run.run_pretraining", train, f) for f in recipe["train"]]
     if is_efficient(recipe) and "recipe" in create:
         wanted += [("data_tools.create_pretraining_data (--recipe=efficient)", create, f"--{name}")
-                   for name in library_recipe("efficient").records]
+                   for name in library_recipe("efficient").data_flags]
 
     def name(flag, defined):
         name = flag.lstrip("-").split("=")[0]

@@ -19,7 +19,12 @@ def vocab_lines(path):
 def vocabulary_sha256(path):
     """The SHA-256 of a vocabulary's tokens as the tokenizer reads them (one a line): two
     files give the same checksum when they give every token the same id."""
-    return hashlib.sha256(b"\n".join(vocab_lines(path))).hexdigest()
+    return tokens_sha256(vocab_lines(path))
+
+
+def tokens_sha256(lines):
+    """`vocabulary_sha256` of a vocabulary's `vocab_lines`."""
+    return hashlib.sha256(b"\n".join(lines)).hexdigest()
 
 
 def same_vocabulary(first, second):

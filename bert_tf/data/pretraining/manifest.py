@@ -2,9 +2,10 @@
 rate, layout, lengths, the vocabulary's checksum and casing, the tool's version) and which files,
 so that run_pretraining takes its settings from the records and refuses what contradicts them.
 
-create_pretraining_data writes `<output file>.manifest.json` (`manifest_path`) and a copy of its
-vocabulary beside it, once the records are in place (`write`); run_pretraining finds the
-manifests of its input files (`read_records`). No TensorFlow.
+create_pretraining_data writes, in each folder of its output files, `<first file>.manifest.json`
+and `<first file>.vocab.txt`, a copy of its vocabulary, once the records are in place
+(`write`); run_pretraining finds the manifests of its input files (`read_records`). No
+TensorFlow.
 """
 import dataclasses
 import json
@@ -15,32 +16,42 @@ import shutil
 from bert_tf import __version__, io_utils
 from bert_tf.data.pretraining.record_layout import PretrainingLayout
 from bert_tf.errors import arg, argument_error, file_error
-from bert_tf.text.vocabulary import vocab_lines, vocabulary_sha256
+from bert_tf.text.vocabulary import tokens_sha256, vocab_lines, vocabulary_sha256
 
 SUFFIX = ".manifest.json"
+VOCABULARY_SUFFIX = ".vocab.txt"
 FORMAT = "bert_tf pretraining records"
 # What the records of one run must agree on; the rest (files, counts, seed) may differ between
-# the manifests of shards made by separate runs.
+# the manifests of one run's folders, or of shards made by separate runs with the same flags.
 SETTINGS = ("recipe", "objective", "masking", "masked_lm_prob", "max_predictions_per_seq",
-            "do_whole_word_mask", "instances", "max_seq_length", "pack_sequences",
+            "do_whole_word_mask", "cut", "max_seq_length", "pack_sequences",
             "max_sequences_per_row", "vocabulary_sha256", "vocab_size", "mask_id",
             "do_lower_case")
 _SHARD = re.compile(r"-\d{5}-of-\d{5}$")
 
 
-def manifest_path(output_files):
-    """The manifest of a run writing `output_files`: its first file's name (a shard's without
-    its -0000i-of-0000N) + SUFFIX."""
-    return _SHARD.sub("", output_files[0]) + SUFFIX
+def manifest_paths(output_files):
+    """{manifest path: the output files it lists}: one manifest per folder of `output_files`,
+    named after its first file there (a shard's name without its -0000i-of-0000N)."""
+    by_folder = {}
+    for path in output_files:
+        by_folder.setdefault(os.path.dirname(path), []).append(path)
+    return {_SHARD.sub("", files[0]) + SUFFIX: files for files in by_folder.values()}
 
 
-def vocabulary_copy_name(sha256):
-    """The vocabulary's copy beside the records, named by its tokens' checksum: runs with the
-    same vocabulary write the same file."""
-    return f"vocab-{sha256[:16]}.txt"
+def vocabulary_copy(manifest_file):
+    """The path of the vocabulary's copy beside a manifest."""
+    return manifest_file[:-len(SUFFIX)] + VOCABULARY_SUFFIX
 
 
-def instances_name(options):
+def written_paths(output_files):
+    """Every file a run writes besides its records: manifests and vocabulary copies (checked,
+    as the records are, before any work)."""
+    return [path for manifest_file in manifest_paths(output_files)
+            for path in (manifest_file, vocabulary_copy(manifest_file))]
+
+
+def cut_name(options):
     """How instances were cut: the original's sentence rule, or full windows (of each
     document, or of the documents' stream)."""
     if not options.full_windows:
@@ -48,13 +59,11 @@ def instances_name(options):
     return "full_windows_across_documents" if options.cross_documents else "full_windows"
 
 
-def build(options, output_files, vocab_file, do_lower_case, recipe, random_seed, gzip, summary):
-    """The manifest of a run of create_pretraining_data (`options`: its InstanceOptions;
-    `summary`: its Summary, whose records per file it lists)."""
+def build(options, vocab_file, do_lower_case, recipe, random_seed, gzip, summary):
+    """The settings and counts of a run of create_pretraining_data (`options`: its
+    InstanceOptions; `summary`: its Summary), which every manifest of the run holds."""
     tokens = vocab_lines(vocab_file)
-    sha256 = vocabulary_sha256(vocab_file)
-    folder = os.path.dirname(manifest_path(output_files))
-    manifest = {
+    return {
         "format": FORMAT,
         "tool": f"bert_tf {__version__} create_pretraining_data",
         "recipe": recipe,
@@ -63,7 +72,7 @@ def build(options, output_files, vocab_file, do_lower_case, recipe, random_seed,
         "masked_lm_prob": options.masked_lm_prob,
         "max_predictions_per_seq": options.max_predictions_per_seq,
         "do_whole_word_mask": options.do_whole_word_mask,
-        "instances": instances_name(options),
+        "cut": cut_name(options),
         "short_seq_prob": None if options.full_windows else options.short_seq_prob,
         "max_seq_length": options.max_seq_length,
         "pack_sequences": options.pack_sequences,
@@ -71,39 +80,37 @@ def build(options, output_files, vocab_file, do_lower_case, recipe, random_seed,
         "dupe_factor": options.dupe_factor,
         "random_seed": random_seed,
         "gzip": gzip,
-        "vocabulary": vocabulary_copy_name(sha256),
-        "vocabulary_sha256": sha256,
+        "vocabulary_sha256": tokens_sha256(tokens),
         "vocab_size": len(tokens),
         "mask_id": tokens.index(b"[MASK]") if b"[MASK]" in tokens else None,
         "do_lower_case": bool(do_lower_case),
         "documents": summary.documents,
         "input_tokens": summary.input_tokens,
         "input_tokens_in_records": summary.input_tokens_in_records,
-        "files": {os.path.relpath(path, folder or "."): {"records": count}
-                  for path, count in summary.records_per_file.items()},
     }
-    return manifest
 
 
-def write(manifest, output_files, vocab_file):
-    """Writes the vocabulary's copy and then the manifest beside the records (each
-    atomically, once the records are in place: a manifest names only complete files).
-    Records each file's size, which `read_records` checks. Returns the manifest's path."""
-    path = manifest_path(output_files)
-    folder = os.path.dirname(path)
-    for name, entry in manifest["files"].items():
-        entry["bytes"] = _size(os.path.join(folder, name))
-    copy = os.path.join(folder, manifest["vocabulary"])
-    if not os.path.exists(copy) or vocabulary_sha256(copy) != manifest["vocabulary_sha256"]:
+def write(settings, output_files, vocab_file, records_per_file):
+    """Writes, in each folder of `output_files`, the vocabulary's copy and then the manifest:
+    `settings` (`build`), the copy's name and the folder's files with their records
+    (`records_per_file`) and sizes, which `read_records` checks; each atomically, once the
+    records are in place (a manifest names only complete files). Returns the manifests' paths."""
+    written = []
+    for manifest_file, files in manifest_paths(output_files).items():
+        copy = vocabulary_copy(manifest_file)
         with io_utils.atomic_output(copy) as tmp:
             if io_utils.is_url(tmp):
                 import tensorflow as tf
                 tf.io.gfile.copy(vocab_file, tmp, overwrite=True)
             else:
                 shutil.copyfile(vocab_file, tmp)
-    with io_utils.atomic_open(path) as f:
-        f.write(json.dumps(manifest, indent=2) + "\n")
-    return path
+        manifest = dict(settings, vocabulary=os.path.basename(copy), files={
+            os.path.basename(path): {"records": records_per_file[path], "bytes": _size(path)}
+            for path in files})
+        with io_utils.atomic_open(manifest_file) as f:
+            f.write(json.dumps(manifest, indent=2) + "\n")
+        written.append(manifest_file)
+    return written
 
 
 def _size(path):
@@ -121,15 +128,16 @@ def _listdir(folder):
 
 
 def read(path):
-    """A manifest's object; an InputError naming the file when it is not one of ours."""
+    """A manifest's object; None when the file is not one of ours (not JSON, another format:
+    a user's own file of the same suffix). One of ours that lacks a setting is an InputError
+    naming it."""
     text = io_utils.read_text(path, "records manifest")
     try:
         manifest = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise file_error(path, f"not valid JSON: {e.msg}", e.lineno) from None
+    except json.JSONDecodeError:
+        return None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise file_error(path, f"not a manifest of pretraining records (no \"format\": "
-                               f"\"{FORMAT}\")")
+        return None
     missing = [key for key in SETTINGS + ("files", "vocabulary") if key not in manifest]
     if missing:
         raise file_error(path, f"the manifest has no {', '.join(missing)}")
@@ -147,30 +155,43 @@ class RecordFiles:
     vocab_file: str = None
 
 
+def _manifests_in(folders):
+    """{record path: (manifest path, manifest)} of the manifests in `folders`, and the paths of
+    those manifests and their vocabulary copies. A record file two manifests name is an
+    InputError naming both."""
+    named, companions = {}, set()
+    for folder in folders:
+        for name in sorted(_listdir(folder)):
+            if not name.endswith(SUFFIX) or io_utils.is_temporary_name(name):
+                continue
+            path = os.path.join(folder, name)
+            manifest = read(path)
+            if manifest is None:
+                continue
+            companions.add(os.path.normpath(path))
+            companions.add(os.path.normpath(os.path.join(folder, manifest["vocabulary"])))
+            for record_name in manifest["files"]:
+                record = os.path.normpath(os.path.join(folder, record_name))
+                if record in named:
+                    raise file_error(record, f"is named by two manifests, {named[record][0]} "
+                                             f"and {path}: remove the one of the run that did "
+                                             f"not write it last")
+                named[record] = (path, manifest)
+    return named, companions
+
+
 def read_records(input_files):
-    """The record files among `input_files` (manifests and the vocabularies they name, which a
+    """The record files among `input_files` (manifests and their vocabulary copies, which a
     folder's glob also matches, left out) and their manifest.
 
     Each record file is named by a manifest in its folder, or none is; its size must be the
     one its manifest recorded. The manifests of one run must agree on SETTINGS. Otherwise an
     InputError naming both sides."""
-    manifests = {}  # folder -> {record name: (manifest path, manifest)}
-    companions = set()
-    for folder in dict.fromkeys(os.path.dirname(p) for p in input_files):
-        named = {}
-        for name in sorted(_listdir(folder)):
-            if name.endswith(SUFFIX) and not io_utils.is_temporary_name(name):
-                path = os.path.join(folder, name)
-                manifest = read(path)
-                companions.add(os.path.normpath(path))
-                companions.add(os.path.normpath(os.path.join(folder, manifest["vocabulary"])))
-                for record_name in manifest["files"]:
-                    named[os.path.normpath(record_name)] = (path, manifest)
-        manifests[folder] = named
+    named, companions = _manifests_in(dict.fromkeys(os.path.dirname(p) for p in input_files))
     paths = [p for p in input_files if os.path.normpath(p) not in companions]
     found = []
     for path in paths:
-        entry = manifests[os.path.dirname(path)].get(os.path.basename(path))
+        entry = named.get(os.path.normpath(path))
         if entry is not None:
             manifest_file, manifest = entry
             recorded = manifest["files"][os.path.basename(path)].get("bytes")
@@ -194,8 +215,8 @@ def read_records(input_files):
             raise file_error(manifest_file, f"says {key} {manifest[key]!r} for {path}, "
                                             f"{first_file} {first[key]!r} for {first_path}: "
                                             f"records made two ways in one run")
-    folder = os.path.dirname(first_file)
-    return RecordFiles(paths, first, first_file, os.path.join(folder, first["vocabulary"]))
+    return RecordFiles(paths, first, first_file,
+                       os.path.join(os.path.dirname(first_file), first["vocabulary"]))
 
 
 # run_pretraining's arguments that the records' manifest settles: argument -> manifest key.

@@ -1,5 +1,6 @@
-"""Named pretraining recipes: the defaults a recipe sets for create_pretraining_data (`records`)
-and for run_pretraining (`training`), each still overridable by its own argument. `original` is
+"""Named pretraining recipes: the defaults a recipe sets for create_pretraining_data
+(`data_flags`) and for run_pretraining (`training_flags`), each still overridable by its own
+argument. `original` is
 the 2018 release, unchanged; docs/run_pretraining.md has the table and why each value.
 No TensorFlow: create_pretraining_data imports it.
 """
@@ -11,31 +12,37 @@ from bert_tf.errors import argument_error
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """records: create_pretraining_data's arguments (its flags' names) and their values, a
-    value that is a function taking the others (after the user's) and returning one; training:
-    run_pretraining's, where `warmup_proportion` sets num_warmup_steps to that share of
-    num_train_steps."""
+    """data_flags: create_pretraining_data's flags and their values; training_flags:
+    run_pretraining's. A value may be a function of every flag's value (`settle`)."""
     name: str
     about: str
-    records: dict
-    training: dict
+    data_flags: dict
+    training_flags: dict
 
 
 def _predictions_for_rate(values):
-    # The most a row can have masked at the rate: never a cap below the rate's count.
+    # The rate's count of a full row. A packed row of many short sequences may ask for more
+    # (each sequence at least one), and is capped at this.
     return math.ceil(values["masked_lm_prob"] * values["max_seq_length"])
+
+
+def _warmup(share):
+    def num_warmup_steps(values):
+        return round(share * values["num_train_steps"])
+    return num_warmup_steps
 
 
 RECIPES = {
     "original": Recipe("original", "the 2018 release: sentence pairs, static masks, "
-                                   "AdamWeightDecay", records={}, training={}),
+                                   "AdamWeightDecay", data_flags={}, training_flags={}),
     "efficient": Recipe(
         "efficient", "masked-LM only on full windows of every document, packed, masks drawn "
                      "at every epoch, bias-corrected Adam",
-        records=dict(objective="mlm", masking="dynamic", full_windows=True, pack_sequences=True,
-                     dupe_factor=1, masked_lm_prob=0.15,
-                     max_predictions_per_seq=_predictions_for_rate),
-        training=dict(optimizer="adam", learning_rate=1e-3, warmup_proportion=0.06)),
+        data_flags=dict(objective="mlm", masking="dynamic", full_windows=True,
+                        pack_sequences=True, dupe_factor=1, masked_lm_prob=0.15,
+                        max_predictions_per_seq=_predictions_for_rate),
+        training_flags=dict(optimizer="adam", learning_rate=1e-3,
+                            num_warmup_steps=_warmup(0.06))),
 }
 DEFAULT_RECIPE = "original"
 

@@ -9,7 +9,6 @@ below, the flag made a constant) is patched into the reference for those cases.
 Corpora: ../shared/data/sample_text.txt and a WikiText-2 slice in the input format.
 """
 import collections
-import json
 import os
 import re
 import random
@@ -436,10 +435,9 @@ def test_cli_matches_reference_and_reruns_are_byte_identical(refbert, shared_dat
     run_cli(*flags)
     assert [p.read_bytes() for p in outputs] == first
     # No temporary file left: the records, their manifest and its vocabulary copy.
-    vocabulary = json.loads((tmp_path / "a.tfrecord.manifest.json").read_text())["vocabulary"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
-        ["a.tfrecord", "b.tfrecord", "a.tfrecord.manifest.json", vocabulary, "r1.tfrecord",
-         "r2.tfrecord"])
+        ["a.tfrecord", "b.tfrecord", "a.tfrecord.manifest.json", "a.tfrecord.vocab.txt",
+         "r1.tfrecord", "r2.tfrecord"])
 
 
 def test_streaming_shards_are_deterministic_per_window(wikitext_files, uncased_vocab, tmp_path):

@@ -352,11 +352,10 @@ def test_command_line_full_windows(wikitext, uncased_vocab, tokenizer, tmp_path)
 
 
 @pytest.mark.parametrize("flags,named", [
-    (["--full_windows"], "--full_windows: cannot act: needs --objective=mlm"),
+    (["--full_windows"], "--full_windows: needs --objective=mlm"),
     (["--objective=mlm_nsp", "--full_windows", "--cross_documents"],
-     "--full_windows: cannot act: needs --objective=mlm"),
-    (["--objective=mlm", "--cross_documents"],
-     "--cross_documents: cannot act: only with --full_windows"),
+     "--full_windows: needs --objective=mlm"),
+    (["--objective=mlm", "--cross_documents"], "--cross_documents: needs --full_windows"),
     (["--objective=mlm", "--full_windows", "--short_seq_prob=0.2"],
      "--short_seq_prob: cannot act: --full_windows cuts every window"),
 ])

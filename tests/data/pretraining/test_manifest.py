@@ -6,7 +6,6 @@ hashed here, and the output folder a user would load.
 """
 import hashlib
 import json
-import math
 import shutil
 
 import pytest
@@ -60,7 +59,7 @@ def test_the_manifest_says_how_the_records_were_made(made, uncased_vocab):
     manifest, folder = made["manifest"], made["root"] / "dynamic"
     expected = dict(recipe="original", objective="mlm", masking="dynamic", masked_lm_prob=0.3,
                     max_predictions_per_seq=20, max_seq_length=64, pack_sequences=False,
-                    do_lower_case=True, dupe_factor=1, random_seed=3, instances="sentences",
+                    do_lower_case=True, dupe_factor=1, random_seed=3, cut="sentences",
                     vocabulary_sha256=tokens_sha256(uncased_vocab), vocab_size=30522,
                     mask_id=uncased_vocab.read_text().splitlines().index("[MASK]"))
     assert {key: manifest[key] for key in expected} == expected
@@ -68,10 +67,11 @@ def test_the_manifest_says_how_the_records_were_made(made, uncased_vocab):
     count = sum(1 for _ in tf.data.TFRecordDataset(str(records)))
     assert manifest["files"] == {"train.tfrecord": {"records": count,
                                                     "bytes": records.stat().st_size}}
-    assert tokens_sha256(folder / manifest["vocabulary"]) == tokens_sha256(uncased_vocab)
+    assert manifest["vocabulary"] == "train.tfrecord.vocab.txt"
+    assert tokens_sha256(folder / "train.tfrecord.vocab.txt") == tokens_sha256(uncased_vocab)
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["train.tfrecord", "train.tfrecord.manifest.json", manifest["vocabulary"]])
-    assert made["original"]["instances"] == "sentences"
+        ["train.tfrecord", "train.tfrecord.manifest.json", "train.tfrecord.vocab.txt"])
+    assert made["original"]["cut"] == "sentences"
     assert (made["original"]["objective"], made["original"]["masking"]) == ("mlm_nsp", "static")
 
 
@@ -182,9 +182,9 @@ def test_recipes_set_defaults_that_flags_override(made, uncased_vocab, tmp_path)
                            recipe="efficient", max_seq_length=64, masked_lm_prob=0.3)
     assert "*** from --recipe=efficient: " in log
     expected = dict(recipe="efficient", objective="mlm", masking="dynamic",
-                    instances="full_windows", pack_sequences=True, dupe_factor=1,
+                    cut="full_windows", pack_sequences=True, dupe_factor=1,
                     masked_lm_prob=0.3, max_seq_length=64,
-                    max_predictions_per_seq=math.ceil(0.3 * 64))
+                    max_predictions_per_seq=20)  # 30% of 64, rounded up
     assert {key: manifest[key] for key in expected} == expected
     status, log = run_command_line(TRAIN, train_flags(made, tmp_path / "efficient",
                                                       tmp_path / "out", num_train_steps=50,
@@ -195,3 +195,44 @@ def test_recipes_set_defaults_that_flags_override(made, uncased_vocab, tmp_path)
     assert recipe_line == ["*** from --recipe=efficient: --optimizer=adam "
                            "--num_warmup_steps=3"], log[-3000:]  # 6% of 50; the rate given
     assert "optimizer=adam" in log
+
+
+def test_manifests_of_folders_shards_and_reruns(made, uncased_vocab, tmp_path):
+    """One run writing into two folders leaves a manifest in each, which read as one set;
+    shards share one manifest named without their -0000i-of-0000N; a rerun with another
+    vocabulary under the same name replaces the copy; a file that two manifests name, and a
+    user's own *.manifest.json, are told apart."""
+    from bert_tf.data.pretraining import manifest
+    corpus = made["corpus"]
+    outputs = f"{tmp_path / 'a' / 'r1.tfrecord'},{tmp_path / 'b' / 'r2.tfrecord'}"
+    status, log = run_command_line(CREATE, dict(input_file=corpus, output_file=outputs,
+                                                vocab_file=uncased_vocab, dupe_factor=1))
+    assert status == 0, log[-3000:]
+    for folder, name in (("a", "r1.tfrecord"), ("b", "r2.tfrecord")):
+        written = json.loads((tmp_path / folder / f"{name}.manifest.json").read_text())
+        assert list(written["files"]) == [name]
+    files = [str(tmp_path / "a" / "r1.tfrecord"), str(tmp_path / "b" / "r2.tfrecord")]
+    globbed = sorted(str(p) for p in tmp_path.glob("*/*"))
+    records = manifest.read_records(globbed)
+    assert sorted(records.paths) == files and records.manifest["objective"] == "mlm_nsp"
+
+    shards = tmp_path / "shards"
+    status, log = run_command_line(CREATE, dict(input_file=corpus, output_file=shards / "s",
+                                                vocab_file=uncased_vocab, dupe_factor=1,
+                                                output_shards=2))
+    assert status == 0, log[-3000:]
+    assert sorted(p.name for p in shards.iterdir()) == [
+        "s-00000-of-00002", "s-00001-of-00002", "s.manifest.json", "s.vocab.txt"]
+    assert len(manifest.read_records([str(p) for p in shards.iterdir()]).paths) == 2
+
+    other = made["root"] / "other_vocab.txt"
+    create(corpus, other, tmp_path / "a" / "r1.tfrecord", dupe_factor=1)
+    assert tokens_sha256(tmp_path / "a" / "r1.tfrecord.vocab.txt") == tokens_sha256(other)
+
+    copied = json.loads((tmp_path / "a" / "r1.tfrecord.manifest.json").read_text())
+    (tmp_path / "a" / "copy.manifest.json").write_text(json.dumps(copied))
+    (tmp_path / "a" / "notes.manifest.json").write_text('{"mine": true}')
+    with pytest.raises(ValueError, match="r1.tfrecord: is named by two manifests"):
+        manifest.read_records([files[0]])
+    (tmp_path / "a" / "copy.manifest.json").unlink()
+    assert manifest.read_records([files[0]]).paths == [files[0]]
