@@ -31,9 +31,11 @@ import sys
 from bench import harness
 from bench.common import MAX_PREDICTIONS as PREDICTIONS
 from bench.common import write_documents
-from bench.training.pretraining_quality import (DATA, MODEL, PROJECT_ROOT, THREAD_ENV, VOCAB,
-                                                conll_documents, log, wikitext_documents)
+from bench.training.pretraining_quality import (DATA, PROJECT_ROOT, THREAD_ENV, VOCAB,
+                                                conll_documents, log, model_config,
+                                                wikitext_documents)
 
+MODEL = model_config("L4-H256")
 CORPORA = {
     "wikitext2": lambda: wikitext_documents(DATA / "wikitext-2" / "valid.txt"),
     "short": lambda: conll_documents(DATA / "conll2003" / "train.txt"),
