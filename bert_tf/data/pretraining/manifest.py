@@ -195,8 +195,9 @@ def read_records(input_files):
         if entry is not None:
             manifest_file, manifest = entry
             recorded = manifest["files"][os.path.basename(path)].get("bytes")
-            if recorded is not None and _size(path) != recorded:
-                raise file_error(path, f"is {_size(path)} bytes, but {manifest_file} made it "
+            size = _size(path)
+            if recorded is not None and size != recorded:
+                raise file_error(path, f"is {size} bytes, but {manifest_file} made it "
                                        f"{recorded}: the records were changed or replaced "
                                        f"after it was written; make them again")
         found.append((path, entry))
@@ -267,11 +268,8 @@ def format_value(value):
 
 def record_layout(manifest):
     """The PretrainingLayout of the records a manifest describes."""
-    next_sentence = manifest["objective"] == "mlm_nsp"
-    packed = manifest["pack_sequences"]
-    # Only next-sentence features have a size per sequence of a row.
-    rows = manifest["max_sequences_per_row"] if packed and next_sentence else 0
-    return PretrainingLayout(manifest["masking"], next_sentence, packed, rows)
+    return PretrainingLayout.of(manifest["masking"], manifest["objective"] == "mlm_nsp",
+                                manifest["pack_sequences"], manifest["max_sequences_per_row"])
 
 
 def check_layout(records, found, path):

@@ -34,6 +34,13 @@ class PretrainingLayout:
     packed: bool = False
     max_sequences_per_row: int = 0
 
+    @classmethod
+    def of(cls, masking, next_sentence, packed, sequences_per_row):
+        """The layout of records with these settings: only packed sentence-pair rows have a
+        size per sequence (their next-sentence features)."""
+        return cls(masking, next_sentence, packed,
+                   sequences_per_row if packed and next_sentence else 0)
+
     def describe(self):
         objective = "masked-LM + next-sentence" if self.next_sentence else "masked-LM only"
         packed = ""
@@ -107,7 +114,6 @@ def pretraining_layout_of(feature_lengths):
                else "dynamic" if "masked_lm_candidates" in names else None)
     if masking is None or not set(INPUT_NAMES) <= names:
         return None
-    packed = "sequence_ids" in names
     next_sentence = "next_sentence_labels" in names
-    rows = feature_lengths["next_sentence_labels"] if packed and next_sentence else 0
-    return PretrainingLayout(masking, next_sentence, packed, rows)
+    return PretrainingLayout.of(masking, next_sentence, "sequence_ids" in names,
+                                feature_lengths.get("next_sentence_labels", 0))
