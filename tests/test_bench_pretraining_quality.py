@@ -124,6 +124,10 @@ def test_ours_command_lines(bench, tmp_path):
             efficient["train_batch_size"]) == ("0.002", "7", "100", "32")
     assert json.loads(open(efficient["bert_config_file"]).read())["num_attention_heads"] == 4
     assert line("efficient-warmup10")["num_warmup_steps"] == "10"
+    quiet = json.loads(open(line("efficient-nodropout")["bert_config_file"]).read())
+    assert (quiet["hidden_dropout_prob"], quiet["attention_probs_dropout_prob"],
+            quiet["num_attention_heads"]) == (0.0, 0.0, 4)
+    assert json.loads(open(efficient["bert_config_file"]).read())["hidden_dropout_prob"] == 0.1
     assert "num_warmup_steps" not in line("efficient-adamw")
     assert line("efficient-adamw")["optimizer"] == "adamw"
     assert line("efficient:adam")["optimizer"] == "adam"

@@ -116,7 +116,8 @@ THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THR
 # A recipe of ours: extra flags of create_pretraining_data and of run_pretraining. New recipes
 # plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup10}` by 10% of the steps.
 # Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
-# takes the optimizer and warmup from it: each variant changes one thing.
+# takes the optimizer and warmup from it: each variant changes one thing. `config`: what the
+# variant's bert_config.json changes in --model's.
 EFFICIENT = ["--recipe=efficient"]
 RECIPES = {
     "original": dict(create=[], train=[],
@@ -144,6 +145,10 @@ RECIPES = {
                                about="efficient, warmup 10% of the steps"),
     "efficient-adamw": dict(create=EFFICIENT, train=["--optimizer=adamw"],
                             about="efficient with AdamWeightDecay (no bias correction)"),
+    "efficient-nodropout": dict(create=EFFICIENT, train=[],
+                                config=dict(hidden_dropout_prob=0.0,
+                                            attention_probs_dropout_prob=0.0),
+                                about="efficient, dropout off while pretraining (Cramming)"),
 }
 DEFAULT_RECIPES = "efficient,original:adam:1e-3"
 
@@ -632,8 +637,10 @@ def train_line(args, run, records, output_dir, steps, save_every, seed):
     own flags; the recipe's schedule (efficient) or the optimizer with a 10% warmup (others);
     what the records' manifest gives only when they have none."""
     recipe = RECIPES[run.recipe]
-    config = args.out_dir / f"bert_config-{args.model}.json"
-    text = json.dumps(model_config(args.model))
+    changes = recipe.get("config", {})
+    config = args.out_dir / (f"bert_config-{args.model}"
+                             + "".join(f"-{k}{v:g}" for k, v in sorted(changes.items())) + ".json")
+    text = json.dumps(dict(model_config(args.model), **changes))
     if not config.exists() or config.read_text() != text:  # another process may be reading it
         config.write_text(text)
     line = [sys.executable, "-m", "run.run_pretraining", f"--bert_config_file={config}",
