@@ -227,23 +227,15 @@ def write_init_dir(source, target, seed=0, num_labels=2,
 # ---- Inputs and results of the command lines.
 
 def glue_train_head(task, work_dir, rows):
-    """The task's GLUE folder; with `rows`, a folder in `work_dir` whose train.tsv holds the
-    header and the first `rows` rows of the task's, beside copies of its dev.tsv and test.tsv."""
-    import shutil
+    """The task's GLUE folder; with `rows`, a folder in `work_dir` with the header and the first
+    `rows` rows of its train.tsv and its dev.tsv (the library's slice, which
+    run.evaluate_pretraining trains on)."""
+    from bert_tf.training.pretraining_evaluation.data import glue_slice
 
     source = os.path.join(GLUE_DIR, task)
     if not rows:
         return source
-    target = os.path.join(work_dir, f"{task}-first{rows}")
-    os.makedirs(target, exist_ok=True)
-    with open(os.path.join(source, "train.tsv"), encoding="utf-8") as f:
-        lines = f.readlines()[:rows + 1]
-    with open(os.path.join(target, "train.tsv"), "w", encoding="utf-8") as f:
-        f.writelines(lines)
-    for name in ("dev.tsv", "test.tsv"):
-        if os.path.exists(os.path.join(source, name)):
-            shutil.copy(os.path.join(source, name), os.path.join(target, name))
-    return target
+    return glue_slice(source, os.path.join(work_dir, f"{task}-first{rows}"), rows)
 
 
 def read_eval_results(path):

@@ -42,6 +42,8 @@ from bert_tf.text.fast_tokenization import FastTokenizer
 from bert_tf.text.packing import pack_texts
 from bert_tf.text.vocabulary import same_vocabulary
 from bert_tf.training import fine_tuning
+from bert_tf.training.pretraining_evaluation import driver, suite
+from bert_tf.training.pretraining_evaluation import models as candidates
 from bert_tf.training.settings import RunSettings
 
 
@@ -383,6 +385,27 @@ def load_embedder(files, pooling="mean", normalize=None, max_seq_length=None):
                     max_seq_length)
 
 
+def evaluate_pretraining(models, output_dir, tasks=None, data_dir=None, conll_dir=None,
+                         squad_file=None, steps=None, train_slices=None, learning_rate=1e-4,
+                         train_batch_size=32, num_train_epochs=3.0, seeds=(0,), baseline=True,
+                         mixed_vocabularies=False, log=None):
+    """run.evaluate_pretraining from Python: every checkpoint of each pretraining output folder
+    in `models` (those of `steps` only, when given), or any model directory, and a randomly
+    initialised copy of each config (`baseline`), fine-tuned on the suite's `tasks` (default:
+    all of bert_tf.training.pretraining_evaluation.suite.SUITE, reading the GLUE `data_dir`,
+    the CoNLL-2003 `conll_dir` and the SQuAD v1.1 `squad_file`; `train_slices` {task: count}
+    replaces the protocol's slices) with each of `seeds`; writes results.tsv, results.md and
+    downstream.png into output_dir and returns the rows (dicts of results.tsv's columns)."""
+    chosen = suite.suite_tasks(tasks, train_slices)
+    found = candidates.candidates(models if not isinstance(models, (str, os.PathLike))
+                                  else [models], model_files, steps)
+    protocol = driver.Protocol(learning_rate, train_batch_size, num_train_epochs,
+                               seeds=tuple(seeds))
+    return driver.evaluate(found, chosen, {"data_dir": data_dir, "conll_dir": conll_dir,
+                                           "squad_file": squad_file}, output_dir, protocol,
+                           baseline, mixed_vocabularies, **({"log": log} if log else {}))
+
+
 __all__ = ["ModelFiles", "model_files", "resolve_model_files", "load_config", "load_tokenizer",
            "build_model", "load_model", "encode", "Classifier", "fine_tune_classifier",
-           "load_classifier", "Embedder", "load_embedder"]
+           "load_classifier", "Embedder", "load_embedder", "evaluate_pretraining"]

@@ -49,6 +49,10 @@ LAZY_IMPORTS = {
         {"bert_tf.model", "bert_tf.text.vocab_learning"},
         "extend_vocab checks its arguments, the vocabulary and the checkpoint's folder before "
         "TensorFlow's start-up (seconds)"),
+    "bert_tf.training.pretraining_evaluation.report": (
+        {"matplotlib", "matplotlib.pyplot"},
+        "matplotlib is optional (the `plot` extra): without it, evaluate_pretraining writes its "
+        "tables and says why there is no figure"),
 }
 
 # module -> why it must import no TensorFlow.

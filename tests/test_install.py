@@ -36,15 +36,17 @@ WHEEL_SOURCES = ("setup.cfg", "setup.py", "pyproject.toml", "README.md", "bert_t
                  "data_tools")
 CONSOLE_SCRIPTS = ("bert_tf_demo", "build_vocab", "create_pretraining_data", "run_pretraining",
                    "run_classifier", "run_glue", "run_ner", "run_squad", "run_multiple_choice",
-                   "export_savedmodel", "extract_features", "extend_vocab")
+                   "export_savedmodel", "extract_features", "extend_vocab",
+                   "evaluate_pretraining")
 # Third-party modules the code imports -> where setup.cfg declares them (None: install_requires).
 IMPORTED = {"tensorflow": ("cpu", "gpu", "tpu"), "tensorflow_text": ("cpu", "gpu"),
             "apache_beam": ("beam",), "keras": None, "absl": None, "numpy": None, "numba": None,
-            "tokenizers": None, "safetensors": None, "h5py": None}
+            "tokenizers": None, "safetensors": None, "h5py": None,
+            "matplotlib": ("plot", "test")}
 DISTRIBUTION = {"tensorflow": "tensorflow", "tensorflow_text": "tensorflow-text",
                 "apache_beam": "apache-beam", "keras": "keras", "absl": "absl-py",
                 "numpy": "numpy", "numba": "numba", "tokenizers": "tokenizers",
-                "safetensors": "safetensors", "h5py": "h5py"}
+                "safetensors": "safetensors", "h5py": "h5py", "matplotlib": "matplotlib"}
 TENSORFLOW_DISTRIBUTIONS = {"tensorflow", "tensorflow-cpu", "tensorflow-tpu", "tensorflow-intel",
                             "tf-nightly", "tensorflow-macos"}
 

@@ -239,7 +239,7 @@ COMMAND_LINES = ["data_tools.build_vocab", "data_tools.create_pretraining_data",
                  "data_tools.demo_corpus", "data_tools.extend_vocab", "run.run_pretraining",
                  "run.extract_features", "run.run_classifier", "run.run_ner", "run.run_squad",
                  "run.run_multiple_choice", "run.export_savedmodel", "run.demo",
-                 "run.run_glue"]
+                 "run.run_glue", "run.evaluate_pretraining"]
 # Numeric flags that may take any value of their type.
 UNBOUNDED = {"null_score_diff_threshold"}
 

@@ -88,7 +88,6 @@ bias` (2 x hidden, write_init_dir's head renamed), which our loader maps to cls/
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -106,33 +105,13 @@ WARMUP_PROPORTION = 0.1
 WEIGHT_DECAY = 0.01
 
 
-def conll_blocks(path):
-    """The sentences of a CoNLL file as their raw line blocks (-DOCSTART- blocks dropped)."""
-    blocks, block = [], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                block.append(line)
-                continue
-            if block and not block[0].startswith("-DOCSTART-"):
-                blocks.append(block)
-            block = []
-    if block and not block[0].startswith("-DOCSTART-"):
-        blocks.append(block)
-    return blocks
-
-
 def ner_data_dir(work, train_sentences):
     """A CoNLL directory: the first `train_sentences` sentences of CoNLL-2003's train.txt (all
-    with 0) and its full valid.txt."""
-    target = os.path.join(work, f"conll2003-first{train_sentences}" if train_sentences
-                          else "conll2003")
-    os.makedirs(target, exist_ok=True)
-    blocks = conll_blocks(os.path.join(CONLL_DIR, "train.txt"))
-    with open(os.path.join(target, "train.txt"), "w", encoding="utf-8") as f:
-        f.write("\n".join("".join(block) for block in blocks[:train_sentences or None]))
-    shutil.copy(os.path.join(CONLL_DIR, "valid.txt"), os.path.join(target, "valid.txt"))
-    return target
+    with 0) and its full valid.txt (the library's slice)."""
+    from bert_tf.training.pretraining_evaluation.data import conll_slice
+    return conll_slice(CONLL_DIR, os.path.join(work, f"conll2003-first{train_sentences}"
+                                               if train_sentences else "conll2003"),
+                       train_sentences or None)
 
 
 SQUAD = "SQuAD"
@@ -141,26 +120,11 @@ SQUAD_MAX_ANSWER_LENGTH = 30
 
 
 def squad_data_dir(work, train_articles):
-    """dev-v1.1 split by article: train.json = the first `train_articles` articles with each
-    question's first answer only (the original's training mode takes exactly one), eval.json =
-    the other articles unchanged (every answer, for the official metric)."""
-    import copy
-
-    target = os.path.join(work, f"squad-dev-v1.1-first{train_articles}")
-    os.makedirs(target, exist_ok=True)
-    with open(SQUAD_DEV, encoding="utf-8") as f:
-        dataset = json.load(f)
-    train = copy.deepcopy(dataset)
-    train["data"] = train["data"][:train_articles]
-    for article in train["data"]:
-        for paragraph in article["paragraphs"]:
-            for qa in paragraph["qas"]:
-                qa["answers"] = qa["answers"][:1]
-    held_out = dict(dataset, data=dataset["data"][train_articles:])
-    for name, data in (("train.json", train), ("eval.json", held_out)):
-        with open(os.path.join(target, name), "w", encoding="utf-8") as f:
-            json.dump(data, f)
-    return target
+    """dev-v1.1 split by article (the library's split): train.json = the first
+    `train_articles` articles with each question's first answer only, eval.json = the others."""
+    from bert_tf.training.pretraining_evaluation.data import squad_split
+    return squad_split(SQUAD_DEV, os.path.join(work, f"squad-dev-v1.1-first{train_articles}"),
+                       train_articles)
 
 
 def squad_init_dir(work):
@@ -316,8 +280,18 @@ def read_glue(task, path):
 def read_conll_sentences(path):
     """(words, tags) per sentence, as bert_tf.tasks.ner.reader.read_conll reads them (first column
     the word, last the tag; blank lines and -DOCSTART- separate sentences)."""
-    return [([line.split()[0] for line in block], [line.split()[-1] for line in block])
-            for block in conll_blocks(path)]
+    # The transformers child runs in a venv without TensorFlow, where bert_tf does not import.
+    sentences, lines = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in list(f) + [""]:
+            if line.strip():
+                lines.append(line)
+                continue
+            if lines and not lines[0].startswith("-DOCSTART-"):
+                sentences.append(([line.split()[0] for line in lines],
+                                  [line.split()[-1] for line in lines]))
+            lines = []
+    return sentences
 
 
 def hf_training_args(output_dir, learning_rate, seed, **overrides):

@@ -7,6 +7,7 @@ for both its records (`prepare`, `PreparedTask`) and its SavedModel's string sig
 (bert_tf.tasks.preprocessor). docs/tasks.md.
 """
 import abc
+import copy
 import dataclasses
 import typing
 
@@ -93,6 +94,13 @@ class Task(abc.ABC):
             raise TypeError(f"{type(self).__name__} takes a {self.Config.__name__}, got "
                             f"{type(config).__name__}")
         self.config = config
+
+    def for_encoder(self, bert_config):
+        """This task, over the same records, for an encoder of `bert_config` (records do not
+        depend on the encoder: one preparation serves every model of the same vocabulary)."""
+        task = copy.copy(self)
+        task.config = dataclasses.replace(self.config, bert_config=bert_config)
+        return task
 
     @classmethod
     def serving_options(cls, options, vocab_file, record):

@@ -1,0 +1,73 @@
+"""The suite's training and dev files, cut from the user's data the same way every time: the
+first rows of a GLUE task's train.tsv, the first sentences of CoNLL-2003's train.txt, SQuAD
+v1.1 split by article. Each slice is written once (atomically) and read by every run."""
+import copy
+import json
+import os
+import shutil
+
+from bert_tf import io_utils
+
+
+def glue_slice(source, target, rows):
+    """`target`: train.tsv with the header and the first `rows` rows of `source`'s (all with
+    None), and `source`'s dev.tsv."""
+    os.makedirs(target, exist_ok=True)
+    with open(os.path.join(source, "train.tsv"), encoding="utf-8") as f:
+        lines = f.readlines()
+    with io_utils.atomic_open(os.path.join(target, "train.tsv"), "w") as f:
+        f.writelines(lines[:None if rows is None else rows + 1])
+    _copy(os.path.join(source, "dev.tsv"), os.path.join(target, "dev.tsv"))
+    return target
+
+
+def conll_sentences(path):
+    """A CoNLL file's sentences as their line blocks, -DOCSTART- blocks left out."""
+    blocks, block = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                block.append(line)
+                continue
+            if block and not block[0].startswith("-DOCSTART-"):
+                blocks.append(block)
+            block = []
+    if block and not block[0].startswith("-DOCSTART-"):
+        blocks.append(block)
+    return blocks
+
+
+def conll_slice(source, target, sentences):
+    """`target`: train.txt with the first `sentences` sentences of `source`'s (all with None),
+    and `source`'s valid.txt."""
+    os.makedirs(target, exist_ok=True)
+    blocks = conll_sentences(os.path.join(source, "train.txt"))
+    with io_utils.atomic_open(os.path.join(target, "train.txt"), "w") as f:
+        f.write("\n".join("".join(block) for block in blocks[:sentences]))
+    _copy(os.path.join(source, "valid.txt"), os.path.join(target, "valid.txt"))
+    return target
+
+
+def squad_split(source_file, target, train_articles):
+    """`target`: train.json, the first `train_articles` articles of the SQuAD v1.1 file with each
+    question's first answer (the original's training reads exactly one), and eval.json, the
+    other articles unchanged (every answer, for the official metric)."""
+    os.makedirs(target, exist_ok=True)
+    with open(source_file, encoding="utf-8") as f:
+        dataset = json.load(f)
+    train = copy.deepcopy(dataset)
+    train["data"] = train["data"][:train_articles]
+    for article in train["data"]:
+        for paragraph in article["paragraphs"]:
+            for qa in paragraph["qas"]:
+                qa["answers"] = qa["answers"][:1]
+    held_out = dict(dataset, data=dataset["data"][train_articles:])
+    for name, data in (("train.json", train), ("eval.json", held_out)):
+        with io_utils.atomic_open(os.path.join(target, name), "w") as f:
+            json.dump(data, f)
+    return target
+
+
+def _copy(source, target):
+    with open(source, "rb") as f, io_utils.atomic_open(target, "wb") as out:
+        shutil.copyfileobj(f, out)

@@ -1,0 +1,182 @@
+"""`evaluate`: every Candidate fine-tuned on every suite task with every seed, one
+`bert_tf.training.runner.run` each, into output_dir/runs/<model>/<step>/<task>/seed-<seed>;
+each task's data sliced once (output_dir/data) and its records prepared once per vocabulary
+(output_dir/records), shared by every model. A run's result is written (atomically) when it
+ends, and an evaluation started again skips the runs that have one; an unfinished run starts
+over. Then the tables and the figure (`report`)."""
+import dataclasses
+import json
+import os
+import shutil
+import time
+
+from bert_tf import io_utils
+from bert_tf.errors import argument_error
+from bert_tf.tokenization import validate_case_matches_checkpoint
+from bert_tf.progress import Progress, format_duration
+from bert_tf.progress import log as default_log
+from bert_tf.text.fast_tokenization import FastTokenizer
+from bert_tf.training import runner
+from bert_tf.training.checkpoint_files import CHECKPOINT_FILE, remove_own_files
+from bert_tf.training.glue_sweep.records import json_number, read_json, write_json
+from bert_tf.training.glue_sweep.sweep import Clock, quiet_retracing_warnings
+from bert_tf.training.pretraining_evaluation import models, report
+from bert_tf.training.settings import RunSettings
+
+RESULT_FILE = "result.json"
+SETTINGS_FILE = "evaluation.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Protocol:
+    """The fine-tuning every run gets (the command lines' flags of the same names; the other
+    RunSettings keep their defaults): seeds give one run each."""
+    learning_rate: float = 1e-4
+    train_batch_size: int = 32
+    num_train_epochs: float = 3.0
+    warmup_proportion: float = 0.1
+    seeds: tuple = (0,)
+
+
+def evaluate(found, tasks, sources, output_dir, protocol=Protocol(), baseline=True,
+             mixed_vocabularies=False, log=default_log):
+    """Fine-tunes every Candidate of `found` (models.candidates), and with `baseline` a fresh
+    initialisation of each config (models.baselines), on every SuiteTask of `tasks` with each
+    seed; writes the tables and the figure into output_dir; returns the result rows.
+
+    Args:
+      sources: {SuiteTask.source: path}: the GLUE folder, the CoNLL-2003 folder, the SQuAD
+        v1.1 file the tasks read.
+      mixed_vocabularies: tabulate models of different vocabularies (else an InputError).
+    Everything is checked (the tasks' files, the vocabularies, a resumed evaluation's
+    settings) before anything is written.
+    """
+    output_dir = os.fspath(output_dir)
+    for task in tasks:
+        files = task.required_files(sources)
+        if files is None:
+            raise argument_error(task.source, f"required by task {task.name}")
+        for path in files:
+            if not os.path.isfile(path):
+                raise argument_error(task.source, f"{path}: not found (task {task.name})")
+    models.check_vocabularies(found, mixed_vocabularies)
+    for candidate in found:
+        for task in tasks:
+            if task.max_seq_length > candidate.files.config.max_position_embeddings:
+                raise argument_error("tasks", f"{task.name} reads sequences of "
+                                              f"{task.max_seq_length} tokens; {candidate.model} "
+                                              f"has {candidate.files.config.max_position_embeddings}"
+                                              f" positions")
+        if candidate.files.checkpoint:
+            validate_case_matches_checkpoint(candidate.files.do_lower_case,
+                                             candidate.files.checkpoint)
+    io_utils.check_writable_dir(output_dir)
+    settings = {"protocol": dataclasses.asdict(protocol),
+                "tasks": {task.name: dataclasses.asdict(task) for task in tasks}}
+    settings_path = os.path.join(output_dir, SETTINGS_FILE)
+    if os.path.exists(settings_path):
+        earlier = read_json(settings_path)
+        if json.loads(json.dumps(settings)) != earlier:
+            raise argument_error("output_dir", f"{output_dir} holds an evaluation with other "
+                                               f"settings ({settings_path}): give another "
+                                               f"folder, or the same settings to resume it")
+    everything = list(found) + (models.baselines(found) if baseline else [])
+    runs = [(candidate, task, seed) for candidate in everything for task in tasks
+            for seed in protocol.seeds]
+    os.makedirs(output_dir, exist_ok=True)
+    write_json(settings_path, settings)
+    evaluation = _Evaluation(output_dir, sources, protocol, log)
+    done = sum(os.path.exists(evaluation.result_path(*run)) for run in runs)
+    progress = Progress("evaluate_pretraining", total=len(runs), unit="runs", start=done,
+                        interval=0)
+    log(f"[evaluate_pretraining] {len(runs)} runs: {len(everything)} models x {len(tasks)} "
+        f"tasks x {len(protocol.seeds)} seeds ({done} finished earlier)")
+    started = time.monotonic()
+    rows = []
+    with quiet_retracing_warnings():
+        for number, (candidate, task, seed) in enumerate(runs, 1):
+            rows.append(evaluation.run(candidate, task, seed, f"{number}/{len(runs)}"))
+            progress.update(0 if rows[-1]["earlier"] else 1, force=True, task=task.name)
+    report.write(output_dir, rows, [task.name for task in tasks], mixed_vocabularies, log)
+    log(f"[evaluate_pretraining] done in {format_duration(time.monotonic() - started)}: "
+        f"{os.path.join(output_dir, report.TABLE_FILE)}")
+    return rows
+
+
+class _Evaluation:
+    def __init__(self, output_dir, sources, protocol, log):
+        self.output_dir, self.sources, self.protocol, self.log = (output_dir, sources, protocol,
+                                                                  log)
+        self.data_dirs = {}
+        self.prepared = {}
+
+    def run_dir(self, candidate, task, seed):
+        step = "random" if candidate.step == models.BASELINE_STEP else f"step-{candidate.step}"
+        return os.path.join(self.output_dir, "runs", candidate.model, step, task.name,
+                            f"seed-{seed}")
+
+    def result_path(self, candidate, task, seed):
+        return os.path.join(self.run_dir(candidate, task, seed), RESULT_FILE)
+
+    def data_dir(self, task):
+        """The task's slice, written the first time this evaluation needs it."""
+        if task.name not in self.data_dirs:
+            self.data_dirs[task.name] = task.data_files(
+                self.sources, os.path.join(self.output_dir, "data", task.name))
+        return self.data_dirs[task.name]
+
+    def prepare(self, candidate, task):
+        """The task over its records for the candidate's vocabulary, prepared once."""
+        key = (task.name, candidate.vocabulary)
+        if key not in self.prepared:
+            files = candidate.files
+            tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
+            options = dict(train_batch_size=self.protocol.train_batch_size,
+                           eval_batch_size=RunSettings.eval_batch_size,
+                           predict_batch_size=RunSettings.predict_batch_size,
+                           num_train_epochs=self.protocol.num_train_epochs,
+                           warmup_proportion=self.protocol.warmup_proportion, log=self.log)
+            records_dir = os.path.join(self.output_dir, "records",
+                                       f"{task.name}-{candidate.vocabulary[:12]}")
+            self.prepared[key] = task.prepare(files, tokenizer, self.data_dir(task),
+                                              records_dir, options)
+        return self.prepared[key]
+
+    def run(self, candidate, task, seed, number):
+        """The run's row: read from its result, or run now."""
+        path = self.result_path(candidate, task, seed)
+        name = (f"{candidate.model} " + ("random" if candidate.step == models.BASELINE_STEP
+                                         else f"step {candidate.step}") + f" {task.name} seed {seed}")
+        if os.path.exists(path):
+            result = read_json(path)
+            self.log(f"[evaluate_pretraining] {name}: run {number} finished earlier "
+                     f"(score {result['score']})")
+            return dict(result, earlier=True)
+        prepared = self.prepare(candidate, task)
+        folder = self.run_dir(candidate, task, seed)
+        if os.path.exists(folder):  # an unfinished run: it starts over
+            shutil.rmtree(folder)
+        self.log(f"[evaluate_pretraining] {name}: run {number}")
+        files = candidate.files
+        settings = RunSettings(
+            output_dir=folder, do_train=True, do_eval=True, init_checkpoint=files.checkpoint,
+            train_batch_size=self.protocol.train_batch_size,
+            learning_rate=self.protocol.learning_rate, num_train_steps=prepared.num_train_steps,
+            num_warmup_steps=prepared.num_warmup_steps, seed=seed, vocab_file=files.vocab_file,
+            do_lower_case=files.do_lower_case)
+        clock = Clock()
+        results = runner.run(prepared.task.for_encoder(files.config), settings, log=self.log,
+                             on_phase=clock)
+        train_seconds, eval_seconds = clock.split()
+        score = json_number(results[task.metric])
+        result = {"model": candidate.model, "step": candidate.step, "task": task.name,
+                  "seed": seed, "score": None if score is None else score * task.scale,
+                  "metric": task.metric, "seconds": candidate.seconds,
+                  "vocabulary": candidate.vocabulary[:12],
+                  "checkpoint": files.checkpoint, "train_seconds": train_seconds,
+                  "eval_seconds": eval_seconds,
+                  "results": {key: json_number(value) for key, value in results.items()}}
+        # The run's checkpoints are not kept: its result is what the table needs.
+        remove_own_files(folder, lambda n: n == "checkpoint" or CHECKPOINT_FILE.match(n))
+        write_json(path, result)
+        return dict(result, earlier=False)

@@ -1,0 +1,127 @@
+"""What is evaluated: `Candidate`s, one per checkpoint of a pretraining run's folder (every
+model.ckpt-<step>, or those of `steps`) or per other model directory (a Hugging Face
+directory, a keras-hub preset, Google's released folder, a checkpoint prefix), and the
+randomly initialised baseline of each config and vocabulary (step -1)."""
+import dataclasses
+import glob
+import os
+import re
+import typing
+
+from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.text.vocabulary import vocabulary_sha256
+from bert_tf.training.checkpoint_files import CHECKPOINT_FILE, CHECKPOINT_NAME
+
+BASELINE_STEP = -1
+_EVENTS = re.compile(r"events\.out\.tfevents\.(\d+)\.")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """model: the table's name (the folder's); step: the checkpoint's (0: a model directory's
+    weights; BASELINE_STEP: a fresh initialisation); files: its bert_tf.api.ModelFiles
+    (checkpoint None for the baseline); seconds: wall-clock seconds from the pretraining run's
+    first start to the checkpoint (None: not known)."""
+    model: str
+    step: int
+    files: typing.Any
+    seconds: typing.Optional[float] = None
+
+    @property
+    def vocabulary(self):
+        return vocabulary_sha256(self.files.vocab_file)
+
+
+def checkpoint_steps(folder):
+    """The steps of the checkpoints (model.ckpt-<step>.index) a pretraining run left in
+    `folder`, ascending."""
+    if not os.path.isdir(folder):
+        return []
+    return sorted(int(match.group(1)) for match in map(CHECKPOINT_FILE.match, os.listdir(folder))
+                  if match and match.group(0).endswith(".index"))
+
+
+def _run_start(folder):
+    """The run's first start: its earliest TensorBoard events file's time stamp (None: none)."""
+    stamps = [int(match.group(1)) for path in glob.glob(os.path.join(folder, "*", "events.*"))
+              if (match := _EVENTS.match(os.path.basename(path)))]
+    return min(stamps) if stamps else None
+
+
+def _resolve(resolve, path):
+    """The ModelFiles of `path`; what makes it no model is an InputError naming `models`."""
+    try:
+        return resolve(path)
+    except InputError as error:
+        message = str(error)
+        if error.argument and message.startswith(f"{arg(error.argument)}: "):
+            message = message[len(arg(error.argument)) + 2:]
+        raise argument_error("models", message if path in message
+                             else f"{path}: {message}") from None
+
+
+def candidates(paths, resolve, steps=None):
+    """The Candidates of `paths`: every checkpoint of a pretraining folder (those of `steps`
+    only, when given), one for any other model directory; `resolve(path)` gives a path's
+    ModelFiles (bert_tf.api.model_files). A path that holds no model, or none of `steps`, is
+    an InputError naming `models` (or `steps`)."""
+    found = []
+    for path in paths:
+        path = os.fspath(path).rstrip("/")
+        name = os.path.basename(path) or path
+        available = checkpoint_steps(path)
+        if not available:
+            if not os.path.exists(path) and not glob.glob(path + ".*"):
+                raise argument_error("models", f"{path}: no such folder or checkpoint")
+            files = _resolve(resolve, path)
+            if files.checkpoint is None:
+                raise argument_error("models", f"{path}: holds no checkpoint")
+            match = re.search(rf"{re.escape(CHECKPOINT_NAME)}-(\d+)$", path)
+            found.append(Candidate(name, int(match.group(1)) if match else 0, files))
+            continue
+        chosen = [step for step in available if steps is None or step in steps]
+        if not chosen:
+            raise argument_error("steps", f"{path} has checkpoints at steps "
+                                          f"{', '.join(map(str, available))}, none of "
+                                          f"{', '.join(map(str, steps))}")
+        start = _run_start(path)
+        for step in chosen:
+            prefix = os.path.join(path, f"{CHECKPOINT_NAME}-{step}")
+            seconds = (None if start is None
+                       else max(0.0, os.path.getmtime(prefix + ".index") - start))
+            found.append(Candidate(name, step, _resolve(resolve, prefix), seconds))
+    seen = {}
+    for candidate in found:
+        other = seen.setdefault((candidate.model, candidate.step), candidate.files.checkpoint)
+        if other != candidate.files.checkpoint:
+            raise argument_error("models", f"two models named {candidate.model!r} "
+                                           f"({other}, {candidate.files.checkpoint}): give "
+                                           f"folders of different names")
+    return found
+
+
+def check_vocabularies(found, mixed_allowed):
+    """Models of different vocabularies in one table are an InputError naming `models`, unless
+    `mixed_allowed` (the table then shows each model's)."""
+    vocabularies = {}
+    for candidate in found:
+        vocabularies.setdefault(candidate.vocabulary, candidate)
+    if len(vocabularies) > 1 and not mixed_allowed:
+        first, other = list(vocabularies.values())[:2]
+        raise argument_error("models", f"{first.model} and {other.model} have different "
+                                       f"vocabularies ({first.files.vocab_file}, "
+                                       f"{other.files.vocab_file}): their scores are not "
+                                       f"comparable; give --mixed_vocabularies to tabulate "
+                                       f"them anyway, each with its vocabulary")
+
+
+def baselines(found):
+    """One fresh initialisation per config and vocabulary of `found`, named after the first
+    model that has them."""
+    seen = {}
+    for candidate in found:
+        key = (candidate.files.config.to_json_string(), candidate.vocabulary)
+        if key not in seen:
+            seen[key] = Candidate(candidate.model, BASELINE_STEP,
+                                  dataclasses.replace(candidate.files, checkpoint=None))
+    return list(seen.values())
