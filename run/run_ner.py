@@ -14,8 +14,9 @@ sentences are split into overlapping windows, each word scored once
 Outputs in --output_dir: train/eval/predict.tf_record; eval_results.txt with entity-level
 precision, recall and F1 as conlleval computes them (--tag_scheme IOB2 or IOB1), per-type F1,
 word accuracy and loss; eval_predictions.txt and test_predictions.txt (`word gold predicted`,
-conlleval's input). The shared training flags (strategy, precision, optimizer, checkpoints) are
-run_classifier's. This file is the flags; the task, and how the files become its records, are
+conlleval's input). --feature_layers trains a BiLSTM tagger on a frozen encoder's layers instead
+(the paper's feature-based approach). The shared training flags (strategy, precision, optimizer,
+checkpoints) are run_classifier's. This file is the flags; the task, and how the files become its records, are
 `bert_tf.tasks.ner.task` (`NerTask`, `prepare_task`).
 """
 from absl import flags
@@ -40,6 +41,10 @@ flags.DEFINE_list("label_list", None, "The tags, comma-separated, in output orde
 flags.DEFINE_enum("tag_scheme", "IOB2", ["IOB2", "IOB1", "IOBES"],
                   "How entities are read from the tags for evaluation (conlleval reads IOB1 and "
                   "IOB2 alike).")
+flags.DEFINE_string("feature_layers", None, "The paper's feature-based approach (section 5.3): "
+                    "the encoder frozen, these of its layers under a two-layer BiLSTM: last, "
+                    "second_to_last, embeddings, sum_last_four, concat_last_four or sum_all "
+                    "(default: fine-tuning, the encoder trained with the head).")
 flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 
 
@@ -54,8 +59,9 @@ def main(argv):
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("ner")
     # A model directory of a tagger's run gives its tags (and their scheme).
-    common_flags.flags_from_model(files, "ner", {"label_list": "labels",
-                                                 "tag_scheme": "scheme"}, agree=("label_list",))
+    common_flags.flags_from_model(files, "ner", {"label_list": "labels", "tag_scheme": "scheme",
+                                                 "feature_layers": "feature_layers"},
+                                  agree=("label_list", "feature_layers"))
     if not FLAGS.label_list and not FLAGS.do_train:
         raise flag_error("label_list", "is required without --do_train (the tags in output "
                                        "order, as the model was trained)")
@@ -66,7 +72,8 @@ def main(argv):
         dev_file=FLAGS.dev_file if FLAGS.do_eval else None,
         test_file=FLAGS.test_file if FLAGS.do_predict else None,
         label_list=FLAGS.label_list, doc_stride=FLAGS.doc_stride,
-        scheme=FLAGS.tag_scheme, bucket_by_length=FLAGS.bucket_by_length,
+        scheme=FLAGS.tag_scheme, feature_layers=FLAGS.feature_layers,
+        bucket_by_length=FLAGS.bucket_by_length,
         **common_flags.preparation_options())
     common_flags.run_prepared(prepared, files)
 

@@ -11,6 +11,8 @@ holding its head outputs (float32) plus the encoder outputs.
     BertMultipleChoice(config)             inputs [B, N, T] -> logits [B, N]
     BertSpanLabeler(config)                -> start_logits [B, T], end_logits [B, T]
     BertTokenClassifier(config, num_labels) -> logits [B, T, num_labels]
+    BertFeatureTagger(config, num_labels, features) -> logits [B, T, num_labels], from a frozen
+        encoder's layers under a two-layer BiLSTM (the paper's feature-based approach)
 """
 import keras
 import tensorflow as tf
@@ -231,3 +233,85 @@ class BertTokenClassifier(_LabelModel):
         outputs = dict(self.encoder(inputs, training=training))
         outputs["logits"] = self.classifier(outputs["sequence_output"], training=training)
         return outputs
+
+
+# The paper's section 5.3 (Table 7): which of a frozen encoder's layers feed the tagger. "sum"
+# and "concat" of the last four hidden layers, the last, the second to last, the embeddings,
+# and the sum of every hidden layer.
+FEATURE_LAYERS = ("last", "second_to_last", "embeddings", "sum_last_four", "concat_last_four",
+                  "sum_all")
+
+
+def combine_layers(outputs, feature_layers):
+    """The [B, T, F] features `feature_layers` (FEATURE_LAYERS) of the encoder's `outputs`."""
+    hidden = outputs["encoder_outputs"]
+    if feature_layers == "last":
+        return hidden[-1]
+    if feature_layers == "second_to_last":
+        return hidden[-2]
+    if feature_layers == "embeddings":
+        return outputs["embedding_output"]
+    if feature_layers == "sum_last_four":
+        return tf.add_n(hidden[-4:])
+    if feature_layers == "concat_last_four":
+        return tf.concat(hidden[-4:], axis=-1)
+    if feature_layers == "sum_all":
+        return tf.add_n(hidden)
+    raise ValueError(f"unknown feature_layers {feature_layers!r} (one of "
+                     f"{', '.join(FEATURE_LAYERS)})")
+
+
+def feature_size(config, feature_layers):
+    """The size of a token's features: the hidden size, four times it concatenated."""
+    layers = min(4, config.num_hidden_layers) if feature_layers == "concat_last_four" else 1
+    return layers * config.hidden_size
+
+
+class BertFeatureTagger(_TaskModel):
+    """The paper's feature-based NER (section 5.3): the encoder frozen (not trainable, run
+    without dropout), `feature_layers` (FEATURE_LAYERS) of its layers through a two-layer
+    bidirectional LSTM of `lstm_units` per direction (default the hidden size: the paper's 768
+    for BERT-Base), then dropout and run_classifier's per-token projection (output_weights,
+    output_bias). The LSTM's variables have no original name (the original has no such head)."""
+
+    reads_pooled_output = False
+
+    def __init__(self, config, num_labels, feature_layers="concat_last_four", lstm_units=None,
+                 dropout_rate=0.1, name="bert_feature_tagger", **kwargs):
+        super().__init__(config, name=name, **kwargs)
+        if feature_layers not in FEATURE_LAYERS:
+            raise ValueError(f"unknown feature_layers {feature_layers!r} (one of "
+                             f"{', '.join(FEATURE_LAYERS)})")
+        self.num_labels, self.feature_layers = num_labels, feature_layers
+        self.dropout_rate = dropout_rate
+        self.lstm_units = lstm_units or self.config.hidden_size
+        self.encoder.trainable = False
+        self.lstm = [keras.layers.Bidirectional(
+            keras.layers.LSTM(self.lstm_units, return_sequences=True), name=f"bilstm_{i}")
+            for i in range(2)]
+        size = feature_size(self.config, feature_layers)
+        for i, lstm in enumerate(self.lstm):
+            lstm.build((None, None, size if i == 0 else 2 * self.lstm_units))
+        self.classifier = TokenClassificationHead(num_labels, 2 * self.lstm_units, dropout_rate,
+                                                  0.02, name="classifier",
+                                                  dtype=self.dtype_policy)
+        self.classifier.supports_masking = True  # per token: the LSTM's padding mask passes
+        self._finish_build(self.classifier)
+
+    def head_variable_parts(self):
+        return variable_names.projection_parts("", self.classifier.projection)
+
+    def call(self, inputs, training=False):
+        outputs = dict(self.encoder(inputs, training=False))
+        x = combine_layers(outputs, self.feature_layers)
+        mask = tf.cast(inputs["input_mask"], tf.bool) if "input_mask" in inputs else None
+        for lstm in self.lstm:
+            x = lstm(x, mask=mask, training=training)
+        outputs["logits"] = self.classifier(x, training=training)
+        return outputs
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_labels=self.num_labels, feature_layers=self.feature_layers,
+                      lstm_units=self.lstm_units, dropout_rate=self.dropout_rate)
+        return config

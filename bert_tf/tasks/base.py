@@ -95,11 +95,12 @@ class Task(abc.ABC):
                             f"{type(config).__name__}")
         self.config = config
 
-    def for_encoder(self, bert_config):
-        """This task, over the same records, for an encoder of `bert_config` (records do not
-        depend on the encoder: one preparation serves every model of the same vocabulary)."""
+    def for_encoder(self, bert_config, **options):
+        """This task, over the same records, for an encoder of `bert_config` and with `options`
+        (other fields of its config) changed: records do not depend on them, so one preparation
+        serves every model of the same vocabulary."""
         task = copy.copy(self)
-        task.config = dataclasses.replace(self.config, bert_config=bert_config)
+        task.config = dataclasses.replace(self.config, bert_config=bert_config, **options)
         return task
 
     @classmethod

@@ -1,6 +1,6 @@
 """run.evaluate_pretraining: its table against separate runs of the task command lines with the
 same settings (the random baseline: run_classifier with no checkpoint, a fresh initialisation
-of the same config), a kill and a restart that redoes no finished run, the summary's means and
+of the same config; the feature-based NER variant: run_ner --feature_layers), a kill and a restart that redoes no finished run, the summary's means and
 spreads against numpy, and bad input refused before anything is written."""
 import json
 import shutil
@@ -16,6 +16,7 @@ from tests.conftest import (PROJECT_ROOT, assert_refused, command_env, run_comma
 
 MODULE = "run.evaluate_pretraining"
 PROTOCOL = dict(learning_rate=1e-4, num_train_epochs=1, train_batch_size=16)
+TASKS = ("MRPC", "CoNLL-2003", "CoNLL-2003/sum_last_four")
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +39,7 @@ def small_data(tmp_path_factory, shared_data):
 
 
 def evaluation_flags(model, small_data, output_dir, **more):
-    return dict(dict(models=model, tasks="MRPC,CoNLL-2003", output_dir=output_dir,
+    return dict(dict(models=model, tasks=",".join(TASKS), output_dir=output_dir,
                      data_dir=small_data["data_dir"], conll_dir=small_data["conll_dir"],
                      train_slices="MRPC=48,CoNLL-2003=40", **PROTOCOL), **more)
 
@@ -76,11 +77,10 @@ def test_table_equals_the_task_command_lines_and_a_killed_evaluation_redoes_no_r
     status, log = run_command_line(MODULE, flags)
     assert status == 0, log[-3000:]
     assert first.stat().st_mtime_ns == written
-    assert "mlm step 2 MRPC seed 0: run 1/4 finished earlier" in log
+    assert "mlm step 2 MRPC seed 0: run 1/6 finished earlier" in log
     rows = {(r["model"], int(r["step"]), r["task"], int(r["seed"])): float(r["score"])
             for r in table(out / "results.tsv")}
-    assert set(rows) == {("mlm", step, task, 0) for step in (2, -1)
-                         for task in ("MRPC", "CoNLL-2003")}
+    assert set(rows) == {("mlm", step, task, 0) for step in (2, -1) for task in TASKS}
 
     # The same settings through the task command lines: the same scores.
     common = dict(do_train=True, do_eval=True, seed=0, max_seq_length=128, **PROTOCOL)
@@ -104,6 +104,13 @@ def test_table_equals_the_task_command_lines_and_a_killed_evaluation_redoes_no_r
     assert status == 0, log[-3000:]
     assert eval_results(tmp_path / "ner")["eval_f1"] * 100 == pytest.approx(
         rows[("mlm", 2, "CoNLL-2003", 0)], abs=1e-4)
+    status, log = run_command_line("run.run_ner", dict(
+        data_dir=out / "data" / "CoNLL-2003", train_file="train.txt", dev_file="valid.txt",
+        init_checkpoint=checkpoint, output_dir=tmp_path / "features",
+        feature_layers="sum_last_four", **common))
+    assert status == 0, log[-3000:]
+    assert eval_results(tmp_path / "features")["eval_f1"] * 100 == pytest.approx(
+        rows[("mlm", 2, "CoNLL-2003/sum_last_four", 0)], abs=1e-4)
     # The runs keep their results, not their checkpoints.
     assert not list((out / "runs").rglob("model.ckpt-*"))
     assert "| mlm | 2 |" in (out / "results.md").read_text()
@@ -135,6 +142,9 @@ def test_bad_input_is_refused_before_anything_is_written(pretraining_folders, sm
     assert_refused(MODULE, evaluation_flags(empty, small_data, out), "--models", tmp_path)
     assert_refused(MODULE, evaluation_flags(model, small_data, out, tasks="MRPC,QQP"),
                    "unknown task 'QQP'", tmp_path)
+    assert_refused(MODULE, evaluation_flags(model, small_data, out,
+                                            tasks="CoNLL-2003/middle_two"),
+                   "unknown task 'CoNLL-2003/middle_two'", tmp_path)
     flags = evaluation_flags(model, small_data, out)
     del flags["conll_dir"]
     assert_refused(MODULE, flags, "--conll_dir: required by task CoNLL-2003", tmp_path)

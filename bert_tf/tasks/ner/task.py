@@ -4,11 +4,13 @@ docs/fine_tuning.md (run_ner).
 """
 import dataclasses
 import os
+import typing
 
 import numpy as np
 import tensorflow as tf
 
-from bert_tf.model.models import BertTokenClassifier
+from bert_tf.errors import argument_error
+from bert_tf.model.models import FEATURE_LAYERS, BertFeatureTagger, BertTokenClassifier
 from bert_tf.tasks import metrics, registry
 from bert_tf.tasks.ner.preprocessor import (NerPreprocessor, tagging_feature_spec,
                                             words_predictions)
@@ -25,10 +27,14 @@ class NerConfig(TaskConfig):
       labels: the tags, in output order ("O" first).
       scheme: "IOB2" or "IOB1" (how entities are read from the tags).
       dropout_rate: dropout on the sequence output in training (0.1).
+      feature_layers: None (fine-tuning: the encoder trains with the head), or the paper's
+        feature-based approach: which layers of the frozen encoder feed a two-layer BiLSTM
+        (bert_tf.model.models.FEATURE_LAYERS, BertFeatureTagger).
     """
     labels: list = dataclasses.field(default_factory=list)
     scheme: str = "IOB2"
     dropout_rate: float = 0.1
+    feature_layers: typing.Optional[str] = None
 
 
 @registry.register
@@ -50,6 +56,9 @@ class NerTask(Task):
 
     def __init__(self, config, features=None, sentences=None):
         super().__init__(config)
+        if config.feature_layers is not None and config.feature_layers not in FEATURE_LAYERS:
+            raise argument_error("feature_layers", f"{config.feature_layers!r}: one of "
+                                                   f"{', '.join(FEATURE_LAYERS)}")
         self.features = dict(features or {})
         self.sentences = dict(sentences or {})
 
@@ -58,8 +67,19 @@ class NerTask(Task):
         return tagging_feature_spec(self.config.max_seq_length)
 
     # ---- Model.
+    @classmethod
+    def serving_options(cls, options, vocab_file, record):
+        """The base's, and the feature-based model's layers as its run records them."""
+        options = super().serving_options(options, vocab_file, record)
+        if record.get("feature_layers") and not options.get("feature_layers"):
+            options = dict(options, feature_layers=record["feature_layers"])
+        return options
+
     def build_model(self):
         config = self.config
+        if config.feature_layers:
+            return BertFeatureTagger(config.bert_config, len(config.labels),
+                                     config.feature_layers, dropout_rate=config.dropout_rate)
         return BertTokenClassifier(config.bert_config, len(config.labels), config.dropout_rate)
 
     # ---- Train.
@@ -144,8 +164,12 @@ class NerTask(Task):
 
     # ---- Serving.
     def export_description(self):
-        """The tags in output order and how entities are read from them."""
-        return {"labels": list(self.config.labels), "scheme": self.config.scheme}
+        """The tags in output order, how entities are read from them, and a feature-based
+        model's layers."""
+        description = {"labels": list(self.config.labels), "scheme": self.config.scheme}
+        if self.config.feature_layers:
+            description["feature_layers"] = self.config.feature_layers
+        return description
 
     def serving_outputs(self, outputs, from_text=False):
         logits = tf.cast(outputs["logits"], tf.float32)

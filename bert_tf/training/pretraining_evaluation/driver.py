@@ -112,7 +112,8 @@ class _Evaluation:
 
     def run_dir(self, candidate, task, seed):
         step = "random" if candidate.step == models.BASELINE_STEP else f"step-{candidate.step}"
-        return os.path.join(self.output_dir, "runs", candidate.model, step, task.name,
+        return os.path.join(self.output_dir, "runs", candidate.model, step,
+                            task.name.replace("/", "-"),
                             f"seed-{seed}")
 
     def result_path(self, candidate, task, seed):
@@ -120,14 +121,15 @@ class _Evaluation:
 
     def data_dir(self, task):
         """The task's slice, written the first time this evaluation needs it."""
-        if task.name not in self.data_dirs:
-            self.data_dirs[task.name] = task.data_files(
-                self.sources, os.path.join(self.output_dir, "data", task.name))
-        return self.data_dirs[task.name]
+        if task.data_name not in self.data_dirs:
+            self.data_dirs[task.data_name] = task.data_files(
+                self.sources, os.path.join(self.output_dir, "data", task.data_name))
+        return self.data_dirs[task.data_name]
 
     def prepare(self, candidate, task):
-        """The task over its records for the candidate's vocabulary, prepared once."""
-        key = (task.name, candidate.vocabulary)
+        """The task over its records for the candidate's vocabulary, prepared once (and shared
+        by its variants)."""
+        key = (task.data_name, candidate.vocabulary)
         if key not in self.prepared:
             files = candidate.files
             tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
@@ -137,7 +139,7 @@ class _Evaluation:
                            num_train_epochs=self.protocol.num_train_epochs,
                            warmup_proportion=self.protocol.warmup_proportion, log=self.log)
             records_dir = os.path.join(self.output_dir, "records",
-                                       f"{task.name}-{candidate.vocabulary[:12]}")
+                                       f"{task.data_name}-{candidate.vocabulary[:12]}")
             self.prepared[key] = task.prepare(files, tokenizer, self.data_dir(task),
                                               records_dir, options)
         return self.prepared[key]
@@ -145,8 +147,8 @@ class _Evaluation:
     def run(self, candidate, task, seed, number):
         """The run's row: read from its result, or run now."""
         path = self.result_path(candidate, task, seed)
-        name = (f"{candidate.model} " + ("random" if candidate.step == models.BASELINE_STEP
-                                         else f"step {candidate.step}") + f" {task.name} seed {seed}")
+        step = "random" if candidate.step == models.BASELINE_STEP else f"step {candidate.step}"
+        name = f"{candidate.model} {step} {task.name} seed {seed}"
         if os.path.exists(path):
             result = read_json(path)
             self.log(f"[evaluate_pretraining] {name}: run {number} finished earlier "
@@ -165,8 +167,8 @@ class _Evaluation:
             num_warmup_steps=prepared.num_warmup_steps, seed=seed, vocab_file=files.vocab_file,
             do_lower_case=files.do_lower_case)
         clock = Clock()
-        results = runner.run(prepared.task.for_encoder(files.config), settings, log=self.log,
-                             on_phase=clock)
+        results = runner.run(prepared.task.for_encoder(files.config, **dict(task.options)),
+                             settings, log=self.log, on_phase=clock)
         train_seconds, eval_seconds = clock.split()
         score = json_number(results[task.metric])
         result = {"model": candidate.model, "step": candidate.step, "task": task.name,

@@ -6,6 +6,7 @@ import os
 import typing
 
 from bert_tf.errors import argument_error
+from bert_tf.model.models import FEATURE_LAYERS
 from bert_tf.tasks.classification import glue, reader
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.ner import task as tagging
@@ -20,7 +21,8 @@ class SuiteTask:
     folder, "conll_dir": CoNLL-2003's train.txt and valid.txt, "squad_file": a SQuAD v1.1 json);
     train_slice: what the protocol trains on (rows, sentences or articles; None: all), `unit`
     says which; metric: the eval_results key reported; scale: to 0-100;
-    max_seq_length: the records' length."""
+    max_seq_length: the records' length; options: the task config's fields that this variant
+    sets (CoNLL-2003/<layers>: the feature-based tagger on those layers)."""
     name: str
     source: str
     train_slice: typing.Optional[int]
@@ -28,6 +30,12 @@ class SuiteTask:
     metric: str
     scale: float = 100.0
     max_seq_length: int = 128
+    options: tuple = ()
+
+    @property
+    def data_name(self):
+        """The task whose data and records it shares (its name without the variant)."""
+        return self.name.split("/")[0]
 
     def data_files(self, sources, target):
         """The slice's folder under `target`, written from `sources` ({source: path})."""
@@ -82,14 +90,30 @@ SUITE = {task.name: task for task in (
     SuiteTask("SQuAD", "squad_file", 36, "articles", "f1", scale=1.0, max_seq_length=256))}
 
 
+def suite_task(name, argument="tasks"):
+    """The SuiteTask `name`: one of SUITE, or CoNLL-2003/<layers> (FEATURE_LAYERS: the paper's
+    feature-based NER); anything else is an InputError naming `argument`."""
+    base, _, layers = name.partition("/")
+    if base in SUITE and not layers:
+        return SUITE[base]
+    if base == "CoNLL-2003" and layers in FEATURE_LAYERS:
+        return dataclasses.replace(SUITE[base], name=name,
+                                   options=(("feature_layers", layers),))
+    raise argument_error(argument, f"unknown task {name!r} (one of {', '.join(SUITE)}, or "
+                                   f"CoNLL-2003/<layers> with <layers> one of "
+                                   f"{', '.join(FEATURE_LAYERS)})")
+
+
 def suite_tasks(names=None, train_slices=None):
-    """The SuiteTasks of `names` (default: all), each with its slice from `train_slices`
-    ({name: count}) where given; an unknown name is an InputError naming the argument."""
-    names = list(names or SUITE)
-    for argument, given in (("tasks", names), ("train_slices", train_slices or {})):
-        for name in given:
-            if name not in SUITE:
-                raise argument_error(argument, f"unknown task {name!r} (one of "
-                                               f"{', '.join(SUITE)})")
-    return [dataclasses.replace(SUITE[name], train_slice=(train_slices or {}).get(
-        name, SUITE[name].train_slice)) for name in names]
+    """The SuiteTasks of `names` (default: SUITE's), each with its slice from `train_slices`
+    ({task of SUITE: count}; a variant shares its task's data) where given; an unknown name is
+    an InputError naming the argument."""
+    tasks = [suite_task(name) for name in (names or SUITE)]
+    slices = dict(train_slices or {})
+    for name in slices:
+        if name not in SUITE:
+            suite_task(name, "train_slices")  # a variant: named as such
+            raise argument_error("train_slices", f"{name}: give the slice of "
+                                                 f"{name.split('/')[0]}, whose data it shares")
+    return [dataclasses.replace(task, train_slice=slices.get(task.data_name, task.train_slice))
+            for task in tasks]
