@@ -272,7 +272,7 @@ class BertFeatureTagger(_TaskModel):
     without dropout), `feature_layers` (FEATURE_LAYERS) of its layers through a two-layer
     bidirectional LSTM of `lstm_units` per direction (default the hidden size: the paper's 768
     for BERT-Base), then dropout and run_classifier's per-token projection (output_weights,
-    output_bias). The LSTM's variables have no original name (the original has no such head)."""
+    output_bias)."""
 
     reads_pooled_output = False
 
@@ -286,20 +286,35 @@ class BertFeatureTagger(_TaskModel):
         self.dropout_rate = dropout_rate
         self.lstm_units = lstm_units or self.config.hidden_size
         self.encoder.trainable = False
-        self.lstm = [keras.layers.Bidirectional(
+        # Attributes, not a list: TensorFlow's checkpoints follow a model's attributes.
+        self.bilstm_0, self.bilstm_1 = (keras.layers.Bidirectional(
             keras.layers.LSTM(self.lstm_units, return_sequences=True), name=f"bilstm_{i}")
-            for i in range(2)]
+            for i in range(2))
         size = feature_size(self.config, feature_layers)
         for i, lstm in enumerate(self.lstm):
             lstm.build((None, None, size if i == 0 else 2 * self.lstm_units))
         self.classifier = TokenClassificationHead(num_labels, 2 * self.lstm_units, dropout_rate,
                                                   0.02, name="classifier",
                                                   dtype=self.dtype_policy)
-        self.classifier.supports_masking = True  # per token: the LSTM's padding mask passes
         self._finish_build(self.classifier)
 
+    @property
+    def lstm(self):
+        return [self.bilstm_0, self.bilstm_1]
+
     def head_variable_parts(self):
-        return variable_names.projection_parts("", self.classifier.projection)
+        """The LSTM's variables as bilstm_<i>/<forward|backward>/<kernel|recurrent_kernel|bias>
+        (names of ours: the original has no such head), the projection as run_classifier's."""
+        parts = []
+        for i, lstm in enumerate(self.lstm):
+            for direction, layer in (("forward", lstm.forward_layer),
+                                     ("backward", lstm.backward_layer)):
+                cell = layer.cell
+                parts += [variable_names.Part(f"bilstm_{i}/{direction}/{name}", variable)
+                          for name, variable in (("kernel", cell.kernel),
+                                                 ("recurrent_kernel", cell.recurrent_kernel),
+                                                 ("bias", cell.bias))]
+        return parts + variable_names.projection_parts("", self.classifier.projection)
 
     def call(self, inputs, training=False):
         outputs = dict(self.encoder(inputs, training=False))
@@ -307,7 +322,8 @@ class BertFeatureTagger(_TaskModel):
         mask = tf.cast(inputs["input_mask"], tf.bool) if "input_mask" in inputs else None
         for lstm in self.lstm:
             x = lstm(x, mask=mask, training=training)
-        outputs["logits"] = self.classifier(x, training=training)
+        # The LSTM attaches its mask to its output; the head (per token) does not read it.
+        outputs["logits"] = self.classifier(tf.identity(x), training=training)
         return outputs
 
     def get_config(self):

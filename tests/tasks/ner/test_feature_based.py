@@ -33,7 +33,8 @@ def test_frozen_encoder_is_unchanged_and_the_folder_records_its_layers(
     after = {v.path.split("/", 1)[1]: v.numpy() for v in api.load_model(out).weights}
     assert before.keys() == after.keys() and len(before) > 10
     assert all(np.array_equal(before[name], after[name]) for name in before)
-    # The head trained: its LSTM's weights are no longer their initial (seeded) values.
+    # The head trained, and its checkpoint holds it: the LSTM's weights read back are no longer
+    # their initial values.
     from bert_tf.model.models import BertFeatureTagger
     from bert_tf.model.checkpoints import load_checkpoint
     files = api.model_files(out)
@@ -48,12 +49,8 @@ def test_frozen_encoder_is_unchanged_and_the_folder_records_its_layers(
         max_seq_length=64))
     assert status == 0, log[-3000:]
     assert "--feature_layers=concat_last_four" in log
-    # The same tags, but where the training process's compiled LSTM and a fresh one's round
-    # a near tie apart (one word in hundreds).
-    again = (tmp_path / "again" / "test_predictions.txt").read_text().splitlines()
-    first = (out / "test_predictions.txt").read_text().splitlines()
-    assert len(again) == len(first) > 300
-    assert sum(a == b for a, b in zip(again, first)) >= 0.99 * len(first)
+    assert ((tmp_path / "again" / "test_predictions.txt").read_text()
+            == (out / "test_predictions.txt").read_text())
 
 
 def test_an_unknown_choice_is_refused(pretraining_folders, conll, tmp_path):
