@@ -172,7 +172,8 @@ def load_tokenizer(files, do_lower_case=None):
 def build_model(task, config, num_labels=None, record=None):
     """A fresh Keras model: "encoder" (BertEncoder), "pretraining" (BertPretrainer),
     "classifier" (BertClassifier, num_labels; 1 = regression), "squad" (BertSpanLabeler),
-    "ner" (BertTokenClassifier, num_labels) or "multiple_choice" (BertMultipleChoice: [B, N, T]
+    "ner" (BertTokenClassifier, num_labels; BertFeatureTagger when the record says its
+    feature_layers) or "multiple_choice" (BertMultipleChoice: [B, N, T]
     inputs, a score per choice). `record`: what a model directory records of a run of `task`
     (`ModelFiles.task_record`), which gives the heads' shape: a masked-LM-only pretraining
     objective, the labels' count when num_labels is not given."""
@@ -190,6 +191,8 @@ def build_model(task, config, num_labels=None, record=None):
         options["labels"] = [str(i) for i in range(num_labels)]
     if task == "pretraining" and record.get("objective"):
         options["objective"] = record["objective"]
+    if task == "ner" and record.get("feature_layers"):
+        options["feature_layers"] = record["feature_layers"]
     return registry.build(task, config, **options).build_model()
 
 

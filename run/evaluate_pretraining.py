@@ -58,7 +58,7 @@ def _slices():
     slices = {}
     for item in FLAGS.train_slices or []:
         task, _, count = item.partition("=")
-        if not count.isdigit() or int(count) < 1:
+        if not count.isdigit():
             raise flag_error("train_slices", f"{item!r}: TASK=N with N a positive integer")
         slices[task] = int(count)
     return slices
@@ -72,8 +72,6 @@ def main(argv):
         raise flag_error("output_dir", "required")
     steps = _integers("steps") if FLAGS.steps else None
     seeds = _integers("seeds")
-    if not seeds:
-        raise flag_error("seeds", "at least one seed")
     slices = _slices()
     from bert_tf import api
     api.evaluate_pretraining(

@@ -14,10 +14,10 @@ sentences are split into overlapping windows, each word scored once
 Outputs in --output_dir: train/eval/predict.tf_record; eval_results.txt with entity-level
 precision, recall and F1 as conlleval computes them (--tag_scheme IOB2 or IOB1), per-type F1,
 word accuracy and loss; eval_predictions.txt and test_predictions.txt (`word gold predicted`,
-conlleval's input). --feature_layers trains a BiLSTM tagger on a frozen encoder's layers instead
-(the paper's feature-based approach). The shared training flags (strategy, precision, optimizer,
-checkpoints) are run_classifier's. This file is the flags; the task, and how the files become its records, are
-`bert_tf.tasks.ner.task` (`NerTask`, `prepare_task`).
+conlleval's input). --feature_layers trains a BiLSTM tagger on a frozen encoder's layers
+instead (the paper's feature-based approach). The shared training flags (strategy, precision,
+optimizer, checkpoints) are run_classifier's. This file is the flags; the task, and how the
+files become its records, are `bert_tf.tasks.ner.task` (`NerTask`, `prepare_task`).
 """
 from absl import flags
 

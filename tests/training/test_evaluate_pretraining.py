@@ -1,7 +1,9 @@
 """run.evaluate_pretraining: its table against separate runs of the task command lines with the
-same settings (the random baseline: run_classifier with no checkpoint, a fresh initialisation
-of the same config; the feature-based NER variant: run_ner --feature_layers), a kill and a restart that redoes no finished run, the summary's means and
-spreads against numpy, and bad input refused before anything is written."""
+same settings (run_classifier on MRPC, from the checkpoint and, for the random baseline, from no
+checkpoint: a fresh initialisation of the same config; run_ner, and run_ner --feature_layers for
+the feature-based variant), a kill and a restart that redoes no finished run, a restart with
+other settings refused, the summary's means and spreads against numpy, and bad input refused
+before anything is written."""
 import json
 import shutil
 import signal
@@ -114,6 +116,9 @@ def test_table_equals_the_task_command_lines_and_a_killed_evaluation_redoes_no_r
     # The runs keep their results, not their checkpoints.
     assert not list((out / "runs").rglob("model.ckpt-*"))
     assert "| mlm | 2 |" in (out / "results.md").read_text()
+    # Started again with another protocol: refused, the evaluation untouched.
+    assert_refused(MODULE, dict(flags, learning_rate=3e-4), "holds an evaluation with other",
+                   out)
 
 
 def test_summary_means_and_spreads():
@@ -151,6 +156,13 @@ def test_bad_input_is_refused_before_anything_is_written(pretraining_folders, sm
     assert_refused(MODULE, evaluation_flags(model, small_data, out, tasks="SQuAD",
                                             squad_file=small_data["data_dir"] / "x.json"),
                    "--squad_file", tmp_path)
+    assert_refused(MODULE, evaluation_flags(model, small_data, out, num_train_epochs=0),
+                   "--num_train_epochs", tmp_path)
+    # One example for a batch of 16: found while the slices and records are prepared, which
+    # are then removed.
+    assert_refused(MODULE, evaluation_flags(model, small_data, out,
+                                            train_slices="MRPC=1,CoNLL-2003=40"),
+                   "is no training step", tmp_path)
     # A model of another vocabulary (two tokens swapped, as its model directory records):
     # the scores would not compare.
     from bert_tf.text.vocabulary import vocabulary_sha256

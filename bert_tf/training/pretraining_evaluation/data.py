@@ -7,16 +7,17 @@ import os
 import shutil
 
 from bert_tf import io_utils
+from bert_tf.errors import file_error
 
 
-def glue_slice(source, target, rows):
-    """`target`: train.tsv with the header and the first `rows` rows of `source`'s (all with
-    None), and `source`'s dev.tsv."""
+def glue_slice(source, target, rows, has_header=True):
+    """`target`: train.tsv with the first `rows` rows of `source`'s (all with None), after its
+    header line if it `has_header` (CoLA's has none), and `source`'s dev.tsv."""
     os.makedirs(target, exist_ok=True)
     with open(os.path.join(source, "train.tsv"), encoding="utf-8") as f:
         lines = f.readlines()
     with io_utils.atomic_open(os.path.join(target, "train.tsv"), "w") as f:
-        f.writelines(lines[:None if rows is None else rows + 1])
+        f.writelines(lines[:None if rows is None else rows + int(has_header)])
     _copy(os.path.join(source, "dev.tsv"), os.path.join(target, "dev.tsv"))
     return target
 
@@ -53,8 +54,7 @@ def squad_split(source_file, target, train_articles):
     question's first answer (the original's training reads exactly one), and eval.json, the
     other articles unchanged (every answer, for the official metric)."""
     os.makedirs(target, exist_ok=True)
-    with open(source_file, encoding="utf-8") as f:
-        dataset = json.load(f)
+    dataset = check_squad_split(source_file, train_articles)
     train = copy.deepcopy(dataset)
     train["data"] = train["data"][:train_articles]
     for article in train["data"]:
@@ -66,6 +66,22 @@ def squad_split(source_file, target, train_articles):
         with io_utils.atomic_open(os.path.join(target, name), "w") as f:
             json.dump(data, f)
     return target
+
+
+def check_squad_split(path, train_articles):
+    """The SQuAD json file at `path`, which must have more than `train_articles` articles (some
+    left to score); otherwise an InputError naming it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            dataset = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise file_error(path, f"not a SQuAD json file ({error})") from None
+    if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
+        raise file_error(path, "not a SQuAD json file (no \"data\" list)")
+    if len(dataset["data"]) <= train_articles:
+        raise file_error(path, f"has {len(dataset['data'])} articles: training on "
+                               f"{train_articles} leaves none to score")
+    return dataset
 
 
 def _copy(source, target):

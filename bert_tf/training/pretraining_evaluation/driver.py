@@ -12,10 +12,10 @@ import time
 
 from bert_tf import io_utils
 from bert_tf.errors import argument_error
-from bert_tf.tokenization import validate_case_matches_checkpoint
 from bert_tf.progress import Progress, format_duration
 from bert_tf.progress import log as default_log
 from bert_tf.text.fast_tokenization import FastTokenizer
+from bert_tf.tokenization import validate_case_matches_checkpoint
 from bert_tf.training import runner
 from bert_tf.training.checkpoint_files import CHECKPOINT_FILE, remove_own_files
 from bert_tf.training.glue_sweep.records import json_number, read_json, write_json
@@ -38,66 +38,87 @@ class Protocol:
     seeds: tuple = (0,)
 
 
+def check_protocol(protocol):
+    """The protocol's values: InputErrors naming the argument."""
+    if not protocol.num_train_epochs > 0:
+        raise argument_error("num_train_epochs", f"{protocol.num_train_epochs}: must be > 0")
+    if not protocol.learning_rate > 0:
+        raise argument_error("learning_rate", f"{protocol.learning_rate}: must be > 0")
+    if protocol.train_batch_size < 1:
+        raise argument_error("train_batch_size", f"{protocol.train_batch_size}: must be >= 1")
+    if not protocol.seeds or len(set(protocol.seeds)) != len(protocol.seeds) or any(
+            seed < 0 for seed in protocol.seeds):
+        raise argument_error("seeds", f"{', '.join(map(str, protocol.seeds)) or 'none'}: "
+                                      f"distinct integers >= 0, at least one")
+
+
 def evaluate(found, tasks, sources, output_dir, protocol=Protocol(), baseline=True,
              mixed_vocabularies=False, log=default_log):
     """Fine-tunes every Candidate of `found` (models.candidates), and with `baseline` a fresh
     initialisation of each config (models.baselines), on every SuiteTask of `tasks` with each
-    seed; writes the tables and the figure into output_dir; returns the result rows.
+    seed; writes the tables and the figure into output_dir; returns the result rows (dicts of
+    results.tsv's columns and the run's other results).
 
     Args:
       sources: {SuiteTask.source: path}: the GLUE folder, the CoNLL-2003 folder, the SQuAD
         v1.1 file the tasks read.
       mixed_vocabularies: tabulate models of different vocabularies (else an InputError).
-    Everything is checked (the tasks' files, the vocabularies, a resumed evaluation's
-    settings) before anything is written.
+    Everything is checked (the protocol, the tasks' files, the vocabularies, the models'
+    lengths and casings, a resumed evaluation's settings) before anything is written; then the
+    tasks' data and records, which output_dir keeps only when all of them could be prepared.
     """
     output_dir = os.fspath(output_dir)
+    check_protocol(protocol)
     for task in tasks:
-        files = task.required_files(sources)
-        if files is None:
-            raise argument_error(task.source, f"required by task {task.name}")
-        for path in files:
-            if not os.path.isfile(path):
-                raise argument_error(task.source, f"{path}: not found (task {task.name})")
+        task.check_files(sources)
     models.check_vocabularies(found, mixed_vocabularies)
     for candidate in found:
+        positions = candidate.files.config.max_position_embeddings
         for task in tasks:
-            if task.max_seq_length > candidate.files.config.max_position_embeddings:
+            if task.max_seq_length > positions:
                 raise argument_error("tasks", f"{task.name} reads sequences of "
                                               f"{task.max_seq_length} tokens; {candidate.model} "
-                                              f"has {candidate.files.config.max_position_embeddings}"
-                                              f" positions")
+                                              f"has {positions} positions")
         if candidate.files.checkpoint:
             validate_case_matches_checkpoint(candidate.files.do_lower_case,
                                              candidate.files.checkpoint)
     io_utils.check_writable_dir(output_dir)
     settings = {"protocol": dataclasses.asdict(protocol),
-                "tasks": {task.name: dataclasses.asdict(task) for task in tasks}}
+                "tasks": {task.name: dataclasses.asdict(task) for task in tasks},
+                "data": {task.source: os.path.abspath(sources[task.source]) for task in tasks}}
     settings_path = os.path.join(output_dir, SETTINGS_FILE)
     if os.path.exists(settings_path):
         earlier = read_json(settings_path)
         if json.loads(json.dumps(settings)) != earlier:
             raise argument_error("output_dir", f"{output_dir} holds an evaluation with other "
-                                               f"settings ({settings_path}): give another "
-                                               f"folder, or the same settings to resume it")
+                                               f"settings or data ({settings_path}): give "
+                                               f"another folder, or the same to resume it")
     everything = list(found) + (models.baselines(found) if baseline else [])
     runs = [(candidate, task, seed) for candidate in everything for task in tasks
             for seed in protocol.seeds]
-    os.makedirs(output_dir, exist_ok=True)
-    write_json(settings_path, settings)
     evaluation = _Evaluation(output_dir, sources, protocol, log)
-    done = sum(os.path.exists(evaluation.result_path(*run)) for run in runs)
-    progress = Progress("evaluate_pretraining", total=len(runs), unit="runs", start=done,
-                        interval=0)
+    to_run = [run for run in runs if not os.path.exists(evaluation.result_path(*run))]
+    # The data and records of every run still to do, before the first run: a slice or a
+    # task's data that cannot be prepared (too few examples for a step, a SQuAD file with
+    # too few articles) is refused with nothing of it left.
+    with io_utils.removed_on_failure(output_dir):
+        for candidate, task, _ in to_run:
+            evaluation.prepare(candidate, task)
+        write_json(settings_path, settings)
+    progress = Progress("evaluate_pretraining", total=len(runs), unit="runs",
+                        start=len(runs) - len(to_run), interval=0)
     log(f"[evaluate_pretraining] {len(runs)} runs: {len(everything)} models x {len(tasks)} "
-        f"tasks x {len(protocol.seeds)} seeds ({done} finished earlier)")
+        f"tasks x {len(protocol.seeds)} seeds ({len(runs) - len(to_run)} finished earlier)")
     started = time.monotonic()
     rows = []
+    names = [task.name for task in tasks]
     with quiet_retracing_warnings():
         for number, (candidate, task, seed) in enumerate(runs, 1):
             rows.append(evaluation.run(candidate, task, seed, f"{number}/{len(runs)}"))
-            progress.update(0 if rows[-1]["earlier"] else 1, force=True, task=task.name)
-    report.write(output_dir, rows, [task.name for task in tasks], mixed_vocabularies, log)
+            if not rows[-1]["earlier"]:
+                progress.update(1, force=True, task=task.name)
+                report.write_tables(output_dir, rows, names, mixed_vocabularies)
+    report.write(output_dir, rows, names, mixed_vocabularies, log)
     log(f"[evaluate_pretraining] done in {format_duration(time.monotonic() - started)}: "
         f"{os.path.join(output_dir, report.TABLE_FILE)}")
     return rows
@@ -111,9 +132,10 @@ class _Evaluation:
         self.prepared = {}
 
     def run_dir(self, candidate, task, seed):
-        step = "random" if candidate.step == models.BASELINE_STEP else f"step-{candidate.step}"
-        return os.path.join(self.output_dir, "runs", candidate.model, step,
-                            task.name.replace("/", "-"),
+        # A baseline's runs are its config's, whichever model names it.
+        model = (os.path.join(candidate.model, f"step-{candidate.step}")
+                 if candidate.step != models.BASELINE_STEP else f"random-{candidate.config_key}")
+        return os.path.join(self.output_dir, "runs", model, task.name.replace("/", "-"),
                             f"seed-{seed}")
 
     def result_path(self, candidate, task, seed):
@@ -129,9 +151,9 @@ class _Evaluation:
     def prepare(self, candidate, task):
         """The task over its records for the candidate's vocabulary, prepared once (and shared
         by its variants)."""
-        key = (task.data_name, candidate.vocabulary)
+        files = candidate.files
+        key = (task.data_name, candidate.vocabulary, files.do_lower_case)
         if key not in self.prepared:
-            files = candidate.files
             tokenizer = FastTokenizer(files.vocab_file, do_lower_case=files.do_lower_case)
             options = dict(train_batch_size=self.protocol.train_batch_size,
                            eval_batch_size=RunSettings.eval_batch_size,
@@ -139,7 +161,8 @@ class _Evaluation:
                            num_train_epochs=self.protocol.num_train_epochs,
                            warmup_proportion=self.protocol.warmup_proportion, log=self.log)
             records_dir = os.path.join(self.output_dir, "records",
-                                       f"{task.data_name}-{candidate.vocabulary[:12]}")
+                                       f"{task.data_name}-{candidate.vocabulary[:12]}-"
+                                       f"{'uncased' if files.do_lower_case else 'cased'}")
             self.prepared[key] = task.prepare(files, tokenizer, self.data_dir(task),
                                               records_dir, options)
         return self.prepared[key]
@@ -150,7 +173,7 @@ class _Evaluation:
         step = "random" if candidate.step == models.BASELINE_STEP else f"step {candidate.step}"
         name = f"{candidate.model} {step} {task.name} seed {seed}"
         if os.path.exists(path):
-            result = read_json(path)
+            result = dict(read_json(path), model=candidate.model)
             self.log(f"[evaluate_pretraining] {name}: run {number} finished earlier "
                      f"(score {result['score']})")
             return dict(result, earlier=True)

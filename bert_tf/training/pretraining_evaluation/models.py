@@ -4,6 +4,7 @@ directory, a keras-hub preset, Google's released folder, a checkpoint prefix), a
 randomly initialised baseline of each config and vocabulary (step -1)."""
 import dataclasses
 import glob
+import hashlib
 import os
 import re
 import typing
@@ -30,6 +31,13 @@ class Candidate:
     @property
     def vocabulary(self):
         return vocabulary_sha256(self.files.vocab_file)
+
+    @property
+    def config_key(self):
+        """What a random initialisation is of: the config, the vocabulary and the casing."""
+        text = (f"{self.files.config.to_json_string()} {self.vocabulary} "
+                f"{self.files.do_lower_case}")
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
 def checkpoint_steps(folder):
@@ -61,43 +69,46 @@ def _resolve(resolve, path):
 
 
 def candidates(paths, resolve, steps=None):
-    """The Candidates of `paths`: every checkpoint of a pretraining folder (those of `steps`
-    only, when given), one for any other model directory; `resolve(path)` gives a path's
-    ModelFiles (bert_tf.api.model_files). A path that holds no model, or none of `steps`, is
-    an InputError naming `models` (or `steps`)."""
-    found = []
-    for path in paths:
-        path = os.fspath(path).rstrip("/")
-        name = os.path.basename(path) or path
-        available = checkpoint_steps(path)
-        if not available:
-            if not os.path.exists(path) and not glob.glob(path + ".*"):
-                raise argument_error("models", f"{path}: no such folder or checkpoint")
-            files = _resolve(resolve, path)
-            if files.checkpoint is None:
-                raise argument_error("models", f"{path}: holds no checkpoint")
-            match = re.search(rf"{re.escape(CHECKPOINT_NAME)}-(\d+)$", path)
-            found.append(Candidate(name, int(match.group(1)) if match else 0, files))
+    """The Candidates of `paths`, each named after its folder (a checkpoint prefix's folder):
+    every checkpoint of a pretraining folder (those of `steps`, when given), or one of its
+    checkpoints given as a prefix; one for any other model directory or checkpoint (steps do
+    not apply). `resolve(path)` gives a path's ModelFiles (bert_tf.api.model_files). A path
+    that holds no model, a step a folder does not have, or two folders of one name are an
+    InputError naming `models` (or `steps`); a checkpoint given twice counts once."""
+    found, folders = {}, {}
+    for given in paths:
+        path = os.path.abspath(os.fspath(given))
+        folder = path if os.path.isdir(path) else os.path.dirname(path)
+        name = os.path.basename(folder)
+        if folders.setdefault(name, folder) != folder:
+            raise argument_error("models", f"two models named {name!r} ({folders[name]}, "
+                                           f"{folder}): give folders of different names")
+        available = checkpoint_steps(folder)
+        prefix_step = re.fullmatch(rf"{re.escape(CHECKPOINT_NAME)}-(\d+)", os.path.basename(path))
+        if available and (path == folder or prefix_step):
+            wanted = ([int(prefix_step.group(1))] if prefix_step and path != folder
+                      else sorted(steps) if steps else available)
+            missing = [step for step in wanted if step not in available]
+            if missing:
+                raise argument_error("steps" if path == folder else "models",
+                                     f"{folder} has no checkpoint of step "
+                                     f"{', '.join(map(str, missing))} (it has "
+                                     f"{', '.join(map(str, available))})")
+            start = _run_start(folder)
+            for step in wanted:
+                prefix = os.path.join(folder, f"{CHECKPOINT_NAME}-{step}")
+                seconds = (None if start is None
+                           else max(0.0, os.path.getmtime(prefix + ".index") - start))
+                found.setdefault((name, step), Candidate(name, step, _resolve(resolve, prefix),
+                                                         seconds))
             continue
-        chosen = [step for step in available if steps is None or step in steps]
-        if not chosen:
-            raise argument_error("steps", f"{path} has checkpoints at steps "
-                                          f"{', '.join(map(str, available))}, none of "
-                                          f"{', '.join(map(str, steps))}")
-        start = _run_start(path)
-        for step in chosen:
-            prefix = os.path.join(path, f"{CHECKPOINT_NAME}-{step}")
-            seconds = (None if start is None
-                       else max(0.0, os.path.getmtime(prefix + ".index") - start))
-            found.append(Candidate(name, step, _resolve(resolve, prefix), seconds))
-    seen = {}
-    for candidate in found:
-        other = seen.setdefault((candidate.model, candidate.step), candidate.files.checkpoint)
-        if other != candidate.files.checkpoint:
-            raise argument_error("models", f"two models named {candidate.model!r} "
-                                           f"({other}, {candidate.files.checkpoint}): give "
-                                           f"folders of different names")
-    return found
+        if not os.path.exists(path) and not glob.glob(path + ".*"):
+            raise argument_error("models", f"{path}: no such folder or checkpoint")
+        files = _resolve(resolve, path)
+        if files.checkpoint is None:
+            raise argument_error("models", f"{path}: holds no checkpoint")
+        found.setdefault((name, 0), Candidate(name, 0, files))
+    return list(found.values())
 
 
 def check_vocabularies(found, mixed_allowed):
@@ -111,8 +122,8 @@ def check_vocabularies(found, mixed_allowed):
         raise argument_error("models", f"{first.model} and {other.model} have different "
                                        f"vocabularies ({first.files.vocab_file}, "
                                        f"{other.files.vocab_file}): their scores are not "
-                                       f"comparable; give --mixed_vocabularies to tabulate "
-                                       f"them anyway, each with its vocabulary")
+                                       f"comparable; give {arg('mixed_vocabularies')} to "
+                                       f"tabulate them anyway, each with its vocabulary")
 
 
 def baselines(found):
@@ -120,8 +131,7 @@ def baselines(found):
     model that has them."""
     seen = {}
     for candidate in found:
-        key = (candidate.files.config.to_json_string(), candidate.vocabulary)
-        if key not in seen:
-            seen[key] = Candidate(candidate.model, BASELINE_STEP,
-                                  dataclasses.replace(candidate.files, checkpoint=None))
+        seen.setdefault(candidate.config_key, Candidate(
+            candidate.model, BASELINE_STEP, dataclasses.replace(candidate.files,
+                                                                checkpoint=None)))
     return list(seen.values())

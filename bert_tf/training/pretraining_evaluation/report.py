@@ -13,16 +13,23 @@ TABLE_FILE, MARKDOWN_FILE, FIGURE_FILE = "results.tsv", "results.md", "downstrea
 COLUMNS = ("model", "step", "task", "seed", "score", "metric", "seconds", "vocabulary")
 
 
-def write(output_dir, rows, task_names, mixed_vocabularies=False, log=print):
+def write_tables(output_dir, rows, task_names, mixed_vocabularies=False):
+    """results.tsv and results.md of `rows`: rewritten after each run, so that a killed
+    evaluation leaves the table of what it finished."""
     with io_utils.atomic_open(os.path.join(output_dir, TABLE_FILE)) as f:
         writer = csv.writer(f, delimiter="\t", lineterminator="\n")
         writer.writerow(COLUMNS)
         for row in rows:
             writer.writerow(["" if row[c] is None else row[c] for c in COLUMNS])
-    summary = summarise(rows, task_names)
     with io_utils.atomic_open(os.path.join(output_dir, MARKDOWN_FILE)) as f:
-        f.write(markdown(summary, task_names, rows, mixed_vocabularies))
-    if not plot(os.path.join(output_dir, FIGURE_FILE), summary, task_names):
+        f.write(markdown(summarise(rows, task_names), task_names, rows, mixed_vocabularies))
+
+
+def write(output_dir, rows, task_names, mixed_vocabularies=False, log=print):
+    """The tables and the figure."""
+    write_tables(output_dir, rows, task_names, mixed_vocabularies)
+    if not plot(os.path.join(output_dir, FIGURE_FILE), summarise(rows, task_names),
+                task_names):
         log(f"[evaluate_pretraining] note: no {FIGURE_FILE}: matplotlib is not installed "
             f"(pip install bert_tf[plot])")
 

@@ -41,21 +41,31 @@ class SuiteTask:
         """The slice's folder under `target`, written from `sources` ({source: path})."""
         source = sources[self.source]
         if self.source == "data_dir":
-            return data.glue_slice(os.path.join(source, self.name), target, self.train_slice)
+            layout = reader.get_processor(self.data_name).layouts["train"]
+            return data.glue_slice(os.path.join(source, self.data_name), target,
+                                   self.train_slice, layout.has_header)
         if self.source == "conll_dir":
             return data.conll_slice(source, target, self.train_slice)
         return data.squad_split(source, target, self.train_slice)
 
-    def required_files(self, sources):
-        """The files the slice reads (each must exist before anything is written)."""
+    def check_files(self, sources):
+        """The files the slice reads exist (and a SQuAD file has articles left to score), or an
+        InputError naming the data argument or the file: checked before anything is written."""
         source = sources.get(self.source)
         if source is None:
-            return None
+            raise argument_error(self.source, f"required by task {self.name}")
         if self.source == "data_dir":
-            return [os.path.join(source, self.name, name) for name in ("train.tsv", "dev.tsv")]
-        if self.source == "conll_dir":
-            return [os.path.join(source, name) for name in ("train.txt", "valid.txt")]
-        return [source]
+            paths = [os.path.join(source, self.data_name, name)
+                     for name in ("train.tsv", "dev.tsv")]
+        elif self.source == "conll_dir":
+            paths = [os.path.join(source, name) for name in ("train.txt", "valid.txt")]
+        else:
+            paths = [source]
+        for path in paths:
+            if not os.path.isfile(path):
+                raise argument_error(self.source, f"{path}: not found (task {self.name})")
+        if self.source == "squad_file":
+            data.check_squad_split(source, self.train_slice)
 
     def prepare(self, files, tokenizer, data_dir, records_dir, options):
         """The PreparedTask over records written to `records_dir` (train and dev) from the
@@ -110,7 +120,9 @@ def suite_tasks(names=None, train_slices=None):
     an InputError naming the argument."""
     tasks = [suite_task(name) for name in (names or SUITE)]
     slices = dict(train_slices or {})
-    for name in slices:
+    for name, count in slices.items():
+        if not isinstance(count, int) or count < 1:
+            raise argument_error("train_slices", f"{name}={count}: a positive integer")
         if name not in SUITE:
             suite_task(name, "train_slices")  # a variant: named as such
             raise argument_error("train_slices", f"{name}: give the slice of "
