@@ -59,6 +59,10 @@ class NerTask(Task):
         if config.feature_layers is not None and config.feature_layers not in FEATURE_LAYERS:
             raise argument_error("feature_layers", f"{config.feature_layers!r}: one of "
                                                    f"{', '.join(FEATURE_LAYERS)}")
+        if (config.feature_layers == "second_to_last" and config.bert_config is not None
+                and config.bert_config.num_hidden_layers < 2):
+            raise argument_error("feature_layers", "second_to_last needs a model of 2 layers "
+                                                   "or more")
         self.features = dict(features or {})
         self.sentences = dict(sentences or {})
 
