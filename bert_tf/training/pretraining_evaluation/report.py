@@ -112,6 +112,7 @@ def plot(path, summary, task_names):
     axes[0].set_xlabel("pretraining step")
     axes[1].set_xlabel("pretraining wall time (s)")
     for axis in axes:
+        axis.set_xlim(left=0)
         axis.set_ylabel("downstream dev score (average: thick; tasks: thin)")
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
