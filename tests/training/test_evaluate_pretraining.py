@@ -121,6 +121,20 @@ def test_table_equals_the_task_command_lines_and_a_killed_evaluation_redoes_no_r
                    out)
 
 
+def test_protocol_and_task_names_are_checked():
+    from bert_tf.errors import InputError
+    from bert_tf.training.pretraining_evaluation import driver, suite
+    with pytest.raises(InputError, match="unknown task 'CoNLL-2003/middle_two'"):
+        suite.suite_tasks(["CoNLL-2003/middle_two"])
+    with pytest.raises(InputError, match="give the slice of CoNLL-2003"):
+        suite.suite_tasks(["CoNLL-2003/last"], {"CoNLL-2003/last": 10})
+    assert suite.suite_tasks(["CoNLL-2003/last"], {"CoNLL-2003": 10})[0].train_slice == 10
+    for protocol, argument in ((driver.Protocol(num_train_epochs=0), "num_train_epochs"),
+                               (driver.Protocol(seeds=(0, 0)), "seeds")):
+        with pytest.raises(InputError, match=argument):
+            driver.check_protocol(protocol)
+
+
 def test_summary_means_and_spreads():
     from bert_tf.training.pretraining_evaluation import report
     scores = {("a", 10, "MRPC"): [80.0, 84.0, 83.0], ("a", 10, "RTE"): [55.0, 61.0, 58.0],
@@ -147,17 +161,12 @@ def test_bad_input_is_refused_before_anything_is_written(pretraining_folders, sm
     assert_refused(MODULE, evaluation_flags(empty, small_data, out), "--models", tmp_path)
     assert_refused(MODULE, evaluation_flags(model, small_data, out, tasks="MRPC,QQP"),
                    "unknown task 'QQP'", tmp_path)
-    assert_refused(MODULE, evaluation_flags(model, small_data, out,
-                                            tasks="CoNLL-2003/middle_two"),
-                   "unknown task 'CoNLL-2003/middle_two'", tmp_path)
     flags = evaluation_flags(model, small_data, out)
     del flags["conll_dir"]
     assert_refused(MODULE, flags, "--conll_dir: required by task CoNLL-2003", tmp_path)
     assert_refused(MODULE, evaluation_flags(model, small_data, out, tasks="SQuAD",
                                             squad_file=small_data["data_dir"] / "x.json"),
                    "--squad_file", tmp_path)
-    assert_refused(MODULE, evaluation_flags(model, small_data, out, num_train_epochs=0),
-                   "--num_train_epochs", tmp_path)
     # One example for a batch of 16: found while the slices and records are prepared, which
     # are then removed.
     assert_refused(MODULE, evaluation_flags(model, small_data, out,
