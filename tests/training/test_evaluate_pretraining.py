@@ -186,3 +186,10 @@ def test_bad_input_is_refused_before_anything_is_written(pretraining_folders, sm
     assert_refused(MODULE, evaluation_flags(f"{model},{other}", small_data, out),
                    "different vocabularies", tmp_path)
     assert not out.exists()
+    # A folder of the user's that holds what an evaluation writes (a runs/ folder), but is not
+    # one: refused, nothing in it replaced or deleted.
+    theirs = tmp_path / "theirs"
+    (theirs / "runs" / "mlm" / "step-2" / "MRPC" / "seed-0").mkdir(parents=True)
+    (theirs / "runs" / "mlm" / "step-2" / "MRPC" / "seed-0" / "notes.txt").write_text("mine")
+    assert_refused(MODULE, evaluation_flags(model, small_data, theirs), "not an evaluation",
+                   tmp_path)

@@ -87,6 +87,16 @@ def evaluate(found, tasks, sources, output_dir, protocol=Protocol(), baseline=Tr
                 "tasks": {task.name: dataclasses.asdict(task) for task in tasks},
                 "data": {task.source: os.path.abspath(sources[task.source]) for task in tasks}}
     settings_path = os.path.join(output_dir, SETTINGS_FILE)
+    # What this command writes into output_dir, and replaces or deletes when it runs again
+    # (an unfinished run's folder): only in a folder that its settings file marks as its own.
+    ours = [name for name in ("data", "records", "runs", report.TABLE_FILE,
+                              report.MARKDOWN_FILE, report.FIGURE_FILE)
+            if os.path.exists(os.path.join(output_dir, name))]
+    if ours and not os.path.exists(settings_path):
+        raise argument_error("output_dir", f"{output_dir} holds {', '.join(ours)} but no "
+                                           f"{SETTINGS_FILE}: not an evaluation of this "
+                                           f"command, whose files would replace them; give a "
+                                           f"new or empty folder")
     if os.path.exists(settings_path):
         earlier = read_json(settings_path)
         if json.loads(json.dumps(settings)) != earlier:
