@@ -3,6 +3,7 @@ model.ckpt-<step>, or those of `steps`) or per other model directory (a Hugging 
 directory, a keras-hub preset, Google's released folder, a checkpoint prefix), and the
 randomly initialised baseline of each config and vocabulary (step -1)."""
 import dataclasses
+import functools
 import glob
 import hashlib
 import os
@@ -28,11 +29,12 @@ class Candidate:
     files: typing.Any
     seconds: typing.Optional[float] = None
 
-    @property
+    # Read once: every run's key, folder and row asks for them.
+    @functools.cached_property
     def vocabulary(self):
         return vocabulary_sha256(self.files.vocab_file)
 
-    @property
+    @functools.cached_property
     def config_key(self):
         """What a random initialisation is of: the config, the vocabulary and the casing."""
         text = (f"{self.files.config.to_json_string()} {self.vocabulary} "

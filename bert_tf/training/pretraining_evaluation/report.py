@@ -14,22 +14,23 @@ COLUMNS = ("model", "step", "task", "seed", "score", "metric", "seconds", "vocab
 
 
 def write_tables(output_dir, rows, task_names, mixed_vocabularies=False):
-    """results.tsv and results.md of `rows`: rewritten after each run, so that a killed
-    evaluation leaves the table of what it finished."""
+    """results.tsv and results.md of `rows` (rewritten after each run, so that a killed
+    evaluation leaves the table of what it finished); returns the summary (`summarise`)."""
     with io_utils.atomic_open(os.path.join(output_dir, TABLE_FILE)) as f:
         writer = csv.writer(f, delimiter="\t", lineterminator="\n")
         writer.writerow(COLUMNS)
         for row in rows:
             writer.writerow(["" if row[c] is None else row[c] for c in COLUMNS])
+    summary = summarise(rows, task_names)
     with io_utils.atomic_open(os.path.join(output_dir, MARKDOWN_FILE)) as f:
-        f.write(markdown(summarise(rows, task_names), task_names, rows, mixed_vocabularies))
+        f.write(markdown(summary, task_names, rows, mixed_vocabularies))
+    return summary
 
 
 def write(output_dir, rows, task_names, mixed_vocabularies=False, log=print):
     """The tables and the figure."""
-    write_tables(output_dir, rows, task_names, mixed_vocabularies)
-    if not plot(os.path.join(output_dir, FIGURE_FILE), summarise(rows, task_names),
-                task_names):
+    summary = write_tables(output_dir, rows, task_names, mixed_vocabularies)
+    if not plot(os.path.join(output_dir, FIGURE_FILE), summary, task_names):
         log(f"[evaluate_pretraining] note: no {FIGURE_FILE}: matplotlib is not installed "
             f"(pip install bert_tf[plot])")
 
