@@ -62,7 +62,9 @@ piece shorter than 32 tokens dropped), shuffled each epoch.
 Modes:
   (default)     the curves: every system and seed, accuracy at every checkpoint, kept in
                 --out_dir/points.json per (system, seed, steps, eval_every, model, batch, seq);
-                --reuse skips the runs already there. Then the report.
+                --reuse skips the runs already there. Each peer's final model stays in --out_dir
+                (a keras-hub preset, a transformers directory: SYSTEM-LR-MODEL-bB-sS-STEPS-seedN)
+                for run.evaluate_pretraining. Then the report.
   --step_time   seconds per training step of each selected system, side by side: in each of
                 --rounds rounds (systems interleaved, the order reversed every other round) each
                 system trains for real twice, --step_time_steps=SHORT,LONG steps (ours: its
@@ -87,6 +89,7 @@ results.tsv (system, seed, step, seconds, accuracy), accuracy_vs_steps.png and
 accuracy_vs_time.png (matplotlib) into --out_dir, and prints the tables.
 """
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -143,6 +146,11 @@ RECIPES = {
                                 about="efficient on the original's sentence spans"),
     "efficient-warmup10": dict(create=EFFICIENT, train=["--num_warmup_steps={warmup10}"],
                                about="efficient, warmup 10% of the steps"),
+    "efficient-shuffled": dict(create=EFFICIENT, train=["--shuffle_buffer_size=100000"],
+                               about="efficient, rows shuffled over the whole corpus (not 100)"),
+    "efficient-shuffled-warmup10": dict(
+        create=EFFICIENT, train=["--shuffle_buffer_size=100000", "--num_warmup_steps={warmup10}"],
+        about="efficient, rows shuffled over the whole corpus, warmup 10% of the steps"),
     "efficient-adamw": dict(create=EFFICIENT, train=["--optimizer=adamw"],
                             about="efficient with AdamWeightDecay (no bias correction)"),
     "efficient-nodropout": dict(create=EFFICIENT, train=[],
@@ -428,6 +436,12 @@ def child_keras_hub(spec):
     # One fit (one iterator over the repeated, shuffled windows), an "epoch" per evaluation.
     lm.fit(dataset, steps_per_epoch=eval_every, epochs=steps // eval_every, verbose=0,
            callbacks=[Evaluate()] if spec["evaluate"] else [])
+    if spec.get("save_to"):
+        with saved_model_folder(spec["save_to"]) as folder:
+            backbone.save_to_preset(folder)
+            keras_hub.models.BertTokenizer(vocabulary=str(VOCAB), lowercase=True,
+                                            strip_accents=True).save_to_preset(
+                folder)
     print(json.dumps({"points": points}))
 
 
@@ -489,7 +503,25 @@ def child_transformers(spec):
             points.append({"step": step, "time": time.time() - eval_seconds,
                            "predictions": predictions})
             print(f"transformers step {step} loss {loss.item():.3f}", file=sys.stderr, flush=True)
+    if spec.get("save_to"):
+        with saved_model_folder(spec["save_to"]) as folder:
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            # tokenizer.json only, in this transformers: vocab.txt too, which every BERT
+            # reader takes.
+            shutil.copyfile(VOCAB, os.path.join(folder, "vocab.txt"))
     print(json.dumps({"points": points}))
+
+
+@contextlib.contextmanager
+def saved_model_folder(path):
+    """A peer's final model for downstream evaluation (run.evaluate_pretraining), written into
+    a partial folder that replaces `path` when complete."""
+    partial = f"{path}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    yield partial
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(partial, path)
 
 
 CHILDREN = {"ours_eval": child_ours_eval, "keras_hub": child_keras_hub,
@@ -707,9 +739,13 @@ def curve_ours(args, run, seed, records_cache):
 
 
 def curve_peer(args, run, seed):
+    """A peer's points; its final model is kept in --out_dir (a keras-hub preset, a transformers
+    directory) for downstream evaluation."""
     venv = harness.HF if run.system == "transformers" else None
-    start, result = run_child(venv, child_spec(args, run, seed, args.steps, True),
-                              f"{run.label} seed {seed}")
+    save_to = args.out_dir / (f"{run.system}-{run.lr:g}-{args.model}-b{args.batch}-s{args.seq}-"
+                              f"{args.steps}-seed{seed}")
+    start, result = run_child(venv, dict(child_spec(args, run, seed, args.steps, True),
+                                         save_to=str(save_to)), f"{run.label} seed {seed}")
     for p in result["points"]:
         p["time"] -= start
     return result["points"]

@@ -121,7 +121,7 @@ def test_table_equals_the_task_command_lines_and_a_killed_evaluation_redoes_no_r
                    out)
 
 
-def test_protocol_and_task_names_are_checked():
+def test_protocol_task_names_and_remote_models_are_checked():
     from bert_tf.errors import InputError
     from bert_tf.training.pretraining_evaluation import driver, suite
     with pytest.raises(InputError, match="unknown task 'CoNLL-2003/middle_two'"):
@@ -133,6 +133,9 @@ def test_protocol_and_task_names_are_checked():
                                (driver.Protocol(seeds=(0, 0)), "seeds")):
         with pytest.raises(InputError, match=argument):
             driver.check_protocol(protocol)
+    from bert_tf.training.pretraining_evaluation import models
+    with pytest.raises(InputError, match="gs://bucket/run: a remote path"):
+        models.candidates(["gs://bucket/run"], resolve=None)
 
 
 def test_summary_means_and_spreads():

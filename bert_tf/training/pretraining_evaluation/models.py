@@ -11,6 +11,7 @@ import re
 import typing
 
 from bert_tf.errors import InputError, arg, argument_error
+from bert_tf.io_utils import is_url
 from bert_tf.text.vocabulary import vocabulary_sha256
 from bert_tf.training.checkpoint_files import CHECKPOINT_FILE, CHECKPOINT_NAME
 
@@ -79,6 +80,11 @@ def candidates(paths, resolve, steps=None):
     InputError naming `models` (or `steps`); a checkpoint given twice counts once."""
     found, folders = {}, {}
     for given in paths:
+        if is_url(os.fspath(given)):
+            # Folders are listed and checkpoint times read with os: a remote one would be
+            # taken for a local path that does not exist.
+            raise argument_error("models", f"{given}: a remote path; evaluate_pretraining "
+                                           f"reads local folders (copy it here first)")
         path = os.path.abspath(os.fspath(given))
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         name = os.path.basename(folder)
