@@ -123,7 +123,9 @@ def test_ours_command_lines(bench, tmp_path):
     assert (efficient["learning_rate"], efficient["seed"], efficient["num_train_steps"],
             efficient["train_batch_size"]) == ("0.002", "7", "100", "32")
     assert json.loads(open(efficient["bert_config_file"]).read())["num_attention_heads"] == 4
-    assert line("efficient-warmup10")["num_warmup_steps"] == "10"
+    assert line("efficient-warmup6")["num_warmup_steps"] == "6"
+    assert (line("efficient-warmup6-buffer100")["shuffle_buffer_size"]
+            == "100")
     quiet = json.loads(open(line("efficient-nodropout")["bert_config_file"]).read())
     assert (quiet["hidden_dropout_prob"], quiet["attention_probs_dropout_prob"],
             quiet["num_attention_heads"]) == (0.0, 0.0, 4)
@@ -144,7 +146,7 @@ def test_ours_command_lines(bench, tmp_path):
 def test_recipes_syntax(bench):
     def runs(recipes, peer_lr="5e-4", systems="ours"):
         return bench.parse_runs(argparse.ArgumentParser(), argparse.Namespace(
-            systems=systems, recipes=recipes, peer_lr=peer_lr))
+            systems=systems, recipes=recipes, peer_lr=peer_lr, steps=400, eval_every=100))
 
     efficient_rate = bench.library_recipe("efficient").training_flags["learning_rate"]
     assert [(r.recipe, r.optimizer, r.lr) for r in runs(
@@ -153,7 +155,12 @@ def test_recipes_syntax(bench):
         ("efficient", None, 5e-4), ("original", "adamw", 5e-4), ("original", "adam", 1e-3)]
     assert [r.label for r in runs("", "5e-4,1e-3", "keras_hub")] == [
         "keras_hub lr 0.0005", "keras_hub lr 0.001"]
-    for bad in ("nosuch", "efficient:adam:fast", "efficient:adam:1e-3:x"):
+    # STEPS: ours' own schedule, a multiple of --eval_every up to --steps.
+    shorter = runs("efficient::2e-3:300")[0]
+    assert (shorter.steps, shorter.label) == (300, "ours efficient:recipe:0.002:300")
+    assert bench.family(shorter.label) == bench.family(runs("efficient")[0].label)
+    for bad in ("nosuch", "efficient:adam:fast", "efficient:adam:1e-3:x", "efficient::1e-3:250",
+                "efficient::1e-3:500", "efficient::1e-3:300:1"):
         with pytest.raises(SystemExit) as exit_info:
             runs(bad)
         assert exit_info.value.code == 2

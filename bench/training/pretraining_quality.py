@@ -34,15 +34,17 @@ initialisation, input order and masks (ours: run_pretraining's --seed and the re
 --random_seed 12345 + seed):
 
   ours          the command lines: `data_tools.create_pretraining_data` then `run.run_pretraining`,
-                per `--recipes=NAME[:OPTIMIZER[:LR]],...` (RECIPES below). `efficient` and its
-                variants make their records with `--recipe=efficient`, and run_pretraining takes
+                per `--recipes=NAME[:OPTIMIZER[:LR[:STEPS]]],...` (RECIPES below). `efficient`
+                and its variants make their records with `--recipe=efficient`; run_pretraining takes
                 the sequence length, predictions, objective, masking rate and vocabulary from the
-                records' manifest and the optimizer and warmup from the recipe: the bench gives
-                only the rate under test and the run's own flags. The others (`original`, ...)
-                get --dupe_factor=5 and the masking flags at create_pretraining_data, and
-                OPTIMIZER (default adamw; adam: with bias correction) with a 10% warmup at
-                run_pretraining. OPTIMIZER empty or `recipe` gives no --optimizer (the recipe's);
-                LR defaults to the efficient recipe's rate for its family, 5e-4 otherwise.
+                records' manifest and the optimizer, warmup and shuffle buffer from the recipe:
+                the bench gives only the rate under test and the run's own flags. The others
+                (`original`, ...) get --dupe_factor=5 and the masking flags at
+                create_pretraining_data, and OPTIMIZER (default adamw; adam: with bias
+                correction) with a 10% warmup at run_pretraining. OPTIMIZER empty or `recipe`
+                gives no --optimizer (the recipe's); LR defaults to the efficient recipe's rate
+                for its family, 5e-4 otherwise. STEPS (default --steps): ours' own schedule,
+                which ends there, against the peers' --steps.
                 Checkpoints every --eval_every steps are scored afterwards in another process,
                 then deleted but the last. A recipe whose flags this checkout's command lines
                 lack is skipped with a message.
@@ -117,9 +119,9 @@ THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THR
               "TF_NUM_INTEROP_THREADS": str(THREADS), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 # A recipe of ours: extra flags of create_pretraining_data and of run_pretraining. New recipes
-# plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup10}` by 10% of the steps.
+# plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup6}` by 6% of the steps.
 # Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
-# takes the optimizer and warmup from it: each variant changes one thing. `config`: what the
+# takes the optimizer, warmup and shuffle buffer from it: each variant changes one thing. `config`: what the
 # variant's bert_config.json changes in --model's.
 EFFICIENT = ["--recipe=efficient"]
 RECIPES = {
@@ -144,13 +146,11 @@ RECIPES = {
                              about="efficient, rows not packed"),
     "efficient-sentences": dict(create=EFFICIENT + ["--nofull_windows"], train=[],
                                 about="efficient on the original's sentence spans"),
-    "efficient-warmup10": dict(create=EFFICIENT, train=["--num_warmup_steps={warmup10}"],
-                               about="efficient, warmup 10% of the steps"),
-    "efficient-shuffled": dict(create=EFFICIENT, train=["--shuffle_buffer_size=100000"],
-                               about="efficient, rows shuffled over the whole corpus (not 100)"),
-    "efficient-shuffled-warmup10": dict(
-        create=EFFICIENT, train=["--shuffle_buffer_size=100000", "--num_warmup_steps={warmup10}"],
-        about="efficient, rows shuffled over the whole corpus, warmup 10% of the steps"),
+    "efficient-warmup6": dict(create=EFFICIENT, train=["--num_warmup_steps={warmup6}"],
+                              about="efficient, warmup 6% of the steps"),
+    "efficient-warmup6-buffer100": dict(
+        create=EFFICIENT, train=["--num_warmup_steps={warmup6}", "--shuffle_buffer_size=100"],
+        about="efficient, warmup 6%, shuffle buffer 100 (the original's)"),
     "efficient-adamw": dict(create=EFFICIENT, train=["--optimizer=adamw"],
                             about="efficient with AdamWeightDecay (no bias correction)"),
     "efficient-nodropout": dict(create=EFFICIENT, train=[],
@@ -532,17 +532,19 @@ CHILDREN = {"ours_eval": child_ours_eval, "keras_hub": child_keras_hub,
 
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """One system at one rate: ours with a recipe (and an optimizer, None: the recipe's), or a
-    peer."""
+    """One system at one rate: ours with a recipe (and an optimizer, None: the recipe's; and
+    its own number of steps, None: --steps), or a peer."""
     system: str
     lr: float
     recipe: str = None
     optimizer: str = None
+    steps: int = None
 
     @property
     def label(self):
         if self.system == "ours":
-            return f"ours {self.recipe}:{self.optimizer or 'recipe'}:{self.lr:g}"
+            return (f"ours {self.recipe}:{self.optimizer or 'recipe'}:{self.lr:g}"
+                    + (f":{self.steps}" if self.steps else ""))
         return f"{self.system} lr {self.lr:g}"
 
 
@@ -557,10 +559,14 @@ def parse_runs(parser, args):
     for system in [s for s in args.systems.split(",") if s]:
         if system == "ours":
             for spec in [r for r in args.recipes.split(",") if r]:
-                name, optimizer, lr = (spec.split(":") + ["", ""])[:3]
-                if name not in RECIPES or spec.count(":") > 2:
-                    parser.error(f"--recipes: {spec!r}: NAME[:OPTIMIZER[:LR]], NAME one of "
-                                 f"{', '.join(RECIPES)}")
+                name, optimizer, lr, steps = (spec.split(":") + ["", "", ""])[:4]
+                if name not in RECIPES or spec.count(":") > 3:
+                    parser.error(f"--recipes: {spec!r}: NAME[:OPTIMIZER[:LR[:STEPS]]], NAME one "
+                                 f"of {', '.join(RECIPES)}")
+                if steps and not (steps.isdigit() and 0 < int(steps) <= args.steps
+                                  and int(steps) % args.eval_every == 0):
+                    parser.error(f"--recipes: {spec!r}: STEPS must be a multiple of "
+                                 f"--eval_every={args.eval_every} up to --steps={args.steps}")
                 efficient = is_efficient(RECIPES[name])
                 if optimizer in ("", "recipe"):
                     optimizer = (None if efficient or ":" in spec else "adamw")
@@ -569,7 +575,7 @@ def parse_runs(parser, args):
                         "learning_rate"] if efficient else 5e-4)
                 except ValueError:
                     parser.error(f"--recipes: {spec!r}: the rate {lr!r} is not a number")
-                runs.append(Run("ours", lr, name, optimizer))
+                runs.append(Run("ours", lr, name, optimizer, int(steps) if steps else None))
         elif system in ("keras_hub", "transformers"):
             try:
                 rates = [float(r) for r in args.peer_lr.split(",") if r]
@@ -690,7 +696,7 @@ def train_line(args, run, records, output_dir, steps, save_every, seed):
             line += [f"--masked_lm_prob={MASK_RATE}", f"--vocab_file={VOCAB}"]
     if not is_efficient(recipe):
         line.append(f"--num_warmup_steps={warmup(steps)}")
-    line += [f.replace("{vocab}", str(VOCAB)).replace("{warmup10}", str(warmup(steps)))
+    line += [f.replace("{vocab}", str(VOCAB)).replace("{warmup6}", str(round(0.06 * steps)))
              for f in recipe["train"]]
     if run.optimizer:
         line.append(f"--optimizer={run.optimizer}")
@@ -714,16 +720,17 @@ def curve_ours(args, run, seed, records_cache):
     """ours' points: train, then score every checkpoint in another process (outside the clock),
     then delete all checkpoints but the last."""
     records, create_seconds = make_records(args, run.recipe, seed, records_cache)
+    steps = run.steps or args.steps  # its schedule's length
     output_dir = args.out_dir / (f"ours-{run.recipe}-{run.optimizer or 'recipe'}-{run.lr:g}-"
-                                 f"{args.model}-b{args.batch}-s{args.seq}-{args.steps}-seed{seed}")
+                                 f"{args.model}-b{args.batch}-s{args.seq}-{steps}-seed{seed}")
     if output_dir.exists():
         shutil.rmtree(output_dir)  # a run_pretraining output dir would resume
-    line = train_line(args, run, records, output_dir, args.steps, args.eval_every, seed)
+    line = train_line(args, run, records, output_dir, steps, args.eval_every, seed)
     log(f"  {run.label} seed {seed}: {' '.join(line[1:])}")
     start, seconds = run_training(line, f"{run.label} seed {seed}")
     log(f"  {run.label} seed {seed}: trained in {seconds:.1f} s (+ records {create_seconds:.1f} s)")
     checkpoints = []
-    for step in range(args.eval_every, args.steps + 1, args.eval_every):
+    for step in range(args.eval_every, steps + 1, args.eval_every):
         index = output_dir / f"model.ckpt-{step}.index"
         if index.exists():
             checkpoints.append((step, str(index)[:-len(".index")],
@@ -828,7 +835,7 @@ def run_curves(args, runs, heldout, records_cache):
             if args.reuse and key in entries:
                 log(f"{run.label} seed {seed}: kept from {points_file}")
                 continue
-            log(f"{run.label} seed {seed}: {args.steps} steps"
+            log(f"{run.label} seed {seed}: {run.steps or args.steps} steps"
                 + (f" ({RECIPES[run.recipe]['about']})" if run.recipe else ""))
             points = (curve_ours(args, run, seed, records_cache) if run.system == "ours"
                       else curve_peer(args, run, seed))
@@ -1106,10 +1113,11 @@ def main():
     parser.add_argument("--eval_every", type=int, default=50)
     parser.add_argument("--systems", default="ours,keras_hub,transformers")
     parser.add_argument("--recipes", default=DEFAULT_RECIPES,
-                        help="ours' runs: NAME[:OPTIMIZER[:LR]],... NAME one of "
+                        help="ours' runs: NAME[:OPTIMIZER[:LR[:STEPS]]],... NAME one of "
                              + ", ".join(RECIPES) + "; OPTIMIZER empty or 'recipe': the "
                              "recipe's (default for efficient*, else adamw); LR default: the "
-                             "efficient recipe's for efficient*, else 5e-4")
+                             "efficient recipe's for efficient*, else 5e-4; STEPS: ours' own "
+                             "schedule's length (default --steps)")
     parser.add_argument("--peer_lr", default="5e-4",
                         help="the peers' rate; comma-separated: one run per rate")
     parser.add_argument("--model", default="L4-H256", choices=list(MODELS))

@@ -193,8 +193,12 @@ def test_recipes_set_defaults_that_flags_override(made, uncased_vocab, tmp_path)
     assert status == 0, log[-3000:]
     recipe_line = [line for line in log.splitlines() if line.startswith("*** from --recipe")]
     assert recipe_line == ["*** from --recipe=efficient: --optimizer=adam "
-                           "--num_warmup_steps=3"], log[-3000:]  # 6% of 50; the rate given
-    assert "optimizer=adam" in log
+                           "--num_warmup_steps=5 --shuffle_buffer_size=10000"], log[-3000:]
+    # (10% of 50; the rate given.) Records read unshuffled: no shuffle buffer set.
+    from bert_tf.data.pretraining import recipes
+    assert recipes.settle(recipes.RECIPES["efficient"].training_flags,
+                          dict(num_train_steps=50, deterministic_input=True),
+                          given={"learning_rate"}) == dict(optimizer="adam", num_warmup_steps=5)
 
 
 def test_manifests_of_folders_shards_and_reruns(made, uncased_vocab, tmp_path):
