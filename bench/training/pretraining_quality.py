@@ -121,8 +121,8 @@ THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THR
 # A recipe of ours: extra flags of create_pretraining_data and of run_pretraining. New recipes
 # plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup6}` by 6% of the steps.
 # Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
-# takes the optimizer, warmup and shuffle buffer from it: each variant changes one thing. `config`: what the
-# variant's bert_config.json changes in --model's.
+# takes the optimizer, warmup and shuffle buffer from it: each variant changes one thing.
+# `config`: what the variant's bert_config.json changes in --model's.
 EFFICIENT = ["--recipe=efficient"]
 RECIPES = {
     "original": dict(create=[], train=[],
@@ -439,9 +439,9 @@ def child_keras_hub(spec):
     if spec.get("save_to"):
         with saved_model_folder(spec["save_to"]) as folder:
             backbone.save_to_preset(folder)
-            keras_hub.models.BertTokenizer(vocabulary=str(VOCAB), lowercase=True,
-                                            strip_accents=True).save_to_preset(
-                folder)
+            tokenizer = keras_hub.models.BertTokenizer(vocabulary=str(VOCAB), lowercase=True,
+                                                       strip_accents=True)
+            tokenizer.save_to_preset(folder)
     print(json.dumps({"points": points}))
 
 
