@@ -65,9 +65,12 @@ def assert_same_results(ours, reference):
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("run_pretraining")
-    paths, _ = fx.write_record_files(root, 2, 10)
-    return {"root": root, "config": fx.write_config(root),
-            "inputs": os.path.join(root, "records-*.tfrecord"), "paths": paths}
+    fx.write_record_files(root, 2, 10)
+    inputs = os.path.join(root, "records-*.tfrecord")
+    # The original reads --input_file in the order tf.gfile.Glob lists it, which is the
+    # directory's order, not sorted: the reference gets the files in that order too.
+    return {"root": root, "config": fx.write_config(root), "inputs": inputs,
+            "paths": tf.io.gfile.glob(inputs)}
 
 
 def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
