@@ -184,9 +184,12 @@ def predictions(seq):
     return MAX_PREDICTIONS.get(seq, math.ceil(MASK_RATE * seq))
 
 
-def warmup(steps):
-    """The peers' (and ours' non-recipe runs') warmup: 10% of the steps."""
-    return max(1, int(0.1 * steps))
+def warmup(steps, share=None):
+    """Warmup steps: `share` of `steps`, by default the efficient recipe's share (the peers'
+    and ours' non-recipe runs' warmup). Runs in the parent: the peers' children may lack
+    TensorFlow, which bert_tf needs."""
+    from bert_tf.data.pretraining import recipes
+    return max(1, recipes.warmup_steps(recipes.WARMUP_SHARE if share is None else share, steps))
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
@@ -382,7 +385,7 @@ def child_keras_hub(spec):
     keras.utils.set_random_seed(spec["seed"])
     steps, lr, model, batch = spec["steps"], spec["lr"], spec["model"], spec["batch"]
     eval_every = spec["eval_every"] if spec["evaluate"] else steps
-    warmup_steps = warmup(steps)
+    warmup_steps = spec["warmup_steps"]
     data = np.load(spec["windows"])
     heldout = dict(np.load(spec["heldout"]))
     vocab = [line.rstrip("\n") for line in open(VOCAB, encoding="utf-8")]
@@ -466,7 +469,8 @@ def child_transformers(spec):
               {"params": [p for n, p in model.named_parameters()
                           if any(x in n for x in no_decay)], "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=lr, eps=1e-6)
-    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, warmup(steps), steps)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, spec["warmup_steps"],
+                                                            steps)
     examples = [{"input_ids": row[:n].tolist()}
                 for row, n in zip(data["input_ids"], data["lengths"])]
     rng = np.random.RandomState(spec["seed"])
@@ -615,10 +619,11 @@ def missing_flags(recipe):
 
 
 def child_spec(args, run, seed, steps, evaluate):
-    return {"child": run.system, "steps": steps, "lr": run.lr, "eval_every": args.eval_every,
-            "seed": seed, "evaluate": evaluate, "model": model_config(args.model),
-            "batch": args.batch, "predictions": predictions(args.seq),
-            "windows": str(args.windows), "heldout": str(args.heldout)}
+    return {"child": run.system, "steps": steps, "warmup_steps": warmup(steps), "lr": run.lr,
+            "eval_every": args.eval_every, "seed": seed, "evaluate": evaluate,
+            "model": model_config(args.model), "batch": args.batch,
+            "predictions": predictions(args.seq), "windows": str(args.windows),
+            "heldout": str(args.heldout)}
 
 
 def run_child(venv, spec, label):
@@ -696,7 +701,7 @@ def train_line(args, run, records, output_dir, steps, save_every, seed):
             line += [f"--masked_lm_prob={MASK_RATE}", f"--vocab_file={VOCAB}"]
     if not is_efficient(recipe):
         line.append(f"--num_warmup_steps={warmup(steps)}")
-    line += [f.replace("{vocab}", str(VOCAB)).replace("{warmup6}", str(round(0.06 * steps)))
+    line += [f.replace("{vocab}", str(VOCAB)).replace("{warmup6}", str(warmup(steps, 0.06)))
              for f in recipe["train"]]
     if run.optimizer:
         line.append(f"--optimizer={run.optimizer}")

@@ -136,6 +136,9 @@ def test_protocol_task_names_and_remote_models_are_checked():
     from bert_tf.training.pretraining_evaluation import models
     with pytest.raises(InputError, match="gs://bucket/run: a remote path"):
         models.candidates(["gs://bucket/run"], resolve=None)
+    (mrpc,) = suite.suite_tasks(["MRPC"])
+    with pytest.raises(InputError, match="data_dir: gs://bucket/glue: a remote path"):
+        mrpc.check_files({"data_dir": "gs://bucket/glue"})
 
 
 def test_summary_means_and_spreads():
