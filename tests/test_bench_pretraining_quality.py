@@ -105,7 +105,7 @@ MANIFEST_FLAGS = {"max_seq_length", "max_predictions_per_seq", "objective", "mas
 def test_ours_command_lines(bench, tmp_path):
     """Records with a manifest: none of the flags run_pretraining takes from it; the efficient
     family: no optimizer or warmup either (the recipe's) unless the variant is that change;
-    the others: the optimizer and a 10% warmup. Records without a manifest: what it would
+    the others: the optimizer and the peers' 10% warmup. Records without a manifest: what it would
     have said."""
     args = args_for(tmp_path)
     with_manifest, without = tmp_path / "with", tmp_path / "without"
@@ -119,7 +119,8 @@ def test_ours_command_lines(bench, tmp_path):
         return flags_of(bench.train_line(args, run, records, tmp_path / "out", 100, 20, 7))
 
     efficient = line("efficient::2e-3")
-    assert not (MANIFEST_FLAGS | {"optimizer", "num_warmup_steps"}) & set(efficient)
+    assert not (MANIFEST_FLAGS | {"optimizer", "num_warmup_steps", "shuffle_buffer_size"}
+                ) & set(efficient)
     assert (efficient["learning_rate"], efficient["seed"], efficient["num_train_steps"],
             efficient["train_batch_size"]) == ("0.002", "7", "100", "32")
     assert json.loads(open(efficient["bert_config_file"]).read())["num_attention_heads"] == 4
@@ -155,12 +156,12 @@ def test_recipes_syntax(bench):
         ("efficient", None, 5e-4), ("original", "adamw", 5e-4), ("original", "adam", 1e-3)]
     assert [r.label for r in runs("", "5e-4,1e-3", "keras_hub")] == [
         "keras_hub lr 0.0005", "keras_hub lr 0.001"]
-    # STEPS: ours' own schedule, a multiple of --eval_every up to --steps.
+    # STEPS: ours' own schedule, a multiple of --eval_every below --steps.
     shorter = runs("efficient::2e-3:300")[0]
     assert (shorter.steps, shorter.label) == (300, "ours efficient:recipe:0.002:300")
     assert bench.family(shorter.label) == bench.family(runs("efficient")[0].label)
     for bad in ("nosuch", "efficient:adam:fast", "efficient:adam:1e-3:x", "efficient::1e-3:250",
-                "efficient::1e-3:500", "efficient::1e-3:300:1"):
+                "efficient::1e-3:400", "efficient::1e-3:500", "efficient::1e-3:300:1"):
         with pytest.raises(SystemExit) as exit_info:
             runs(bad)
         assert exit_info.value.code == 2

@@ -41,10 +41,12 @@ initialisation, input order and masks (ours: run_pretraining's --seed and the re
                 the bench gives only the rate under test and the run's own flags. The others
                 (`original`, ...) get --dupe_factor=5 and the masking flags at
                 create_pretraining_data, and OPTIMIZER (default adamw; adam: with bias
-                correction) with a 10% warmup at run_pretraining. OPTIMIZER empty or `recipe`
-                gives no --optimizer (the recipe's); LR defaults to the efficient recipe's rate
-                for its family, 5e-4 otherwise. STEPS (default --steps): ours' own schedule,
-                which ends there, against the peers' --steps.
+                correction) with the peers' 10% warmup (PEER_WARMUP_SHARE) at
+                run_pretraining. OPTIMIZER empty or `recipe` gives no --optimizer (the
+                recipe's); LR defaults to the efficient recipe's rate
+                for its family, 5e-4 otherwise. STEPS (default --steps; a multiple of
+                --eval_every below it): ours' own schedule, which ends there, against the
+                peers' --steps.
                 Checkpoints every --eval_every steps are scored afterwards in another process,
                 then deleted but the last. A recipe whose flags this checkout's command lines
                 lack is skipped with a message.
@@ -112,8 +114,9 @@ MODELS = {"L2-H128": (2, 128), "L4-H256": (4, 256), "L4-H512": (4, 512)}
 MASK_RATE = 0.15
 HELDOUT_WINDOWS, HELDOUT_SEED = 512, 12345
 DATA_SEED = 12345  # ours' records: --random_seed = DATA_SEED + the seed
-# Predicting "the" everywhere at seq 128; a stalled run stays below STALL_BELOW.
-PLATEAU, STALL_BELOW = 0.069, 0.075
+# Predicting "the" everywhere at seq 128; a stalled run stays below STALL_BELOW past the first
+# STALL_AFTER of --steps.
+PLATEAU, STALL_BELOW, STALL_AFTER = 0.069, 0.075, 0.10
 THREADS = 2
 THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THREADS),
               "TF_NUM_INTEROP_THREADS": str(THREADS), "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -121,7 +124,7 @@ THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THR
 # A recipe of ours: extra flags of create_pretraining_data and of run_pretraining. New recipes
 # plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup6}` by 6% of the steps.
 # Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
-# takes the optimizer, warmup and shuffle buffer from it: each variant changes one thing.
+# takes the optimizer, warmup and shuffle buffer from it: each variant changes one or two.
 # `config`: what the variant's bert_config.json changes in --model's.
 EFFICIENT = ["--recipe=efficient"]
 RECIPES = {
@@ -137,7 +140,8 @@ RECIPES = {
                                 "--short_seq_prob=0"], train=[],
                         about="as packed, every span cut to the full length (no short spans)"),
     "efficient": dict(create=EFFICIENT, train=[],
-                      about="--recipe=efficient: its records, optimizer and warmup"),
+                      about="--recipe=efficient: its records, optimizer, warmup, shuffle "
+                            "buffer"),
     "efficient-mask30": dict(create=EFFICIENT + ["--masked_lm_prob=0.3"], train=[],
                              about="efficient, 30% of the tokens masked"),
     "efficient-mask40": dict(create=EFFICIENT + ["--masked_lm_prob=0.4"], train=[],
@@ -184,12 +188,14 @@ def predictions(seq):
     return MAX_PREDICTIONS.get(seq, math.ceil(MASK_RATE * seq))
 
 
-def warmup(steps, share=None):
-    """Warmup steps: `share` of `steps`, by default the efficient recipe's share (the peers'
-    and ours' non-recipe runs' warmup). Runs in the parent: the peers' children may lack
-    TensorFlow, which bert_tf needs."""
-    from bert_tf.data.pretraining import recipes
-    return max(1, recipes.warmup_steps(recipes.WARMUP_SHARE if share is None else share, steps))
+# The peers' standard schedule (and ours' runs without the recipe's): a linear warmup over this
+# share of the steps, then a linear decay to 0.
+PEER_WARMUP_SHARE = 0.10
+
+
+def warmup(steps, share=PEER_WARMUP_SHARE):
+    """Warmup steps: `share` of `steps`, at least one."""
+    return max(1, round(share * steps))
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
@@ -511,8 +517,8 @@ def child_transformers(spec):
         with saved_model_folder(spec["save_to"]) as folder:
             model.save_pretrained(folder)
             tokenizer.save_pretrained(folder)
-            # tokenizer.json only, in this transformers: vocab.txt too, which every BERT
-            # reader takes.
+            # This transformers saves the fast tokenizer's tokenizer.json and no vocab.txt,
+            # which BERT readers other than transformers (ours included) take.
             shutil.copyfile(VOCAB, os.path.join(folder, "vocab.txt"))
     print(json.dumps({"points": points}))
 
@@ -567,10 +573,10 @@ def parse_runs(parser, args):
                 if name not in RECIPES or spec.count(":") > 3:
                     parser.error(f"--recipes: {spec!r}: NAME[:OPTIMIZER[:LR[:STEPS]]], NAME one "
                                  f"of {', '.join(RECIPES)}")
-                if steps and not (steps.isdigit() and 0 < int(steps) <= args.steps
+                if steps and not (steps.isdigit() and 0 < int(steps) < args.steps
                                   and int(steps) % args.eval_every == 0):
                     parser.error(f"--recipes: {spec!r}: STEPS must be a multiple of "
-                                 f"--eval_every={args.eval_every} up to --steps={args.steps}")
+                                 f"--eval_every={args.eval_every} below --steps={args.steps}")
                 efficient = is_efficient(RECIPES[name])
                 if optimizer in ("", "recipe"):
                     optimizer = (None if efficient or ":" in spec else "adamw")
@@ -677,7 +683,7 @@ def remove_records(cache):
 
 def train_line(args, run, records, output_dir, steps, save_every, seed):
     """run_pretraining's command line for `run` on `records` (a folder): the rate and the run's
-    own flags; the recipe's schedule (efficient) or the optimizer with a 10% warmup (others);
+    own flags; the recipe's schedule (efficient) or the optimizer with the peers' warmup (others);
     what the records' manifest gives only when they have none."""
     recipe = RECIPES[run.recipe]
     changes = recipe.get("config", {})
@@ -982,7 +988,8 @@ def summarise(curves, step_times, steps):
                    "step": hit["step"] if hit else None,
                    "seconds": seconds(label, hit) if hit else None,
                    "stall": sum(1 for p in points
-                                if p["step"] > 0.1 * steps and p["accuracy"] < STALL_BELOW)}
+                                if p["step"] > STALL_AFTER * steps
+                                and p["accuracy"] < STALL_BELOW)}
             row["ratio"] = (row["seconds"] / peer_seconds
                             if row["seconds"] is not None and peer_seconds else None)
             rows.append(row)

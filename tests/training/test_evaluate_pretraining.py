@@ -1,9 +1,9 @@
 """run.evaluate_pretraining: its table against separate runs of the task command lines with the
 same settings (run_classifier on MRPC, from the checkpoint and, for the random baseline, from no
 checkpoint: a fresh initialisation of the same config; run_ner, and run_ner --feature_layers for
-the feature-based variant), a kill and a restart that redoes no finished run, a restart with
-other settings refused, the summary's means and spreads against numpy, and bad input refused
-before anything is written."""
+the feature-based variant); an evaluation killed while preparing, then after a run, resumes and
+redoes no finished run; a restart with other settings refused, the summary's means and spreads
+against numpy, and bad input refused before anything is written."""
 import json
 import shutil
 import signal
@@ -66,15 +66,22 @@ def test_table_equals_the_task_command_lines_and_a_killed_evaluation_redoes_no_r
     out = tmp_path / "evaluation"
     flags = evaluation_flags(model, small_data, out)
     line = [sys.executable, "-m", MODULE] + [f"--{k}={v}" for k, v in flags.items()]
-    process = subprocess.Popen(line, cwd=PROJECT_ROOT, env=command_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def killed_once_written(path, poll):
+        process = subprocess.Popen(line, cwd=PROJECT_ROOT, env=command_env(),
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 240
+        while not path.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(poll)
+        assert path.exists(), process.communicate()[0][-3000:]
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    # Killed while it writes the tasks' data and records (before any run): its own folder.
+    killed_once_written(out / "data", poll=0.01)
+    assert not (out / "results.tsv").exists()
     first = out / "runs" / "mlm" / "step-2" / "MRPC" / "seed-0" / "result.json"
-    deadline = time.monotonic() + 240
-    while not first.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert first.exists(), process.communicate()[0][-3000:]
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    killed_once_written(first, poll=0.2)
     written = first.stat().st_mtime_ns
     status, log = run_command_line(MODULE, flags)
     assert status == 0, log[-3000:]
@@ -139,6 +146,8 @@ def test_protocol_task_names_and_remote_models_are_checked():
     (mrpc,) = suite.suite_tasks(["MRPC"])
     with pytest.raises(InputError, match="data_dir: gs://bucket/glue: a remote path"):
         mrpc.check_files({"data_dir": "gs://bucket/glue"})
+    with pytest.raises(InputError, match="output_dir: gs://bucket/out: a remote path"):
+        driver.evaluate([], [mrpc], {}, "gs://bucket/out")
 
 
 def test_summary_means_and_spreads():

@@ -26,18 +26,9 @@ def _predictions_for_rate(values):
     return math.ceil(values["masked_lm_prob"] * values["max_seq_length"])
 
 
-# The efficient recipe's warmup, as a share of the training steps.
-WARMUP_SHARE = 0.10
-
-
-def warmup_steps(share, num_train_steps):
-    """The warmup of `share` of `num_train_steps`, in steps."""
-    return round(share * num_train_steps)
-
-
 def _warmup(share):
     def num_warmup_steps(values):
-        return warmup_steps(share, values["num_train_steps"])
+        return round(share * values["num_train_steps"])
     return num_warmup_steps
 
 
@@ -62,7 +53,7 @@ RECIPES = {
                         pack_sequences=True, dupe_factor=1, masked_lm_prob=0.15,
                         max_predictions_per_seq=_predictions_for_rate),
         training_flags=dict(optimizer="adam", learning_rate=1e-3,
-                            num_warmup_steps=_warmup(WARMUP_SHARE),
+                            num_warmup_steps=_warmup(0.10),
                             shuffle_buffer_size=_shuffle_buffer)),
 }
 DEFAULT_RECIPE = "original"

@@ -25,6 +25,8 @@ from bert_tf.training.settings import RunSettings
 
 RESULT_FILE = "result.json"
 SETTINGS_FILE = "evaluation.json"
+# The folders this command writes into output_dir: task slices, their records, the runs.
+DATA_DIR, RECORDS_DIR, RUNS_DIR = "data", "records", "runs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +70,7 @@ def evaluate(found, tasks, sources, output_dir, protocol=Protocol(), baseline=Tr
     tasks' data and records, which output_dir keeps only when all of them could be prepared.
     """
     output_dir = os.fspath(output_dir)
+    models.check_local(output_dir, "output_dir")
     check_protocol(protocol)
     for task in tasks:
         task.check_files(sources)
@@ -89,7 +92,7 @@ def evaluate(found, tasks, sources, output_dir, protocol=Protocol(), baseline=Tr
     settings_path = os.path.join(output_dir, SETTINGS_FILE)
     # What this command writes into output_dir, and replaces or deletes when it runs again
     # (an unfinished run's folder): only in a folder that its settings file marks as its own.
-    ours = [name for name in ("data", "records", "runs", report.TABLE_FILE,
+    ours = [name for name in (DATA_DIR, RECORDS_DIR, RUNS_DIR, report.TABLE_FILE,
                               report.MARKDOWN_FILE, report.FIGURE_FILE)
             if os.path.exists(os.path.join(output_dir, name))]
     if ours and not os.path.exists(settings_path):
@@ -110,11 +113,12 @@ def evaluate(found, tasks, sources, output_dir, protocol=Protocol(), baseline=Tr
     to_run = [run for run in runs if not os.path.exists(evaluation.result_path(*run))]
     # The data and records of every run still to do, before the first run: a slice or a
     # task's data that cannot be prepared (too few examples for a step, a SQuAD file with
-    # too few articles) is refused with nothing of it left.
+    # too few articles) is refused with nothing of it left. The settings file goes first: a
+    # preparation killed outright leaves a folder this command knows as its own, and resumes.
     with io_utils.removed_on_failure(output_dir):
+        write_json(settings_path, settings)
         for candidate, task, _ in to_run:
             evaluation.prepare(candidate, task)
-        write_json(settings_path, settings)
     progress = Progress("evaluate_pretraining", total=len(runs), unit="runs",
                         start=len(runs) - len(to_run), interval=0)
     log(f"[evaluate_pretraining] {len(runs)} runs: {len(everything)} models x {len(tasks)} "
@@ -145,7 +149,7 @@ class _Evaluation:
         # A baseline's runs are its config's, whichever model names it.
         model = (os.path.join(candidate.model, f"step-{candidate.step}")
                  if candidate.step != models.BASELINE_STEP else f"random-{candidate.config_key}")
-        return os.path.join(self.output_dir, "runs", model, task.name.replace("/", "-"),
+        return os.path.join(self.output_dir, RUNS_DIR, model, task.name.replace("/", "-"),
                             f"seed-{seed}")
 
     def result_path(self, candidate, task, seed):
@@ -155,7 +159,7 @@ class _Evaluation:
         """The task's slice, written the first time this evaluation needs it."""
         if task.data_name not in self.data_dirs:
             self.data_dirs[task.data_name] = task.data_files(
-                self.sources, os.path.join(self.output_dir, "data", task.data_name))
+                self.sources, os.path.join(self.output_dir, DATA_DIR, task.data_name))
         return self.data_dirs[task.data_name]
 
     def prepare(self, candidate, task):
@@ -170,7 +174,7 @@ class _Evaluation:
                            predict_batch_size=RunSettings.predict_batch_size,
                            num_train_epochs=self.protocol.num_train_epochs,
                            warmup_proportion=self.protocol.warmup_proportion, log=self.log)
-            records_dir = os.path.join(self.output_dir, "records",
+            records_dir = os.path.join(self.output_dir, RECORDS_DIR,
                                        f"{task.data_name}-{candidate.vocabulary[:12]}-"
                                        f"{'uncased' if files.do_lower_case else 'cased'}")
             self.prepared[key] = task.prepare(files, tokenizer, self.data_dir(task),

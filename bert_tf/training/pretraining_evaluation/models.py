@@ -71,6 +71,15 @@ def _resolve(resolve, path):
                              else f"{path}: {message}") from None
 
 
+def check_local(path, argument):
+    """An InputError naming `argument` when `path` is remote (gs://...): evaluate_pretraining
+    lists folders, reads checkpoint times and keeps its own files with os, which would take a
+    remote path for a local one that does not exist."""
+    if is_url(os.fspath(path)):
+        raise argument_error(argument, f"{path}: a remote path; evaluate_pretraining reads and "
+                                       f"writes local files (copy it here first)")
+
+
 def candidates(paths, resolve, steps=None):
     """The Candidates of `paths`, each named after its folder (a checkpoint prefix's folder):
     every checkpoint of a pretraining folder (those of `steps`, when given), or one of its
@@ -80,11 +89,7 @@ def candidates(paths, resolve, steps=None):
     InputError naming `models` (or `steps`); a checkpoint given twice counts once."""
     found, folders = {}, {}
     for given in paths:
-        if is_url(os.fspath(given)):
-            # Folders are listed and checkpoint times read with os: a remote one would be
-            # taken for a local path that does not exist.
-            raise argument_error("models", f"{given}: a remote path; evaluate_pretraining "
-                                           f"reads local folders (copy it here first)")
+        check_local(given, "models")
         path = os.path.abspath(os.fspath(given))
         folder = path if os.path.isdir(path) else os.path.dirname(path)
         name = os.path.basename(folder)

@@ -6,14 +6,13 @@ import os
 import typing
 
 from bert_tf.errors import argument_error
-from bert_tf.io_utils import is_url
 from bert_tf.model.models import FEATURE_LAYERS
 from bert_tf.tasks.classification import glue, reader
 from bert_tf.tasks.classification import task as classification
 from bert_tf.tasks.ner import task as tagging
 from bert_tf.tasks.preprocessor import read_splits
 from bert_tf.tasks.squad import task as squad
-from bert_tf.training.pretraining_evaluation import data
+from bert_tf.training.pretraining_evaluation import data, models
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,11 +54,7 @@ class SuiteTask:
         source = sources.get(self.source)
         if source is None:
             raise argument_error(self.source, f"required by task {self.name}")
-        if is_url(os.fspath(source)):
-            # Its files are read with os and its path is kept absolute in the settings: a
-            # remote one would be taken for a local path that does not exist.
-            raise argument_error(self.source, f"{source}: a remote path; evaluate_pretraining "
-                                              f"reads local files (copy it here first)")
+        models.check_local(source, self.source)
         if self.source == "data_dir":
             paths = [os.path.join(source, self.data_name, name)
                      for name in ("train.tsv", "dev.tsv")]
