@@ -43,10 +43,9 @@ initialisation, input order and masks (ours: run_pretraining's --seed and the re
                 create_pretraining_data, and OPTIMIZER (default adamw; adam: with bias
                 correction) with the peers' 10% warmup (PEER_WARMUP_SHARE) at
                 run_pretraining. OPTIMIZER empty or `recipe` gives no --optimizer (the
-                recipe's); LR defaults to the efficient recipe's rate
-                for its family, 5e-4 otherwise. STEPS (default --steps; a multiple of
-                --eval_every below it): ours' own schedule, which ends there, against the
-                peers' --steps.
+                recipe's); LR defaults to the efficient recipe's rate for its family, 5e-4
+                otherwise. STEPS (default --steps; a multiple of --eval_every below it): ours'
+                own schedule, which ends there, against the peers' --steps.
                 Checkpoints every --eval_every steps are scored afterwards in another process,
                 then deleted but the last. A recipe whose flags this checkout's command lines
                 lack is skipped with a message.
