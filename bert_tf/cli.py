@@ -147,6 +147,7 @@ _POSITIVE_NUMBERS = ("learning_rate",)
 _AT_LEAST_ONE = ("initial_loss_scale",)
 _PROPORTIONS = ("warmup_proportion", "short_seq_prob")
 _OPEN_PROPORTIONS = ("masked_lm_prob",)
+_DROPOUTS = ("dropout",)
 FLAG_RANGES = {
     **{name: (lambda v: v >= 1, "must be a positive integer") for name in _POSITIVE_INTEGERS},
     **{name: (lambda v: v >= 0, "must be >= 0") for name in _NON_NEGATIVE_NUMBERS},
@@ -155,6 +156,7 @@ FLAG_RANGES = {
     **{name: (lambda v: 0 <= v <= 1, "must be in [0, 1]") for name in _PROPORTIONS},
     **{name: (lambda v: 0 < v < 1, "must be in the open interval (0, 1)")
        for name in _OPEN_PROPORTIONS},
+    **{name: (lambda v: 0 <= v < 1, "must be in [0, 1)") for name in _DROPOUTS},
 }
 
 

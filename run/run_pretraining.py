@@ -76,6 +76,10 @@ flags.DEFINE_enum("recipe", None, ["original", "efficient"],
                   "each flag given still wins). Default: the recipe the records' manifest names "
                   "(create_pretraining_data --recipe), else 'original'. A recipe other than "
                   "the records' is an error.")
+flags.DEFINE_float("dropout", None,
+                   "The hidden and attention dropout while pretraining, in [0, 1) (default: "
+                   "--bert_config_file's); the config in --output_dir keeps its own for "
+                   "fine-tuning.")
 flags.DEFINE_bool("deterministic_input", False,
                   "Train on the records in file order (repeated) instead of shuffled: the "
                   "same batches under every strategy; for reproducing runs.")
@@ -118,6 +122,9 @@ def main(argv):
                                        "--task=pretraining for the masked-LM)")
     # The checks that need no TensorFlow first (it takes seconds to import).
     check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
+    if not FLAGS.do_train:
+        refuse_flags_that_cannot_act({"dropout": "only training uses dropout, and "
+                                                 "--do_train is not given"})
     if FLAGS.deterministic_input:
         refuse_flags_that_cannot_act({"shuffle_buffer_size": "--deterministic_input reads the "
                                                              "records in file order, unshuffled"})
@@ -155,7 +162,8 @@ def main(argv):
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         records=pretraining_records(input_files), shuffle_buffer_size=FLAGS.shuffle_buffer_size,
         deterministic_input=FLAGS.deterministic_input, objective=FLAGS.objective,
-        masked_lm_prob=FLAGS.masked_lm_prob, mask_id=mask_id, vocab_size_for_masking=vocab_size))
+        masked_lm_prob=FLAGS.masked_lm_prob, mask_id=mask_id, vocab_size_for_masking=vocab_size,
+        dropout=FLAGS.dropout))
     if records.manifest is not None:
         from bert_tf.data.pretraining.manifest import check_layout
         check_layout(records, task.detect_layout(input_files), input_files[0])

@@ -124,7 +124,6 @@ THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THR
 # plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup6}` by 6% of the steps.
 # Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
 # takes the optimizer, warmup and shuffle buffer from it: each variant changes one or two.
-# `config`: what the variant's bert_config.json changes in --model's.
 EFFICIENT = ["--recipe=efficient"]
 RECIPES = {
     "original": dict(create=[], train=[],
@@ -156,9 +155,7 @@ RECIPES = {
         about="efficient, warmup 6%, shuffle buffer 100 (the original's)"),
     "efficient-adamw": dict(create=EFFICIENT, train=["--optimizer=adamw"],
                             about="efficient with AdamWeightDecay (no bias correction)"),
-    "efficient-nodropout": dict(create=EFFICIENT, train=[],
-                                config=dict(hidden_dropout_prob=0.0,
-                                            attention_probs_dropout_prob=0.0),
+    "efficient-nodropout": dict(create=EFFICIENT, train=["--dropout=0"],
                                 about="efficient, dropout off while pretraining (Cramming)"),
 }
 DEFAULT_RECIPES = "efficient,original:adam:1e-3"
@@ -685,10 +682,8 @@ def train_line(args, run, records, output_dir, steps, save_every, seed):
     own flags; the recipe's schedule (efficient) or the optimizer with the peers' warmup (others);
     what the records' manifest gives only when they have none."""
     recipe = RECIPES[run.recipe]
-    changes = recipe.get("config", {})
-    config = args.out_dir / (f"bert_config-{args.model}"
-                             + "".join(f"-{k}{v:g}" for k, v in sorted(changes.items())) + ".json")
-    text = json.dumps(dict(model_config(args.model), **changes))
+    config = args.out_dir / f"bert_config-{args.model}.json"
+    text = json.dumps(model_config(args.model))
     if not config.exists() or config.read_text() != text:  # another process may be reading it
         config.write_text(text)
     line = [sys.executable, "-m", "run.run_pretraining", f"--bert_config_file={config}",

@@ -194,6 +194,8 @@ class PretrainingConfig(TaskConfig):
         tokens masked (None: DYNAMIC_MASKED_LM_PROB; given for records with static masks, which
         it cannot change, an error), and the range of random replacement ids (the vocabulary's
         size).
+      dropout: the hidden and attention dropout of the model trained (None: bert_config's);
+        bert_config, which the model directory keeps for fine-tuning, is unchanged.
     """
     max_predictions_per_seq: int = 20
     mask_id: typing.Optional[int] = None
@@ -202,6 +204,7 @@ class PretrainingConfig(TaskConfig):
     layout: typing.Any = None
     masked_lm_prob: typing.Optional[float] = None
     vocab_size_for_masking: typing.Optional[int] = None
+    dropout: typing.Optional[float] = None
 
 
 def masking_vocabulary(vocab_file):
@@ -249,6 +252,9 @@ class PretrainingTask(Task):
             raise argument_error("objective", f"{self.config.objective!r} is not one of "
                                               f"{', '.join(OBJECTIVES)}")
         self.next_sentence = self.config.objective == "mlm_nsp"
+        dropout = self.config.dropout
+        if dropout is not None and not 0 <= dropout < 1:
+            raise argument_error("dropout", f"must be in [0, 1), got {dropout}")
         if not self.next_sentence:
             self.train_metric_names = ("loss", "masked_lm_loss", "masked_lm_accuracy")
 
@@ -350,7 +356,11 @@ class PretrainingTask(Task):
                              f"{arg('init_checkpoint')} with a new {arg('output_dir')}")
 
     def build_model(self):
-        return BertPretrainer(self.config.bert_config, next_sentence=self.next_sentence)
+        config, dropout = self.config.bert_config, self.config.dropout
+        if dropout is not None:
+            config = config.replace(hidden_dropout_prob=dropout,
+                                    attention_probs_dropout_prob=dropout)
+        return BertPretrainer(config, next_sentence=self.next_sentence)
 
     def export_description(self):
         """Objective "mlm" is recorded (its model has no next-sentence head); the original's

@@ -697,6 +697,8 @@ def test_command_line_refuses_bad_masking_flags(files, tmp_path):
                 max_seq_length=fx.SEQ_LENGTH, max_predictions_per_seq=fx.MAX_PREDICTIONS)
     assert_one_line_error("run.run_pretraining", dict(base, masked_lm_prob=0),
                           "--masked_lm_prob=0.0: must be in the open interval (0, 1)")
+    assert_one_line_error("run.run_pretraining", dict(base, dropout=1),
+                          "--dropout=1.0: must be in [0, 1)")
     big = tmp_path / "big_vocab.txt"
     big.write_text("\n".join(VOCAB + ["extra"]) + "\n")
     assert_one_line_error("run.run_pretraining", dict(base, vocab_file=big),
@@ -712,7 +714,8 @@ def test_command_line_refuses_bad_masking_flags(files, tmp_path):
 def test_a_flag_that_cannot_act_on_the_records_is_refused(files, tmp_path):
     """--masked_lm_prob on records with static masks (which hold their
     own rate), --do_lower_case without a vocabulary to record it with, --shuffle_buffer_size
-    with unshuffled input, and an objective the records cannot train: one error line naming
+    with unshuffled input, an objective the records cannot train, and --dropout without
+    training: one error line naming
     the flag and the file, exit 2, before any step, and no --output_dir created."""
     base = dict(bert_config_file=files["config"], output_dir=tmp_path / "out", do_train=True,
                 max_seq_length=fx.SEQ_LENGTH, max_predictions_per_seq=fx.MAX_PREDICTIONS)
@@ -731,3 +734,7 @@ def test_a_flag_that_cannot_act_on_the_records_is_refused(files, tmp_path):
     assert_refused("run.run_pretraining", dict(base, input_file=files["mlm_only"],
                                                vocab_file=files["vocab"]),
                    "--objective: mlm_nsp needs next_sentence_labels", tmp_path)
+    assert_refused("run.run_pretraining", dict(base, input_file=files["static"], do_train=False,
+                                               do_eval=True, dropout=0),
+                   "error: --dropout: cannot act: only training uses dropout, and --do_train "
+                   "is not given", tmp_path)

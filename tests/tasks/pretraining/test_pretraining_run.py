@@ -3,7 +3,8 @@
 - eval_results.txt for a checkpoint written by the original's run_pretraining (Adam slots and
   global_step included) equals the original's eval on the same records;
 - training from the original's initial checkpoint gives, after N steps, the same eval results as
-  N steps of the original's training (same batches, dropout off);
+  N steps of the original's training (same batches, dropout off), also with dropout turned off by
+  --dropout=0 on a config that has it, whose output folder keeps the config's dropout;
 - a run of the original moved to ours mid-way (its output_dir) continues: N original steps + M of
   ours = N + M original steps (weights and Adam moments); LAMB refuses to continue it;
 - OneDevice, Mirrored on 2 logical CPUs and MultiWorkerMirrored with 2 worker processes on
@@ -83,14 +84,21 @@ def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
     reference = fx.reference_eval(rp, refbert, workspace["paths"], checkpoint,
                                   eval_batch_size=4, max_eval_steps=6)
     eval_flags = {"eval_batch_size": 4, "max_eval_steps": 6}
-    ours_dir = str(workspace["root"] / "ours")
+    ours_dir, flag_dir = (str(workspace["root"] / name) for name in ("ours", "dropout_flag"))
+    with_dropout = {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+    os.makedirs(workspace["root"] / "with_dropout")
+    config_with_dropout = fx.write_config(workspace["root"] / "with_dropout", **with_dropout)
     original_eval = start(command(workspace["config"], workspace["inputs"], original_dir,
                                   do_eval=True, **eval_flags))
-    ours_train = start(command(workspace["config"], workspace["inputs"], ours_dir, do_train=True,
-                               do_eval=True, init_checkpoint=os.path.join(original_dir, "model.ckpt-0"),
-                               deterministic_input=True, train_batch_size=8, num_train_steps=3,
-                               num_warmup_steps=1, learning_rate=1e-3, **eval_flags))
-    for process in (original_eval, ours_train):
+    train_flags = dict(do_train=True, do_eval=True, deterministic_input=True,
+                       init_checkpoint=os.path.join(original_dir, "model.ckpt-0"),
+                       train_batch_size=8, num_train_steps=3, num_warmup_steps=1,
+                       learning_rate=1e-3, **eval_flags)
+    ours_train = start(command(workspace["config"], workspace["inputs"], ours_dir,
+                               **train_flags))
+    flag_train = start(command(config_with_dropout, workspace["inputs"], flag_dir, dropout=0,
+                               **train_flags))
+    for process in (original_eval, ours_train, flag_train):
         output, _ = process.communicate(timeout=240)
         assert process.returncode == 0, output[-3000:]
     # Our eval of the original's checkpoint (found as the latest in --output_dir).
@@ -98,6 +106,11 @@ def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
                         reference)
     # Our 3 training steps from the original's initial weights = the original's 3 steps.
     assert_same_results(read_eval_numbers(os.path.join(ours_dir, "eval_results.txt")), reference)
+    # --dropout=0 trains as a config without dropout; the model folder keeps the given config.
+    assert_same_results(read_eval_numbers(os.path.join(flag_dir, "eval_results.txt")), reference)
+    with open(os.path.join(flag_dir, "bert_config.json")) as f:
+        kept = json.load(f)
+    assert {key: kept[key] for key in with_dropout} == with_dropout
 
 
 def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_path):
