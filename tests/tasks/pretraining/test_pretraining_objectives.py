@@ -712,11 +712,10 @@ def test_command_line_refuses_bad_masking_flags(files, tmp_path):
 
 @pytest.mark.slow
 def test_a_flag_that_cannot_act_on_the_records_is_refused(files, tmp_path):
-    """--masked_lm_prob on records with static masks (which hold their
-    own rate), --do_lower_case without a vocabulary to record it with, --shuffle_buffer_size
-    with unshuffled input, an objective the records cannot train, and --dropout without
-    training: one error line naming
-    the flag and the file, exit 2, before any step, and no --output_dir created."""
+    """--masked_lm_prob on records with static masks (which hold their own rate),
+    --do_lower_case without a vocabulary to record it with, --shuffle_buffer_size with unshuffled
+    input, an objective the records cannot train, and --dropout without training: one error line
+    naming the flag and the file, exit 2, before any step, and no --output_dir created."""
     base = dict(bert_config_file=files["config"], output_dir=tmp_path / "out", do_train=True,
                 max_seq_length=fx.SEQ_LENGTH, max_predictions_per_seq=fx.MAX_PREDICTIONS)
     assert_refused("run.run_pretraining", dict(base, input_file=files["static"],
