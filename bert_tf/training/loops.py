@@ -258,7 +258,8 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None, optional=No
     latest = manager.latest_checkpoint
     with naming_damaged_checkpoint(latest):
         if latest and not (task is not None and task.restore_foreign(model, optimizer, latest)):
-            checkpoint.restore(latest).assert_existing_objects_matched()
+            # Entries of the checkpoint that `checkpoint` lacks are `optional`'s (or none).
+            checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
             if optional is not None:
                 optional.restore(latest).expect_partial()
     return latest
@@ -273,15 +274,14 @@ class _TrainingCheckpoints:
 
     def __init__(self, strategy, model, optimizer, settings):
         self.scaled = scales_loss(optimizer)
-        dropout_seeds = [v.value for v in model.variables
-                         if v.path.endswith("seed_generator_state")]
+        self.dropout_seeds = [v.value for v in model.variables
+                              if v.path.endswith("seed_generator_state")]
         self.skipped_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
         self.loss_scale = tf.train.Checkpoint(skipped_steps=self.skipped_steps)
         if self.scaled:
             self.loss_scale.scale = optimizer.dynamic_scale.value
             self.loss_scale.finite_steps = optimizer.step_counter.value
-        self.checkpoint = tf.train.Checkpoint(**checkpoint_objects(model, optimizer),
-                                              dropout_seeds=dropout_seeds)
+        self.checkpoint = tf.train.Checkpoint(**checkpoint_objects(model, optimizer))
         self.manager = tf.train.CheckpointManager(self.checkpoint, settings.output_dir,
                                                   max_to_keep=settings.keep_checkpoint_max,
                                                   checkpoint_name=CHECKPOINT_NAME)
@@ -291,8 +291,13 @@ class _TrainingCheckpoints:
         """Restores the latest checkpoint (the loss scale where it has one: not from a float32
         run's); returns its path or None. Then the non-chief workers save into their own
         throwaway directories."""
+        # The dropout seeds too are restored where the checkpoint has them: a run continued
+        # with another dropout (run_pretraining --dropout) has other dropout layers with seeds
+        # (none at rate 0); those without a saved seed keep their fresh one.
         restored = restore_latest(self.checkpoint, self.manager, model, optimizer, task,
-                                  optional=tf.train.Checkpoint(loss_scale=self.loss_scale))
+                                  optional=tf.train.Checkpoint(loss_scale=self.loss_scale,
+                                                               dropout_seeds=self.dropout_seeds))
+        self.checkpoint.dropout_seeds = self.dropout_seeds
         if self.scaled:
             # Saved from now on; attached after the restore, whose check that every object has
             # an entry would refuse a float32 run's checkpoint. One Checkpoint object restores
