@@ -78,7 +78,7 @@ flags.DEFINE_enum("recipe", None, ["original", "efficient"],
                   "the records' is an error.")
 flags.DEFINE_float("dropout", None,
                    "The hidden and attention dropout while pretraining, in [0, 1) (default: "
-                   "--bert_config_file's); the config in --output_dir keeps its own for "
+                   "the model's config's); the config in --output_dir keeps its own for "
                    "fine-tuning.")
 flags.DEFINE_bool("deterministic_input", False,
                   "Train on the records in file order (repeated) instead of shuffled: the "

@@ -258,8 +258,7 @@ def restore_latest(checkpoint, manager, model, optimizer, task=None, optional=No
     latest = manager.latest_checkpoint
     with naming_damaged_checkpoint(latest):
         if latest and not (task is not None and task.restore_foreign(model, optimizer, latest)):
-            # Entries of the checkpoint that `checkpoint` lacks are `optional`'s (or none).
-            checkpoint.restore(latest).assert_existing_objects_matched().expect_partial()
+            checkpoint.restore(latest).assert_existing_objects_matched()
             if optional is not None:
                 optional.restore(latest).expect_partial()
     return latest
@@ -291,9 +290,9 @@ class _TrainingCheckpoints:
         """Restores the latest checkpoint (the loss scale where it has one: not from a float32
         run's); returns its path or None. Then the non-chief workers save into their own
         throwaway directories."""
-        # The dropout seeds too are restored where the checkpoint has them: a run continued
-        # with another dropout (run_pretraining --dropout) has other dropout layers with seeds
-        # (none at rate 0); those without a saved seed keep their fresh one.
+        # The dropout seeds are optional: a run continued with another dropout (run_pretraining
+        # --dropout) has other dropout layers (none at rate 0). They are restored by position,
+        # so a changed set of layers only changes which masks are drawn.
         restored = restore_latest(self.checkpoint, self.manager, model, optimizer, task,
                                   optional=tf.train.Checkpoint(loss_scale=self.loss_scale,
                                                                dropout_seeds=self.dropout_seeds))

@@ -252,9 +252,6 @@ class PretrainingTask(Task):
             raise argument_error("objective", f"{self.config.objective!r} is not one of "
                                               f"{', '.join(OBJECTIVES)}")
         self.next_sentence = self.config.objective == "mlm_nsp"
-        dropout = self.config.dropout
-        if dropout is not None and not 0 <= dropout < 1:
-            raise argument_error("dropout", f"must be in [0, 1), got {dropout}")
         if not self.next_sentence:
             self.train_metric_names = ("loss", "masked_lm_loss", "masked_lm_accuracy")
 
