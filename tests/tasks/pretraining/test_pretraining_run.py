@@ -28,6 +28,8 @@ from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, free_p
                       kill_a_worker_and_resume, read_eval_numbers)
 
 pytestmark = pytest.mark.slow
+# The config's dropout of the runs that --dropout changes (pretraining_fixtures' has none).
+WITH_DROPOUT = {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
 
 
 def command(config, inputs, output_dir, **flags):
@@ -85,9 +87,8 @@ def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
                                   eval_batch_size=4, max_eval_steps=6)
     eval_flags = {"eval_batch_size": 4, "max_eval_steps": 6}
     ours_dir, flag_dir = (str(workspace["root"] / name) for name in ("ours", "dropout_flag"))
-    with_dropout = {"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
     os.makedirs(workspace["root"] / "with_dropout")
-    config_with_dropout = fx.write_config(workspace["root"] / "with_dropout", **with_dropout)
+    config_with_dropout = fx.write_config(workspace["root"] / "with_dropout", **WITH_DROPOUT)
     original_eval = start(command(workspace["config"], workspace["inputs"], original_dir,
                                   do_eval=True, **eval_flags))
     train_flags = dict(do_train=True, do_eval=True, deterministic_input=True,
@@ -110,7 +111,7 @@ def test_eval_and_training_match_the_original(workspace, refbert, monkeypatch):
     assert_same_results(read_eval_numbers(os.path.join(flag_dir, "eval_results.txt")), reference)
     with open(os.path.join(flag_dir, "bert_config.json")) as f:
         kept = json.load(f)
-    assert {key: kept[key] for key in with_dropout} == with_dropout
+    assert {key: kept[key] for key in WITH_DROPOUT} == WITH_DROPOUT
 
 
 def test_continues_a_run_of_the_original(workspace, refbert, monkeypatch, tmp_path):
@@ -249,7 +250,7 @@ def test_resumes_with_another_dropout(workspace, tmp_path):
     """A run continued with another --dropout (off for its first steps, then the config's 0.1,
     then off again) resumes from its checkpoint each time, though its dropout layers differ
     (none at rate 0)."""
-    config = fx.write_config(tmp_path, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    config = fx.write_config(tmp_path, **WITH_DROPOUT)
     output_dir = str(tmp_path / "out")
     flags = dict(do_train=True, train_batch_size=4, num_warmup_steps=1, save_checkpoints_steps=2,
                  seed=1)
