@@ -10,6 +10,10 @@ beyond float rounding):
 - Dropout: 16 random bits per element from XLA's Threefry (`random_bits_like`), faster per bit
   than the Philox kernel behind Keras' float32 draws, and masking in one pass each way
   (`dropout_with_bits`).
+- The masked-LM output: log_softmax(logits + bias) over the vocabulary as one XLA pass each way
+  (`log_softmax_with_bias`), and the loss's pick of the true token's log-prob as one pass each
+  way (`picked_log_probs`): on [predictions, vocabulary] these memory-bound passes cost as much
+  as the output matmul for a small model.
 - The float32 intermediate layer computes its input gradient from a transposed copy of the
   kernel (`matmul_with_transposed_kernel_gradient`): oneDNN's matmul with a transposed operand is
   slow for that shape.
@@ -207,6 +211,42 @@ def dropout_with_bits(x, bits, threshold, scale):
     def grad(dy):
         return _keep_and_scale(dy, bits, threshold, scale), None, None, None
     return _keep_and_scale(x, bits, threshold, scale), grad
+
+
+@tf.function(jit_compile=True)
+def _log_softmax_forward(logits, bias):
+    return tf.nn.log_softmax(logits + bias, axis=-1)
+
+
+@tf.function(jit_compile=True)
+def _log_softmax_backward(dy, log_probs):
+    dlogits = dy - tf.exp(log_probs) * tf.reduce_sum(dy, axis=-1, keepdims=True)
+    return dlogits, tf.reduce_sum(dlogits, axis=0)
+
+
+@tf.custom_gradient
+def log_softmax_with_bias(logits, bias):
+    """log_softmax(logits + bias) over the last axis, float32 logits [N, V] and bias [V]."""
+    log_probs = _log_softmax_forward(logits, bias)
+    return log_probs, lambda dy: _log_softmax_backward(dy, log_probs)
+
+
+@tf.function(jit_compile=True)
+def _pick(log_probs, ids):
+    # A row's sum over its one-hot: every other product is a zero, so the sum is the entry
+    # exactly, as the original's reduce_sum(log_probs * one_hot).
+    return tf.reduce_sum(log_probs * tf.one_hot(ids, log_probs.shape[-1]), axis=-1)
+
+
+@tf.function(jit_compile=True)
+def _pick_backward(dy, ids, depth):
+    return dy[..., None] * tf.one_hot(ids, depth)
+
+
+@tf.custom_gradient
+def picked_log_probs(log_probs, ids):
+    """log_probs[..., ids]: float32 log_probs [..., V], int32 ids [...]."""
+    return _pick(log_probs, ids), lambda dy: (_pick_backward(dy, ids, log_probs.shape[-1]), None)
 
 
 @tf.function(jit_compile=True)

@@ -13,6 +13,7 @@ All heads return float32 (log-probs or logits) also under mixed precision.
 import keras
 import tensorflow as tf
 
+from bert_tf.model.cpu_kernels import cpu_kernels_enabled, log_softmax_with_bias
 from bert_tf.model.layers import Dropout, HeadTransform, OutputProjection
 
 
@@ -42,14 +43,17 @@ class MaskedLMHead(keras.layers.Layer):
                                            initializer="zeros", autocast=False)
         self.built = True
 
-    def call(self, masked_states):
+    def call(self, masked_states, training=False):
         """[B, P, H] hidden states at the masked positions
         (`bert_tf.model.layers.gather_positions`)."""
         num_positions = masked_states.shape[1] or tf.shape(masked_states)[1]
         x = self.transform(tf.reshape(masked_states, [-1, self.hidden_size]))
         table = tf.cast(self.embedding_table(), x.dtype)
         logits = tf.cast(tf.matmul(x, table, transpose_b=True), tf.float32)
-        log_probs = tf.nn.log_softmax(tf.nn.bias_add(logits, self.output_bias), axis=-1)
+        if training and cpu_kernels_enabled():
+            log_probs = log_softmax_with_bias(logits, tf.convert_to_tensor(self.output_bias))
+        else:
+            log_probs = tf.nn.log_softmax(tf.nn.bias_add(logits, self.output_bias), axis=-1)
         return tf.reshape(log_probs, [-1, num_positions, self.vocab_size])
 
     def get_config(self):

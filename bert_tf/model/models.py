@@ -100,7 +100,7 @@ class BertPretrainer(_TaskModel):
             outputs = dict(self.encoder(inputs, training=training, output_positions=positions,
                                         cls_positions=cls_positions))
             masked_states = outputs.pop("positions_output")
-        outputs["masked_lm_log_probs"] = self.masked_lm(masked_states)
+        outputs["masked_lm_log_probs"] = self.masked_lm(masked_states, training=training)
         if self.has_next_sentence:
             outputs["next_sentence_log_probs"] = self.next_sentence(outputs["pooled_output"])
         return outputs

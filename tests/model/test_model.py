@@ -405,8 +405,10 @@ def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
     """The CPU kernels switch (bert_tf.model.cpu_kernels.set_cpu_kernels) on and off: the same
     outputs at inference, and in training (dropout on, the same seeds) the same loss and
     gradients, up to float rounding. On, the training path uses the fused kernels; off, plain
-    TensorFlow ops."""
+    TensorFlow ops. The loss has the pretraining's masked-LM term, whose pick of the true
+    token's log-prob is fused too, and a dense one through every log-prob."""
     from bert_tf.model import activations, cpu_kernels
+    from bert_tf.tasks.pretraining.task import masked_lm_example_loss
 
     # intermediate_size = 4 x hidden: the Dense with the transposed-kernel gradient is used too.
     config = BertConfig.from_dict(dict(SMALL_CONFIG, intermediate_size=128))
@@ -415,6 +417,7 @@ def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
     model(inputs)
     initial = [v.numpy() for v in model.variables]  # weights and dropout seed states
     upstream = np.random.RandomState(4).randn(BATCH, PREDICTIONS, config.vocab_size)
+    masked_lm_ids = np.random.RandomState(5).randint(0, config.vocab_size, (BATCH, PREDICTIONS))
 
     def run(mode):
         cpu_kernels.set_cpu_kernels(mode)
@@ -424,6 +427,8 @@ def test_cpu_kernels_switch_gives_the_same_outputs_and_gradients():
         with tf.GradientTape() as tape:
             out = model(inputs, training=True)
             loss = (tf.reduce_sum(out["masked_lm_log_probs"] * upstream)
+                    + tf.reduce_sum(masked_lm_example_loss(out["masked_lm_log_probs"],
+                                                           masked_lm_ids))
                     + tf.reduce_sum(out["next_sentence_log_probs"]))
         grads = [tf.convert_to_tensor(g)  # embedding gradients are IndexedSlices
                  for g in tape.gradient(loss, model.trainable_variables)]
