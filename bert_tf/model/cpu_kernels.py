@@ -12,8 +12,8 @@ beyond float rounding):
   (`dropout_with_bits`).
 - The masked-LM output: log_softmax(logits + bias) over the vocabulary as one XLA pass each way
   (`log_softmax_with_bias`), and the loss's pick of the true token's log-prob as one pass each
-  way (`picked_log_probs`): on [predictions, vocabulary] these memory-bound passes cost as much
-  as the output matmul for a small model.
+  way (`picked_log_probs`): on [predictions, vocabulary] these memory-bound passes cost about as
+  much as the output matmul for a small model.
 - The float32 intermediate layer computes its input gradient from a transposed copy of the
   kernel (`matmul_with_transposed_kernel_gradient`): oneDNN's matmul with a transposed operand is
   slow for that shape.
