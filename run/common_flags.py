@@ -339,7 +339,7 @@ SET_BY_THE_COMMAND_LINE = ("num_train_steps", "num_warmup_steps", "vocab_file", 
 # Fields whose flag only some command lines define (elsewhere the field keeps its default).
 FLAGS_OF_SOME_COMMAND_LINES = ("do_predict", "predict_batch_size", "max_eval_steps",
                                "keep_best_checkpoint", "best_metric", "early_stopping_patience",
-                               "early_stopping_threshold")
+                               "early_stopping_threshold", "dropout_from_step")
 
 
 def run_settings(num_train_steps=0, num_warmup_steps=0, **overrides):

@@ -80,6 +80,9 @@ flags.DEFINE_float("dropout", None,
                    "The hidden and attention dropout while pretraining, in [0, 1) (default: "
                    "the model's config's); the config in --output_dir keeps its own for "
                    "fine-tuning.")
+flags.DEFINE_integer("dropout_from_step", 0,
+                     "Late dropout: no dropout before this step, the model's (or --dropout's) "
+                     "from it on (0: from the start, as the original).")
 flags.DEFINE_bool("deterministic_input", False,
                   "Train on the records in file order (repeated) instead of shuffled: the "
                   "same batches under every strategy; for reproducing runs.")
@@ -123,8 +126,9 @@ def main(argv):
     # The checks that need no TensorFlow first (it takes seconds to import).
     check_request(FLAGS.do_train, FLAGS.do_eval, False, FLAGS.output_dir)
     if not FLAGS.do_train:
-        refuse_flags_that_cannot_act({"dropout": "only training uses dropout, and "
-                                                 "--do_train is not given"})
+        refuse_flags_that_cannot_act({name: "only training uses dropout, and --do_train is "
+                                            "not given" for name in ("dropout",
+                                                                     "dropout_from_step")})
     if FLAGS.deterministic_input:
         refuse_flags_that_cannot_act({"shuffle_buffer_size": "--deterministic_input reads the "
                                                              "records in file order, unshuffled"})
@@ -152,6 +156,11 @@ def main(argv):
         log("note: no --vocab_file: --output_dir will hold no vocab.txt; give the "
             "vocabulary the records were made with to make it a whole model directory")
     common_flags.check_max_seq_length(files.config)
+    dropout = ({FLAGS.dropout} if FLAGS.dropout is not None else
+               {files.config.hidden_dropout_prob, files.config.attention_probs_dropout_prob})
+    if dropout == {0}:
+        refuse_flags_that_cannot_act({"dropout_from_step": "the model trains without dropout "
+                                                           "(its config's, or --dropout=0)"})
     if FLAGS.do_train:
         directory.check_output_dir(FLAGS.output_dir, files.config, files.vocab_file)
     mask_id, vocab_size = masking_vocabulary(files.vocab_file)

@@ -121,7 +121,8 @@ THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THR
               "TF_NUM_INTEROP_THREADS": str(THREADS), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 # A recipe of ours: extra flags of create_pretraining_data and of run_pretraining. New recipes
-# plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup6}` by 6% of the steps.
+# plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup6}` by 6% of the steps,
+# `{third}` by a third of them.
 # Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
 # takes the optimizer, warmup and shuffle buffer from it: each variant changes one or two.
 EFFICIENT = ["--recipe=efficient"]
@@ -157,6 +158,9 @@ RECIPES = {
                             about="efficient with AdamWeightDecay (no bias correction)"),
     "efficient-nodropout": dict(create=EFFICIENT, train=["--dropout=0"],
                                 about="efficient, dropout off while pretraining (Cramming)"),
+    "efficient-latedropout": dict(create=EFFICIENT, train=["--dropout_from_step={third}"],
+                                  about="efficient, dropout off for the first third of the "
+                                        "steps (late dropout)"),
 }
 DEFAULT_RECIPES = "efficient,original:adam:1e-3"
 
@@ -702,7 +706,7 @@ def train_line(args, run, records, output_dir, steps, save_every, seed):
     if not is_efficient(recipe):
         line.append(f"--num_warmup_steps={warmup(steps)}")
     line += [f.replace("{vocab}", str(VOCAB)).replace("{warmup6}", str(warmup(steps, 0.06)))
-             for f in recipe["train"]]
+             .replace("{third}", str(steps // 3)) for f in recipe["train"]]
     if run.optimizer:
         line.append(f"--optimizer={run.optimizer}")
     return line

@@ -138,9 +138,13 @@ class Dropout(keras.layers.Dropout):
     (BERT-Base pretraining has 3 dropouts per layer, ~3M elements each per batch of 8 x 128).
     """
 
+    # False: a training call drops nothing and draws no random bits (`set_dropout`), read
+    # when a step is traced.
+    enabled = True
+
     def draws(self):
         """Whether a training call draws random bits (a seed from the seed generator)."""
-        return 0 < self.rate < 1 and self.noise_shape is None
+        return self.enabled and 0 < self.rate < 1 and self.noise_shape is None
 
     def next_seed(self):
         """The stateless seed of the next training call (advancing the seed generator): to
@@ -152,7 +156,7 @@ class Dropout(keras.layers.Dropout):
 
     def call(self, inputs, training=False, seed=None):
         """`seed`: the mask's seed, drawn beforehand by `next_seed` (None: drawn now)."""
-        if not training or self.rate == 0:
+        if not training or self.rate == 0 or not self.enabled:
             return inputs
         if not self.draws():
             return super().call(inputs, training=training)
@@ -167,6 +171,14 @@ class Dropout(keras.layers.Dropout):
                             tf.zeros_like(kept))
         return dropout_with_bits(inputs, bits, tf.constant(threshold, tf.uint16),
                                   tf.constant(scale, tf.float32))
+
+
+def set_dropout(model, enabled):
+    """Turns every dropout layer of `model` off (`enabled` False: training steps traced from now
+    on drop nothing, and the layers' seed states stay where they are) or back on at its rate."""
+    for layer in model._flatten_layers():
+        if isinstance(layer, Dropout):
+            layer.enabled = enabled
 
 
 class LayerNorm(keras.layers.LayerNormalization):

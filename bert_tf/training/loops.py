@@ -42,6 +42,7 @@ import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
 from bert_tf.model.checkpoints import naming_damaged_checkpoint
+from bert_tf.model.layers import set_dropout
 from bert_tf.progress import Progress
 from bert_tf.training import optimization
 from bert_tf.training.checkpoint_files import (CHECKPOINT_NAME, remove_dead_checkpoint_writes,
@@ -328,9 +329,11 @@ def _steps_to_run(settings, step):
     def distance_to_multiple(every):
         return every - step % every if every and every > 0 else math.inf
 
+    to_dropout = (settings.dropout_from_step - step if step < settings.dropout_from_step
+                  else math.inf)
     return int(min(settings.iterations_per_loop, settings.num_train_steps - step,
                    distance_to_multiple(settings.save_checkpoints_steps),
-                   distance_to_multiple(settings.log_steps)))
+                   distance_to_multiple(settings.log_steps), to_dropout))
 
 
 def _check_finite(optimizer, scaled, step, steps_run, last_loss, latest):
@@ -364,7 +367,8 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
 
     `settings`: the run's RunSettings (bert_tf.training.settings; output_dir, num_train_steps,
     train_batch_size, iterations_per_loop, save_checkpoints_steps, keep_checkpoint_max,
-    log_steps, gradient_accumulation_steps, jit_compile). `model` and `optimizer` must have been
+    log_steps, gradient_accumulation_steps, jit_compile, dropout_from_step: the model's dropout
+    layers drop nothing before that step). `model` and `optimizer` must have been
     created under `strategy.scope()`. `dataset_fn(ctx)` returns per-replica batches of
     train_batch_size / replicas examples. If output_dir has a checkpoint (ours, or one
     `task.restore_foreign` continues), training resumes from it; otherwise `init_fn()` (if
@@ -402,9 +406,19 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
     if should_stop is not None and should_stop():
         return {}
     names, units = tuple(task.train_metric_names), tuple(task.throughput_units)
-    replica_step = make_replica_train_step(model, optimizer, task,
-                                           settings.gradient_accumulation_steps, settings.jit_compile)
-    train_loop = make_train_loop(strategy, replica_step, names + units, optimizer)
+
+    def traced_train_loop(dropout):
+        # A new function, traced with the model's dropout layers as they are now.
+        set_dropout(model, dropout)
+        replica_step = make_replica_train_step(model, optimizer, task,
+                                               settings.gradient_accumulation_steps,
+                                               settings.jit_compile)
+        return make_train_loop(strategy, replica_step, names + units, optimizer)
+
+    dropout = step >= settings.dropout_from_step
+    if not dropout:
+        log(f"dropout off until step {settings.dropout_from_step} (--dropout_from_step)")
+    train_loop = traced_train_loop(dropout)
     if restored and deterministic_input:
         dataset_fn = _skipping_steps(dataset_fn, step + skipped)
     iterator = input_iterator(strategy, dataset_fn)
@@ -415,6 +429,10 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
 
     last_metrics, scale_report = {}, {}
     while step < settings.num_train_steps:
+        if not dropout and step >= settings.dropout_from_step:
+            dropout = True
+            log(f"dropout on from step {step}")
+            train_loop = traced_train_loop(dropout)
         start = time.monotonic()
         steps_run, totals, last_loss, applied = train_loop(
             iterator, tf.constant(_steps_to_run(settings, step)))
@@ -446,6 +464,7 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
                 on_checkpoint(step)
             if should_stop is not None and should_stop():
                 break
+    set_dropout(model, True)
     writer.flush()
     progress.summary(**last_metrics, **scale_report)
     if not chief:

@@ -51,6 +51,9 @@ class RunSettings:
     keep_checkpoint_max: int = 5
     log_steps: int = 100
     gradient_accumulation_steps: int = 1
+    # Late dropout: the model's dropout layers are off before this step, on from it (0: on
+    # throughout).
+    dropout_from_step: int = 0
     eval_during_training: bool = False
     # With eval during training (bert_tf.training.best_checkpoint): keep the checkpoint of the
     # best dev value of `best_metric` (None: the task's main metric) in output_dir/best and
@@ -97,6 +100,12 @@ class RunSettings:
                 raise argument_error(name, "must be positive")
         if self.num_warmup_steps < 0:
             raise argument_error("num_warmup_steps", "must be >= 0")
+        if self.dropout_from_step < 0:
+            raise argument_error("dropout_from_step", "must be >= 0")
+        if self.do_train and steps_known and self.dropout_from_step >= self.num_train_steps > 0:
+            raise argument_error("dropout_from_step", f"cannot act: dropout would not turn on "
+                                 f"before {arg('num_train_steps')}={self.num_train_steps} "
+                                 f"(for no dropout at all: {arg('dropout')}=0)")
         if self.train_batch_size % self.gradient_accumulation_steps:
             raise argument_error("gradient_accumulation_steps", f"must divide "
                                  f"{arg('train_batch_size')}={self.train_batch_size}")

@@ -134,6 +134,53 @@ def test_gradient_accumulation_gives_the_same_steps(tmp_path, records):
     np.testing.assert_allclose(accumulated, whole, rtol=1e-5)
 
 
+def train_with_dropout(model_dir, paths, dropout, weights=None, dropout_from_step=0,
+                       stop_at=None, resuming=False, steps=8):
+    """The tiny pretrainer with `dropout` (hidden and attention), from `weights` or resumed from
+    model_dir, trained in file order on a schedule of `steps` until `stop_at` (None: the end);
+    returns its trainable weights and its per-step losses."""
+    keras.utils.set_random_seed(0)  # the dropout layers' seed states
+    strategy = distribution.create_strategy("one_device")
+    with strategy.scope():
+        model = BertPretrainer(BertConfig.from_dict(dict(
+            fx.TINY_CONFIG, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)))
+        optimizer = optimization.create_optimizer(2e-3, steps, 2, "adam")
+    settings = RunSettings(output_dir=str(model_dir), do_train=True, num_train_steps=steps,
+                           train_batch_size=4, iterations_per_loop=10, log_steps=1,
+                           save_checkpoints_steps=stop_at or steps,
+                           dropout_from_step=dropout_from_step)
+    data = input_pipeline.dataset_fn(paths, SPEC, 4, shuffle=False)
+    init = weights and (lambda: [v.assign(w) for v, w in zip(model.trainable_variables, weights)])
+    loops.train(strategy, model, optimizer, PretrainingTask(), data, settings, init_fn=init,
+                log=lambda message: None, deterministic_input=resuming,
+                should_stop=stop_at and (lambda: loops.global_step(optimizer) >= stop_at))
+    return [v.numpy() for v in model.trainable_variables], fx.loss_curve(model_dir)
+
+
+def test_late_dropout_is_a_run_without_dropout_continued_with_it(tmp_path, records):
+    """dropout_from_step=3 in one run = the same schedule trained with dropout 0 and stopped at
+    step 3, then resumed from that checkpoint by the model with dropout (run_pretraining
+    --dropout=0 stopped, then resumed without it, as docs/pretraining_benchmarks.md did by
+    hand); its first 3 steps are a run without dropout's, and dropout acts from step 4."""
+    keras.utils.set_random_seed(0)
+    start = [v.numpy() for v in BertPretrainer(BertConfig.from_dict(fx.TINY_CONFIG))
+             .trainable_variables]
+    late, late_curve = train_with_dropout(tmp_path / "late", records, 0.1, start,
+                                          dropout_from_step=3)
+    train_with_dropout(tmp_path / "by_hand", records, 0.0, start, stop_at=3)
+    by_hand, by_hand_curve = train_with_dropout(tmp_path / "by_hand", records, 0.1,
+                                                resuming=True)
+    _, off_curve = train_with_dropout(tmp_path / "off", records, 0.0, start)
+    _, on_curve = train_with_dropout(tmp_path / "on", records, 0.1, start)
+    assert len(late_curve) == len(by_hand_curve) == 8
+    np.testing.assert_allclose(late_curve, by_hand_curve, rtol=1e-6)
+    for ours, theirs in zip(late, by_hand):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(late_curve[:3], off_curve[:3], rtol=1e-6)
+    assert not np.allclose(late_curve[3:], off_curve[3:], rtol=1e-3)
+    assert not np.allclose(late_curve[:3], on_curve[:3], rtol=1e-3)
+
+
 def test_non_finite_loss_stops_naming_the_step(tmp_path):
     examples = fx.make_examples(16, seed=4)
     examples[9]["masked_lm_weights"][0] = np.nan  # in the 3rd batch of 4
