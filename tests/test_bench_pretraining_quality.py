@@ -129,6 +129,7 @@ def test_ours_command_lines(bench, tmp_path):
             == "100")
     assert "dropout" not in efficient  # the config's
     assert line("efficient-nodropout")["dropout"] == "0"
+    assert line("efficient-latedropout")["dropout_from_step"] == "33"  # a third of 100
     assert "num_warmup_steps" not in line("efficient-adamw")
     assert line("efficient-adamw")["optimizer"] == "adamw"
     assert line("efficient:adam")["optimizer"] == "adam"

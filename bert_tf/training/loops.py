@@ -417,7 +417,7 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
 
     dropout = step >= settings.dropout_from_step
     if not dropout:
-        log(f"dropout off until step {settings.dropout_from_step} (--dropout_from_step)")
+        log(f"dropout off until step {settings.dropout_from_step}")
     train_loop = traced_train_loop(dropout)
     if restored and deterministic_input:
         dataset_fn = _skipping_steps(dataset_fn, step + skipped)

@@ -714,7 +714,8 @@ def test_command_line_refuses_bad_masking_flags(files, tmp_path):
 def test_a_flag_that_cannot_act_on_the_records_is_refused(files, tmp_path):
     """--masked_lm_prob on records with static masks (which hold their own rate),
     --do_lower_case without a vocabulary to record it with, --shuffle_buffer_size with unshuffled
-    input, an objective the records cannot train, and --dropout without training: one error line
+    input, an objective the records cannot train, --dropout without training, and
+    --dropout_from_step without dropout or past the last step: one error line
     naming the flag and the file, exit 2, before any step, and no --output_dir created."""
     base = dict(bert_config_file=files["config"], output_dir=tmp_path / "out", do_train=True,
                 max_seq_length=fx.SEQ_LENGTH, max_predictions_per_seq=fx.MAX_PREDICTIONS)
@@ -737,3 +738,11 @@ def test_a_flag_that_cannot_act_on_the_records_is_refused(files, tmp_path):
                                                do_eval=True, dropout=0),
                    "error: --dropout: cannot act: only training uses dropout, and --do_train "
                    "is not given", tmp_path)
+    assert_refused("run.run_pretraining", dict(base, input_file=files["static"],
+                                               dropout_from_step=2),
+                   "error: --dropout_from_step: cannot act: the model trains without dropout "
+                   "(its config's, or --dropout=0)", tmp_path)
+    assert_refused("run.run_pretraining", dict(base, input_file=files["static"], dropout=0.1,
+                                               num_train_steps=4, dropout_from_step=4),
+                   "error: --dropout_from_step: cannot act: dropout would not turn on before "
+                   "--num_train_steps=4 (for no dropout at all: --dropout=0)", tmp_path)
