@@ -142,7 +142,8 @@ _POSITIVE_INTEGERS = (
 _NON_NEGATIVE_NUMBERS = (
     "num_gpus", "num_train_steps", "num_warmup_steps", "num_train_epochs", "finetune_epochs",
     "weight_decay_rate", "max_query_length", "num_unused", "seed", "random_seed",
-    "progress_interval", "early_stopping_patience", "early_stopping_threshold")
+    "progress_interval", "early_stopping_patience", "early_stopping_threshold",
+    "dropout_from_step")
 _POSITIVE_NUMBERS = ("learning_rate",)
 _AT_LEAST_ONE = ("initial_loss_scale",)
 _PROPORTIONS = ("warmup_proportion", "short_seq_prob")
