@@ -428,43 +428,45 @@ def train(strategy, model, optimizer, task, dataset_fn, settings, init_fn=None, 
                         secondary_unit=units or "examples", interval=30.0, start=step)
 
     last_metrics, scale_report = {}, {}
-    while step < settings.num_train_steps:
-        if not dropout and step >= settings.dropout_from_step:
-            dropout = True
-            log(f"dropout on from step {step}")
-            train_loop = traced_train_loop(dropout)
-        start = time.monotonic()
-        steps_run, totals, last_loss, applied = train_loop(
-            iterator, tf.constant(_steps_to_run(settings, step)))
-        steps_run, applied = int(steps_run), int(applied)
-        elapsed = time.monotonic() - start
-        _check_finite(optimizer, scaled, step, steps_run, last_loss, saved.latest)
-        previous_step = step
-        step = global_step(optimizer)
-        skipped += steps_run - applied
-        if applied:
-            last_metrics = {n: float(totals[n]) / applied for n in names}
-        if scaled:
-            scale_report = {"loss_scale": _loss_scale(optimizer), "skipped_steps": skipped}
-        _write_summaries(writer, step, optimizer,
-                         dict(last_metrics if applied else {}, **scale_report), steps_run,
-                         elapsed, settings.train_batch_size)
-        if step == previous_step:  # every step skipped (float16): nothing to log or save
-            continue
-        at_log = bool(settings.log_steps) and step % settings.log_steps == 0
-        progress.update(step - previous_step,
-                        secondary=(tuple(float(totals[unit]) for unit in units) if units
-                                   else steps_run * settings.train_batch_size),
-                        force=at_log or step >= settings.num_train_steps, **last_metrics,
-                        **scale_report)
-        if (settings.save_checkpoints_steps and step % settings.save_checkpoints_steps == 0
-                or step >= settings.num_train_steps):
-            saved.save(step, skipped)
-            if on_checkpoint is not None:
-                on_checkpoint(step)
-            if should_stop is not None and should_stop():
-                break
-    set_dropout(model, True)
+    try:
+        while step < settings.num_train_steps:
+            if not dropout and step >= settings.dropout_from_step:
+                dropout = True
+                log(f"dropout on from step {step}")
+                train_loop = traced_train_loop(dropout)
+            start = time.monotonic()
+            steps_run, totals, last_loss, applied = train_loop(
+                iterator, tf.constant(_steps_to_run(settings, step)))
+            steps_run, applied = int(steps_run), int(applied)
+            elapsed = time.monotonic() - start
+            _check_finite(optimizer, scaled, step, steps_run, last_loss, saved.latest)
+            previous_step = step
+            step = global_step(optimizer)
+            skipped += steps_run - applied
+            if applied:
+                last_metrics = {n: float(totals[n]) / applied for n in names}
+            if scaled:
+                scale_report = {"loss_scale": _loss_scale(optimizer), "skipped_steps": skipped}
+            _write_summaries(writer, step, optimizer,
+                             dict(last_metrics if applied else {}, **scale_report), steps_run,
+                             elapsed, settings.train_batch_size)
+            if step == previous_step:  # every step skipped (float16): nothing to log or save
+                continue
+            at_log = bool(settings.log_steps) and step % settings.log_steps == 0
+            progress.update(step - previous_step,
+                            secondary=(tuple(float(totals[unit]) for unit in units) if units
+                                       else steps_run * settings.train_batch_size),
+                            force=at_log or step >= settings.num_train_steps, **last_metrics,
+                            **scale_report)
+            if (settings.save_checkpoints_steps and step % settings.save_checkpoints_steps == 0
+                    or step >= settings.num_train_steps):
+                saved.save(step, skipped)
+                if on_checkpoint is not None:
+                    on_checkpoint(step)
+                if should_stop is not None and should_stop():
+                    break
+    finally:  # the layers as built, also when training stops on an error
+        set_dropout(model, True)
     writer.flush()
     progress.summary(**last_metrics, **scale_report)
     if not chief:

@@ -104,8 +104,7 @@ class RunSettings:
             raise argument_error("dropout_from_step", "must be >= 0")
         if self.do_train and steps_known and self.dropout_from_step >= self.num_train_steps > 0:
             raise argument_error("dropout_from_step", f"cannot act: dropout would not turn on "
-                                 f"before {arg('num_train_steps')}={self.num_train_steps} "
-                                 f"(for no dropout at all: {arg('dropout')}=0)")
+                                 f"before {arg('num_train_steps')}={self.num_train_steps}")
         if self.train_batch_size % self.gradient_accumulation_steps:
             raise argument_error("gradient_accumulation_steps", f"must divide "
                                  f"{arg('train_batch_size')}={self.train_batch_size}")

@@ -179,6 +179,10 @@ def test_late_dropout_is_a_run_without_dropout_continued_with_it(tmp_path, recor
     np.testing.assert_allclose(late_curve[:3], off_curve[:3], rtol=1e-6)
     assert not np.allclose(late_curve[3:], off_curve[3:], rtol=1e-3)
     assert not np.allclose(late_curve[:3], on_curve[:3], rtol=1e-3)
+    # (Log lines every step above; with fewer, a loop call still ends at the switch.)
+    settings = RunSettings(output_dir=str(tmp_path), num_train_steps=8, iterations_per_loop=10,
+                           log_steps=100, save_checkpoints_steps=100, dropout_from_step=3)
+    assert [loops._steps_to_run(settings, step) for step in (0, 2, 3)] == [3, 1, 5]
 
 
 def test_non_finite_loss_stops_naming_the_step(tmp_path):
