@@ -156,11 +156,6 @@ def main(argv):
         log("note: no --vocab_file: --output_dir will hold no vocab.txt; give the "
             "vocabulary the records were made with to make it a whole model directory")
     common_flags.check_max_seq_length(files.config)
-    dropout = ({FLAGS.dropout} if FLAGS.dropout is not None else
-               {files.config.hidden_dropout_prob, files.config.attention_probs_dropout_prob})
-    if dropout == {0}:
-        refuse_flags_that_cannot_act({"dropout_from_step": "the model trains without dropout "
-                                                           "(its config's, or --dropout=0)"})
     if FLAGS.do_train:
         directory.check_output_dir(FLAGS.output_dir, files.config, files.vocab_file)
     mask_id, vocab_size = masking_vocabulary(files.vocab_file)
@@ -173,6 +168,10 @@ def main(argv):
         deterministic_input=FLAGS.deterministic_input, objective=FLAGS.objective,
         masked_lm_prob=FLAGS.masked_lm_prob, mask_id=mask_id, vocab_size_for_masking=vocab_size,
         dropout=FLAGS.dropout))
+    trained = task.training_bert_config()
+    if trained.hidden_dropout_prob == trained.attention_probs_dropout_prob == 0:
+        refuse_flags_that_cannot_act({"dropout_from_step": "the model trains without dropout "
+                                                           "(its config's, or --dropout=0)"})
     if records.manifest is not None:
         from bert_tf.data.pretraining.manifest import check_layout
         check_layout(records, task.detect_layout(input_files), input_files[0])

@@ -355,12 +355,16 @@ class PretrainingTask(Task):
                              f"continue it with {arg('optimizer')}=adamw, or pass it as "
                              f"{arg('init_checkpoint')} with a new {arg('output_dir')}")
 
-    def build_model(self):
+    def training_bert_config(self):
+        """The BertConfig the model trains with: bert_config with `dropout` where given."""
         config, dropout = self.config.bert_config, self.config.dropout
         if dropout is not None:
             config = config.replace(hidden_dropout_prob=dropout,
                                     attention_probs_dropout_prob=dropout)
-        return BertPretrainer(config, next_sentence=self.next_sentence)
+        return config
+
+    def build_model(self):
+        return BertPretrainer(self.training_bert_config(), next_sentence=self.next_sentence)
 
     def export_description(self):
         """Objective "mlm" is recorded (its model has no next-sentence head); the original's
