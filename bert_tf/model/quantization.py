@@ -3,7 +3,7 @@
 `quantize(model)` turns the model's transformer dense layers into int8 ones (each layer's
 `quantize("int8")`, Keras 3's method name: `bert_tf.model.layers.Dense` and the QKV projection
 of `BertSelfAttention`). Such a layer keeps its kernel as int8 with one float32 scale per output
-unit (symmetric, round(kernel / scale), scale = max |kernel column| / 127) and, when called,
+unit (symmetric, round(kernel / scale), scale = max |kernel column| / 64) and, when called,
 quantizes its input to uint8 over the tensor's [min, max] (zero included; computed on the fly:
 "dynamic" quantization with a zero point, as ONNX Runtime's quantize_dynamic does), then
 multiplies uint8 by int8 and dequantizes in one oneDNN kernel with the bias (and GELU) fused
@@ -45,13 +45,23 @@ def available():
     return op_def_registry.get(OP) is not None
 
 
+# The kernel's int8 values are in [-64, 64]. On a CPU without VNNI (AVX2, AVX-512 before
+# Cascade Lake, AMD before Zen 4) oneDNN multiplies uint8 by int8 with vpmaddubsw, which adds
+# each pair of products in int16 and saturates: two inputs of 255 times two weights of 127 are
+# 64,770 > 32,767 (oneDNN's "Nuances of int8 Computations"; measured on an AMD Zen 3: 13% of a
+# layer's output spread off). 2 * 255 * 64 = 32,640 fits, so the product is the exact integer
+# one on every x86 CPU and the export serves the same numbers everywhere, at the cost of a
+# kernel step twice as coarse (ONNX Runtime's `reduce_range` does the same).
+KERNEL_LEVELS = 64
+
+
 def quantize_kernel(kernel):
     """(int8 kernel [in, units], float32 scale [units], float32 column sums [units] of the
-    dequantized kernel): symmetric per output unit, the int8 values in [-127, 127] (oneDNN's
-    narrow range)."""
+    dequantized kernel): symmetric per output unit, the int8 values in [-KERNEL_LEVELS,
+    KERNEL_LEVELS]."""
     kernel = np.asarray(kernel, np.float32)
-    scale = (np.maximum(np.abs(kernel).max(axis=0), 1e-12) / 127.0).astype(np.float32)
-    values = np.clip(np.round(kernel / scale), -127, 127).astype(np.int8)
+    scale = (np.maximum(np.abs(kernel).max(axis=0), 1e-12) / KERNEL_LEVELS).astype(np.float32)
+    values = np.clip(np.round(kernel / scale), -KERNEL_LEVELS, KERNEL_LEVELS).astype(np.int8)
     return values, scale, (values.astype(np.float32) * scale).sum(axis=0)
 
 
@@ -74,8 +84,9 @@ def _attr(value):
 
 def _quantized_matmul(x_uint8, x_high, kernel, scale, bias, fused_activation):
     """dequantize(x_uint8 @ kernel) + bias (+ activation) as one `_QuantizedMatMul` node: x is
-    quint8 over [0, x_high], kernel qint8 with per-unit ranges [-127 s, 127 s]; the bias is
-    computed per call (not cached as a constant by oneDNN)."""
+    quint8 over [0, x_high], kernel qint8 with per-unit step s (the range [-127 s, 127 s] in
+    the op's SCALED mode); the bias is computed per call (not cached as a constant by
+    oneDNN)."""
     ranges = scale * 127.0
     fused_ops = ["BiasAdd"] + ([fused_activation] if fused_activation else []) + ["Dequantize"]
     inputs = [x_uint8, kernel, bias, tf.zeros_like(x_high), x_high, -ranges, ranges]

@@ -1,14 +1,16 @@
 """int8 serving (bert_tf.model.quantization, export --quantization=int8) against float32.
 
-Oracles: numpy's float32 matmul for one quantized dense layer (the error bound that int8
-weights and inputs allow); and, end to end, the float32 SavedModel of the same weights on real
+Oracles: numpy's float64 product for one quantized dense layer whose inputs and kernel are
+already on their integer grids (exact on every x86 CPU, VNNI or not); numpy's float32 matmul
+for one quantized dense layer (the error bound that int8 weights and inputs allow); and, end
+to end, the float32 SavedModel of the same weights on real
 GLUE dev text: the all-MiniLM-L6-v2 encoder with a linear head fitted to 512 SST-2 training
 sentences (logistic regression on the pooled outputs, scikit-learn), so that its decisions
 mean something (64% on SST-2 dev: the untrained pooler of a sentence-embedding model; the
 probe's weights make it sensitive, which is the point). The int8 export's probabilities stay
-within 0.2 of float32's (measured: at most 0.12, 0.03 on average), its argmax is the same
+within 0.2 of float32's (measured: at most 0.16, 0.03 on average), its argmax is the same
 wherever float32's two probabilities are more than 0.25 apart (measured: the flips are within
-0.23), and its accuracy on the sample is within 2 points of float32's (measured: -0.8). The
+0.19), and its accuracy on the sample is within 2 points of float32's (measured: +1.2). The
 accuracy of int8 after fine-tuning, on the whole MRPC and SST-2 dev sets, is measured by
 bench/serving/int8_accuracy.py (docs/export.md). Bad flag values are one error line each."""
 import os
@@ -37,34 +39,65 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
         layer.quantize("int8")
         assert layer.kernel_int8.dtype == "int8" and not hasattr(layer, "kernel")
         np.testing.assert_allclose(layer.kernel_int8.numpy() * layer.kernel_scale.numpy(),
-                                   kernel, atol=float(np.abs(kernel).max()) / 254 + 1e-7)
+                                   kernel, atol=float(np.abs(kernel).max()) / 128 + 1e-7)
         got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()  # in a graph, as served
         eager = layer(x).numpy()
-        # uint8 inputs over [min, max] and int8 weights: about 1% of the output's spread.
+        # uint8 inputs over [min, max] and weights in [-64, 64] steps: 1.1-2.3% of the
+        # output's spread (measured, 3 seeds; the most after tanh).
         spread = float(np.abs(expected).max())
-        assert np.abs(got - expected).max() < 0.02 * spread, activation
+        assert np.abs(got - expected).max() < 0.03 * spread, activation
         np.testing.assert_allclose(eager, got, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="already quantized"):
         layer.quantize("int8")
     # The feed-forward output's input is a GELU's output, in [-0.17, large): uint8 over its
-    # [min, max] spends every level on it (measured: under 1.0% of the spread for 3 seeds),
-    # where a symmetric int8 input (max |x| / 127) spends half on negatives (1.2-1.5%).
+    # [min, max] spends every level on it (measured: 1.2-1.3% of the spread for 3 seeds),
+    # where a symmetric int8 input (max |x| / 127) spends half on negatives (1.5-1.7%).
     x = tf.nn.gelu(rng.normal(0, 2, (37, 1536)).astype(np.float32), approximate=False)
     layer = Dense(384, 1536)
     layer.build()
     expected = layer(x).numpy()
     layer.quantize("int8")
     got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()
-    assert np.abs(got - expected).max() < 0.011 * float(np.abs(expected).max())
+    assert np.abs(got - expected).max() < 0.014 * float(np.abs(expected).max())
     other = Dense(4, 4)
     other.build()
     with pytest.raises(NotImplementedError, match="int8 only"):
         other.quantize("int4")
 
 
+def test_the_int8_product_is_exact_on_every_cpu():
+    """Inputs already on the uint8 grid (integers 0..255, 0 and 255 present) and a kernel on
+    its int8 grid (integer multiples of each unit's step, the largest 64 steps): nothing is
+    rounded, so the layer's output is numpy's float64 product, to float32 rounding. The worst
+    case included: rows of 255 against columns of +-64 steps, which a kernel of [-127, 127]
+    steps saturates on a CPU without VNNI (int16 pair sums; see bert_tf.model.quantization)."""
+    from bert_tf.model.layers import Dense
+
+    levels = quantization.KERNEL_LEVELS
+    assert 2 * 255 * levels <= 2 ** 15 - 1
+    rng = np.random.RandomState(0)
+    x = rng.randint(0, 256, (37, 384)).astype(np.float32)
+    x[0, :2] = 0, 255
+    x[1:5] = 255
+    steps = rng.randint(-levels, levels + 1, (384, 96))
+    steps[0] = levels * np.where(np.arange(96) % 2, -1, 1)  # every unit's largest |step|
+    steps[:, :4] = np.array([1, -1, 1, -1]) * levels
+    scale = rng.uniform(1e-3, 1e-2, 96)
+    kernel = (steps * scale).astype(np.float32)
+    layer = Dense(96, 384)
+    layer.build()
+    layer.kernel.assign(kernel)
+    layer.bias.assign(rng.normal(0, 0.1, 96).astype(np.float32))
+    expected = x.astype(np.float64) @ kernel.astype(np.float64) + layer.bias.numpy()
+    layer.quantize("int8")
+    np.testing.assert_array_equal(layer.kernel_int8.numpy(), steps)
+    got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+
+
 def test_each_output_unit_has_its_own_scale():
     """A kernel whose columns differ in size by up to 1000x (column j times
-    10^(j % 4)): each unit's scale is max |its column| / 127, so every column, the small ones
+    10^(j % 4)): each unit's scale is max |its column| / 64, so every column, the small ones
     included, comes back within half a step of its own scale and every output unit within
     int8 error of its own spread (one scale for the whole tensor rounds the small columns to
     0 or +-1 steps). For the Dense layer and the attention's QKV projection."""
@@ -82,16 +115,17 @@ def test_each_output_unit_has_its_own_scale():
         x = rng.normal(0, 1, (37, shape[0])).astype(np.float32)
         expected = x @ kernel
         layer.quantize("int8")
-        np.testing.assert_allclose(layer.kernel_scale.numpy(), column_max / 127, rtol=1e-6)
+        np.testing.assert_allclose(layer.kernel_scale.numpy(), column_max / 64, rtol=1e-6)
         error = np.abs(layer.kernel_int8.numpy() * layer.kernel_scale.numpy() - kernel)
-        assert (error.max(axis=0) <= column_max / 254 * (1 + 1e-5)).all(), name
+        assert (error.max(axis=0) <= column_max / 128 * (1 + 1e-5)).all(), name
         if isinstance(layer, Dense):
             got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()
         else:
             got = tf.function(lambda x: layer._project(x), autograph=False)(x).numpy()
-        # uint8 inputs over [min, max] and int8 weights: about 1% of each unit's spread.
+        # uint8 inputs over [min, max] and weights in [-64, 64] steps: 1-3% of each unit's
+        # spread (measured: median 1.1-1.5%, at most 3.0%).
         unit_error = np.abs(got - expected).max(axis=0) / np.abs(expected).max(axis=0)
-        assert unit_error.max() < 0.02, (name, unit_error.max(), unit_error.argmax())
+        assert unit_error.max() < 0.04, (name, unit_error.max(), unit_error.argmax())
 
 
 @pytest.fixture(scope="module")

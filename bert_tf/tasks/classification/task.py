@@ -238,8 +238,9 @@ class ClassificationTask(Task):
     def per_example(self, outputs):
         """Eval or predict outputs of windows -> of examples: the logits combined
         (`combine_windows`), then the loss, prediction and probabilities of the combined
-        logits, by the ops of one window's; each example's label and is_real_example from its
-        first window. Outputs without windows are returned as they are."""
+        logits, by the ops of one window's (an example in one window keeps its window's
+        probabilities); each example's label and is_real_example from its first window.
+        Outputs without windows are returned as they are."""
         if not self.config.windowed:
             return outputs
         logits, first = combine_windows(outputs["logits"], outputs["example_id"],
@@ -252,7 +253,14 @@ class ClassificationTask(Task):
                 {"label_ids": combined["label"]}, logits).numpy()
             combined["prediction"] = self.predictions(logits).numpy()
         else:
-            combined["probabilities"] = self._predicted_values(logits).numpy()
+            # A softmax's last bit may depend on the shape of the tensor it runs on and on how
+            # its threads split it (measured on an AVX2 CPU: 2 of 90 values), so an example in
+            # one window keeps the probabilities its predict step computed: exactly the output
+            # without windows.
+            windows = np.diff(np.r_[first, len(outputs["example_id"])])
+            combined["probabilities"] = np.where(
+                (windows == 1)[:, None], combined["probabilities"],
+                self._predicted_values(logits).numpy())
         return combined
 
     def eval_results(self, outputs, global_step, batch_size):
@@ -355,11 +363,10 @@ class ClassificationTask(Task):
 
     def predict_outputs(self, batch, outputs):
         per_example = {"is_real_example": tf.cast(batch["is_real_example"], tf.int32)}
+        per_example["probabilities"] = self._predicted_values(outputs["logits"])
         if self.config.windowed:  # combined per example on the host (`per_example`)
             per_example.update(logits=tf.cast(outputs["logits"], tf.float32),
                                example_id=batch["example_id"])
-        else:
-            per_example["probabilities"] = self._predicted_values(outputs["logits"])
         return per_example
 
     def write_predictions(self, outputs, output_dir):
