@@ -26,8 +26,11 @@ pytestmark = pytest.mark.skipif(not quantization.available(),
 
 
 def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
+    import keras
+
     from bert_tf.model.layers import Dense
 
+    keras.utils.set_random_seed(0)  # the kernels' initialisation
     rng = np.random.RandomState(0)
     x = rng.normal(0, 1, (37, 384)).astype(np.float32)
     for activation in (None, "gelu", "gelu_exact", "tanh"):
@@ -42,23 +45,23 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
                                    kernel, atol=float(np.abs(kernel).max()) / 128 + 1e-7)
         got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()  # in a graph, as served
         eager = layer(x).numpy()
-        # uint8 inputs over [min, max] and weights in [-64, 64] steps: 1.1-2.3% of the
-        # output's spread (measured, 3 seeds; the most after tanh).
+        # uint8 inputs over [min, max] and weights in [-64, 64] steps: 1.0-2.4% of the
+        # output's spread (measured over 25 seeds; the most after tanh).
         spread = float(np.abs(expected).max())
         assert np.abs(got - expected).max() < 0.03 * spread, activation
         np.testing.assert_allclose(eager, got, rtol=1e-5, atol=1e-5)
     with pytest.raises(ValueError, match="already quantized"):
         layer.quantize("int8")
     # The feed-forward output's input is a GELU's output, in [-0.17, large): uint8 over its
-    # [min, max] spends every level on it (measured: 1.2-1.3% of the spread for 3 seeds),
-    # where a symmetric int8 input (max |x| / 127) spends half on negatives (1.5-1.7%).
+    # [min, max] spends every level on it (measured over 25 seeds: 1.1-1.4% of the spread),
+    # where a symmetric int8 input (max |x| / 127) spends half on negatives (1.5-2.0%).
     x = tf.nn.gelu(rng.normal(0, 2, (37, 1536)).astype(np.float32), approximate=False)
     layer = Dense(384, 1536)
     layer.build()
     expected = layer(x).numpy()
     layer.quantize("int8")
     got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()
-    assert np.abs(got - expected).max() < 0.014 * float(np.abs(expected).max())
+    assert np.abs(got - expected).max() < 0.016 * float(np.abs(expected).max())
     other = Dense(4, 4)
     other.build()
     with pytest.raises(NotImplementedError, match="int8 only"):

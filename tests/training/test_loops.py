@@ -161,7 +161,8 @@ def test_late_dropout_is_a_run_without_dropout_continued_with_it(tmp_path, recor
     """dropout_from_step=3 in one run = the same schedule trained with dropout 0 and stopped at
     step 3, then resumed from that checkpoint by the model with dropout (run_pretraining
     --dropout=0 stopped, then resumed without it, as docs/pretraining_benchmarks.md did by
-    hand); its first 3 steps are a run without dropout's, and dropout acts from step 4."""
+    hand); its first 3 steps are a run without dropout's, and dropout acts from step 4. Stopped
+    at step 2 and resumed, it is the same run."""
     keras.utils.set_random_seed(0)
     start = [v.numpy() for v in BertPretrainer(BertConfig.from_dict(fx.TINY_CONFIG))
              .trainable_variables]
@@ -179,6 +180,13 @@ def test_late_dropout_is_a_run_without_dropout_continued_with_it(tmp_path, recor
     np.testing.assert_allclose(late_curve[:3], off_curve[:3], rtol=1e-6)
     assert not np.allclose(late_curve[3:], off_curve[3:], rtol=1e-3)
     assert not np.allclose(late_curve[:3], on_curve[:3], rtol=1e-3)
+    # Stopped before the switch and resumed: the same run.
+    train_with_dropout(tmp_path / "resumed", records, 0.1, start, dropout_from_step=3, stop_at=2)
+    resumed, resumed_curve = train_with_dropout(tmp_path / "resumed", records, 0.1,
+                                                dropout_from_step=3, resuming=True)
+    np.testing.assert_allclose(resumed_curve, late_curve, rtol=1e-6)
+    for ours, theirs in zip(resumed, late):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-7)
     # (Log lines every step above; with fewer, a loop call still ends at the switch.)
     settings = RunSettings(output_dir=str(tmp_path), num_train_steps=8, iterations_per_loop=10,
                            log_steps=100, save_checkpoints_steps=100, dropout_from_step=3)
