@@ -50,7 +50,7 @@ def available():
 # each pair of products in int16 and saturates: two inputs of 255 times two weights of 127 are
 # 64,770 > 32,767 (oneDNN's "Nuances of int8 Computations"; measured on an AMD Zen 3: 13% of a
 # layer's output spread off). 2 * 255 * 64 = 32,640 fits, so the product is the exact integer
-# one on every x86 CPU and the export serves the same numbers everywhere, at the cost of a
+# one on every x86 CPU (the outputs agree across CPUs up to float32 rounding), at the cost of a
 # kernel step twice as coarse (ONNX Runtime's `reduce_range` does the same).
 KERNEL_LEVELS = 64
 
@@ -84,9 +84,10 @@ def _attr(value):
 
 def _quantized_matmul(x_uint8, x_high, kernel, scale, bias, fused_activation):
     """dequantize(x_uint8 @ kernel) + bias (+ activation) as one `_QuantizedMatMul` node: x is
-    quint8 over [0, x_high], kernel qint8 with per-unit step s (the range [-127 s, 127 s] in
-    the op's SCALED mode); the bias is computed per call (not cached as a constant by
-    oneDNN)."""
+    quint8 over [0, x_high], kernel qint8 with per-unit step s: the op is given the range
+    [-127 s, 127 s] because SCALED qint8 maps q to q * range / 127; the values use
+    [-KERNEL_LEVELS, KERNEL_LEVELS]. The bias is computed per call (not cached as a constant
+    by oneDNN)."""
     ranges = scale * 127.0
     fused_ops = ["BiasAdd"] + ([fused_activation] if fused_activation else []) + ["Dequantize"]
     inputs = [x_uint8, kernel, bias, tf.zeros_like(x_high), x_high, -ranges, ranges]

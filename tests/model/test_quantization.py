@@ -54,7 +54,8 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
         layer.quantize("int8")
     # The feed-forward output's input is a GELU's output, in [-0.17, large): uint8 over its
     # [min, max] spends every level on it (measured over 25 seeds: 1.1-1.4% of the spread),
-    # where a symmetric int8 input (max |x| / 127) spends half on negatives (1.5-2.0%).
+    # where a symmetric int8 input (max |x| / 127) spends half on negatives (1.5-2.0%; here
+    # numpy's product of that input and the same int8 kernel).
     x = tf.nn.gelu(rng.normal(0, 2, (37, 1536)).astype(np.float32), approximate=False)
     layer = Dense(384, 1536)
     layer.build()
@@ -62,6 +63,10 @@ def test_a_quantized_dense_layer_is_the_float_one_within_int8_error():
     layer.quantize("int8")
     got = tf.function(lambda x: layer(x), autograph=False)(x).numpy()
     assert np.abs(got - expected).max() < 0.016 * float(np.abs(expected).max())
+    step = float(np.abs(x).max()) / 127  # the symmetric input, with the same int8 kernel
+    symmetric = (np.round(x.numpy() / step) * step) @ (
+        layer.kernel_int8.numpy() * layer.kernel_scale.numpy().astype(np.float64))
+    assert np.abs(got - expected).max() < np.abs(symmetric + layer.bias.numpy() - expected).max()
     other = Dense(4, 4)
     other.build()
     with pytest.raises(NotImplementedError, match="int8 only"):

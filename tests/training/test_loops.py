@@ -182,8 +182,10 @@ def test_late_dropout_is_a_run_without_dropout_continued_with_it(tmp_path, recor
     assert not np.allclose(late_curve[:3], on_curve[:3], rtol=1e-3)
     # Stopped before the switch and resumed: the same run.
     train_with_dropout(tmp_path / "resumed", records, 0.1, start, dropout_from_step=3, stop_at=2)
+    # (Weights that only a failed restore would train from.)
     resumed, resumed_curve = train_with_dropout(tmp_path / "resumed", records, 0.1,
-                                                dropout_from_step=3, resuming=True)
+                                                [w * 0.5 for w in start], dropout_from_step=3,
+                                                resuming=True)
     np.testing.assert_allclose(resumed_curve, late_curve, rtol=1e-6)
     for ours, theirs in zip(resumed, late):
         np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-7)
