@@ -48,6 +48,11 @@ CONFUSION_MATRIX_FILE = "eval_confusion_matrix.tsv"
 WINDOW_POOLINGS = ("mean", "max")
 
 
+def window_counts(first, num_windows):
+    """The number of windows of each example, from the index of each one's first window."""
+    return np.diff(np.r_[first, num_windows])
+
+
 def combine_windows(values, example_ids, pooling="mean"):
     """Per example, the mean or max over its windows of `values` ([W, ...], windows in record
     order, an example's consecutive): returns (the combined values [E, ...] in float32, the
@@ -61,7 +66,7 @@ def combine_windows(values, example_ids, pooling="mean"):
     if pooling == "max":
         combined = np.maximum.reduceat(values, starts, axis=0)
     else:
-        counts = np.diff(np.r_[starts, len(example_ids)])
+        counts = window_counts(starts, len(example_ids))
         combined = (np.add.reduceat(values, starts, axis=0)
                     / counts.reshape((-1,) + (1,) * (values.ndim - 1)))
     return combined.astype(np.float32), starts
@@ -257,9 +262,9 @@ class ClassificationTask(Task):
             # its threads split it (measured on an AVX2 CPU: 2 of 90 values), so an example in
             # one window keeps the probabilities its predict step computed: exactly the output
             # without windows.
-            windows = np.diff(np.r_[first, len(outputs["example_id"])])
+            single = window_counts(first, len(outputs["example_id"])) == 1
             combined["probabilities"] = np.where(
-                (windows == 1)[:, None], combined["probabilities"],
+                single[:, None], combined["probabilities"],
                 self._predicted_values(logits).numpy())
         return combined
 
