@@ -17,6 +17,7 @@ import sys
 from absl import flags
 
 from bert_tf.errors import InputError, flag_error, name_arguments_as_flags
+from bert_tf.huge_pages import restart_with_huge_pages
 from bert_tf.io_utils import is_temporary_name, split_comma_list
 from bert_tf.tensorflow_start_up import LOG_PREFIX, StderrFiltered
 
@@ -72,9 +73,12 @@ def run_main(main):
     """Runs an absl `main(argv)`; bad input exits with status 2 and a one-line message;
     --help (and --helpfull, ...) exits 0. TensorFlow's start-up banner and INFO lines are not
     shown (`quiet_tensorflow_start_up`). The library's messages name its arguments as this
-    command line's flags (`--name`: `bert_tf.errors.name_arguments_as_flags`)."""
+    command line's flags (`--name`: `bert_tf.errors.name_arguments_as_flags`). It first starts
+    the process again with huge pages for TensorFlow's large buffers, where that helps
+    (`bert_tf.huge_pages`)."""
     from absl import app
 
+    restart_with_huge_pages()
     quiet_tensorflow_start_up()
     _help_of_the_command(main)
 

@@ -83,7 +83,7 @@ TENSORFLOW_FREE = {
 # The layers of bert_tf/, low to high (each entry a module or a package with its modules).
 LAYERS = (
     ("bert_tf", "bert_tf._requirements", "bert_tf.errors", "bert_tf.io_utils", "bert_tf.progress",
-     "bert_tf.tensorflow_start_up"),
+     "bert_tf.tensorflow_start_up", "bert_tf.huge_pages"),
     ("bert_tf.tokenization", "bert_tf.text"),
     ("bert_tf.data",),
     ("bert_tf.model",),
