@@ -65,7 +65,7 @@ def restart_with_huge_pages():
     """Starts this process's command line again with `huge_pages_environment`, if it changes
     anything. Call it first thing in a command line's process (it replaces the process)."""
     environ = huge_pages_environment(sys.argv[1:], os.environ)
-    if environ is None or not getattr(sys, "orig_argv", None):
+    if environ is None:
         return
     sys.stdout.flush()
     sys.stderr.flush()
