@@ -113,7 +113,8 @@ def plot(path, summary, task_names):
     axes[0].set_xlabel("pretraining step")
     axes[1].set_xlabel("pretraining wall time (s)")
     for axis in axes:
-        axis.set_xlim(left=0)
+        # From 0, with room past the last point (matplotlib's margin is of the data's own span).
+        axis.set_xlim(left=0, right=axis.dataLim.x1 * 1.04 if axis.dataLim.x1 > 0 else None)
         axis.set_ylabel("downstream dev score (average: thick; tasks: thin)")
         axis.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
