@@ -15,6 +15,8 @@ import os
 import re
 import sys
 
+from bert_tf.cpu_switch import cpu_switch_from_environment
+
 TUNABLE = "glibc.malloc.hugetlb=1"
 THP_MODE_FILE = "/sys/kernel/mm/transparent_hugepage/enabled"
 
@@ -40,7 +42,7 @@ def _glibc_has_the_tunable():
 def _switched_off(argv, environ):
     """The CPU kernels switch is "off" in the arguments (the last --cpu_kernels wins, as in
     absl) or, without the flag, in the environment."""
-    value = environ.get("BERT_TF_CPU_KERNELS")
+    value = cpu_switch_from_environment(environ)
     for i, arg in enumerate(argv):
         if arg.startswith("--cpu_kernels="):
             value = arg.split("=", 1)[1]

@@ -62,6 +62,8 @@ TENSORFLOW_FREE = {
     "bert_tf.errors": "imported by bert_tf.cli",
     "bert_tf.cli": "imported by every command line before its flags are parsed",
     "bert_tf.io_utils": "imported by bert_tf.cli",
+    "bert_tf.huge_pages": "imported by bert_tf.cli",
+    "bert_tf.cpu_switch": "imported by bert_tf.huge_pages",
     "bert_tf.progress": "create_pretraining_data (no TensorFlow for local files)",
     "bert_tf.tokenization": "create_pretraining_data's default tokenizer",
     "bert_tf.data.pretraining.generate": "create_pretraining_data (no TensorFlow for local files)",
@@ -83,7 +85,7 @@ TENSORFLOW_FREE = {
 # The layers of bert_tf/, low to high (each entry a module or a package with its modules).
 LAYERS = (
     ("bert_tf", "bert_tf._requirements", "bert_tf.errors", "bert_tf.io_utils", "bert_tf.progress",
-     "bert_tf.tensorflow_start_up", "bert_tf.huge_pages"),
+     "bert_tf.tensorflow_start_up", "bert_tf.cpu_switch", "bert_tf.huge_pages"),
     ("bert_tf.tokenization", "bert_tf.text"),
     ("bert_tf.data",),
     ("bert_tf.model",),

@@ -31,13 +31,13 @@ run drops the same elements.
 import contextlib
 import functools
 import math
-import os
 
 import tensorflow as tf
 from tensorflow.python.framework import ops as tf_ops
 
-CPU_KERNELS_MODES = ("auto", "on", "off")
-_cpu_kernels = os.environ.get("BERT_TF_CPU_KERNELS", "auto")
+from bert_tf.cpu_switch import CPU_KERNELS_MODES, CPU_SWITCH_VARIABLE, cpu_switch_from_environment
+
+_cpu_kernels = cpu_switch_from_environment()
 
 
 def set_cpu_kernels(mode):
@@ -57,7 +57,7 @@ def cpu_kernels_mode():
 def cpu_kernels_enabled():
     """Whether the CPU kernels are used now: "auto" means no GPU visible and no TPUStrategy."""
     if _cpu_kernels not in CPU_KERNELS_MODES:
-        raise ValueError(f"BERT_TF_CPU_KERNELS={_cpu_kernels!r} is not one of "
+        raise ValueError(f"{CPU_SWITCH_VARIABLE}={_cpu_kernels!r} is not one of "
                          f"{', '.join(CPU_KERNELS_MODES)}")
     if _cpu_kernels != "auto":
         return _cpu_kernels == "on"
