@@ -203,14 +203,14 @@ def main(argv):
         vocab_size = sum(1 for _ in f)
     with open(config_file, "w", encoding="utf-8") as f:
         json.dump(dict(SMALL_BERT_CONFIG, vocab_size=vocab_size), f, indent=2)
-    # The records' manifest gives the length, masking, vocabulary, casing and recipe. The rate
-    # is below the recipe's 1e-3, at which (with the original's recipe) the 2-layer model's
-    # last layer stopped telling visible tokens apart and the tagger below found no city.
+    # The records' manifest gives the length, masking, vocabulary, casing and recipe, and the
+    # recipe the optimizer, rate, warmup and shuffle buffer: only the files, the model, the
+    # batch and the steps are given here.
     timings["pretrain"] = run_stage(
         "pretrain", f"{RUN_PACKAGE}.run_pretraining", bert_config_file=config_file,
         input_file=records, output_dir=model_dir, do_train=True, do_eval=True,
         train_batch_size=32, eval_batch_size=32, num_train_steps=FLAGS.num_train_steps,
-        learning_rate=5e-4, save_checkpoints_steps=500, iterations_per_loop=100,
+        save_checkpoints_steps=500, iterations_per_loop=100,
         max_eval_steps=20, log_steps=100, seed=FLAGS.seed)
     evaluation = read_key_values(os.path.join(model_dir, "eval_results.txt"))
 
