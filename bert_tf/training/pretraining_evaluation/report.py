@@ -103,13 +103,15 @@ def plot(path, summary, task_names):
                 xy = [(x, entry[name] if name == "average" else statistics.mean(entry[name]))
                       for x, entry in usable if entry.get(name)]
                 if xy:
-                    axis.plot(*zip(*xy), marker="o" if name == "average" else None,
+                    # Tasks marked too: a model with one checkpoint is a point, not a line.
+                    axis.plot(*zip(*xy), marker="o" if name == "average" else ".",
+                              markersize=6 if name == "average" else 3,
                               color=color, linewidth=2 if name == "average" else 0.7,
                               alpha=1 if name == "average" else 0.5,
                               label=model if name == "average" else None)
             if baseline and baseline["average"] is not None:
                 axis.axhline(baseline["average"], color=color, linestyle="--", linewidth=1,
-                             label=f"{model}, random init")
+                             label=f"random init of {model}'s config")
     axes[0].set_xlabel("pretraining step")
     axes[1].set_xlabel("pretraining wall time (s)")
     for axis in axes:
