@@ -135,8 +135,9 @@ flags.DEFINE_enum("recipe", "original", ["original", "efficient"],
                   "table); each flag given still wins. 'original': the 2018 release's. "
                   "'efficient': --objective=mlm --masking=dynamic --full_windows "
                   "--pack_sequences --dupe_factor=1 --masked_lm_prob=0.15 "
-                  "--max_predictions_per_seq=ceil(0.15 * --max_seq_length). The records' "
-                  "manifest names it, and run_pretraining takes its training defaults from it.")
+                  "--max_predictions_per_seq=ceil(--masked_lm_prob * --max_seq_length). The "
+                  "records' manifest names it, and run_pretraining takes its training defaults "
+                  "from it.")
 flags.DEFINE_string("beam_options", "",
                     "With --runner: more Beam pipeline options, one shell-quoted string, e.g. "
                     "\"--project=P --region=R --temp_location=gs://B/tmp\" for Dataflow.")
