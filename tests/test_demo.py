@@ -19,7 +19,7 @@ def test_demo_corpus_is_deterministic_and_in_pretraining_format(tmp_path):
     blocks = text.strip("\n").split("\n\n")
     assert len(blocks) == documents == 50
     assert sum(len(b.split("\n")) for b in blocks) == sentences
-    # One person per document: the name opening the first sentence recurs in the document.
+    # A blank line ends a document, as the original's input format: none inside one.
     assert all(all(line.strip() for line in b.split("\n")) for b in blocks)
     other = tmp_path / "c.txt"
     demo_corpus.write_corpus(str(other), num_documents=50, seed=4)

@@ -144,7 +144,7 @@ CASES = [
                                                     data_dir=f["root"] / "unknown_label"),
      "dev.tsv:2: "),
     ("empty training file", lambda f: classifier(f, do_train=True, data_dir=f["root"] / "empty"),
-     "train"),
+     "error: {root}/empty/train.tsv: has no examples"),
     ("multi-label row with a label not in the list",
      lambda f: classifier(f, do_train=True, do_eval=True, multi_label=True,
                           data_dir=f["root"] / "multi_label"),

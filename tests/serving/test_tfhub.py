@@ -341,7 +341,10 @@ def test_tfhub_refuses_other_tasks_and_int8(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_new_export_replaces_an_earlier_one_of_ours_only(hub_export, tmp_path):
+def test_the_export_folder_check_accepts_an_earlier_tfhub_export_and_refuses_a_users(
+        hub_export, tmp_path):
+    """The check before an export: a TF Hub export of ours may be replaced, a user's folder
+    not (the replacement itself: tests/test_nothing_lost.py)."""
     from bert_tf.errors import InputError
     from bert_tf.serving.export_folders import check_export_dir
     check_export_dir(hub_export["root"] / "hub")  # ours: may be replaced

@@ -24,7 +24,7 @@ from bert_tf.data.pretraining.options import InstanceOptions, VocabIds
 from bert_tf.data.pretraining.streaming import create_pretraining_data_streaming
 from bert_tf.data.pretraining.summary import Summary
 from bert_tf.tokenization import FullTokenizer
-from conftest import assert_refused
+from conftest import assert_refused, require_module
 from test_create_pretraining_data import run_cli
 from test_pretraining_layouts import parse, sequences_of
 
@@ -261,7 +261,7 @@ def test_streaming_full_windows(wikitext, tokenizer, tmp_path, cross):
 
 
 def test_beam_full_windows_across_documents(wikitext, uncased_vocab, tokenizer, tmp_path):
-    pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install .[beam])")
+    require_module("apache_beam", "create_pretraining_data --runner")
     import functools
     from bert_tf.data.pretraining import beam as pretraining_beam
 

@@ -7,14 +7,20 @@ count.
 import pytest
 
 from bert_tf.data.pretraining.corpus import iter_window_spans, iter_windows, read_window_lines
+from conftest import require_module
 from test_create_pretraining_data import read_records, run_cli, wikitext_files  # noqa: F401 (a fixture)
 
-pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install -e .[beam])")
+
+@pytest.fixture
+def beam():
+    """Apache Beam (the test extra; a user's `pip install -e .[beam]`)."""
+    return require_module("apache_beam", "create_pretraining_data --runner")
 
 SHARDS = [f"-{i:05d}-of-00003" for i in range(3)]
 
 
-def test_beam_writes_the_streaming_modes_files(wikitext_files, uncased_vocab, tmp_path):  # noqa: F811
+def test_beam_writes_the_streaming_modes_files(beam, wikitext_files, uncased_vocab,  # noqa: F811
+                                                tmp_path):
     common = [f"--input_file={','.join(map(str, wikitext_files))}",
               f"--vocab_file={uncased_vocab}", "--dupe_factor=2", "--window_bytes=40000",
               "--output_shards=3"]
@@ -63,7 +69,7 @@ def test_window_spans_read_back_the_windows(tmp_path):
                 assert [0] + [stop for _, stop in mine] == [start for start, _ in mine] + [size]
 
 
-def test_bad_runner_and_empty_input_are_errors(uncased_vocab, tmp_path):
+def test_bad_runner_and_empty_input_are_errors(beam, uncased_vocab, tmp_path):
     text = tmp_path / "in.txt"
     text.write_text("one sentence.\n\nanother one.\n", encoding="utf-8")
     common = [f"--vocab_file={uncased_vocab}", f"--output_file={tmp_path / 'o'}"]

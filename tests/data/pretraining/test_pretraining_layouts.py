@@ -24,7 +24,7 @@ from bert_tf.tasks.pretraining.task import pretraining_feature_spec
 from bert_tf.data.input_pipeline import first_record_lengths
 from bert_tf.data.pretraining.record_stats import count_tokens
 from bert_tf.tokenization import FullTokenizer
-from conftest import assert_one_line_error
+from conftest import assert_one_line_error, require_module
 from test_create_pretraining_data import crafted_wordpiece_corpus, run_cli
 
 Options = InstanceOptions
@@ -386,7 +386,7 @@ def test_command_line(corpus, uncased_vocab, tmp_path, tokenizer):
 
 
 def test_beam_writes_the_streaming_modes_packed_files(corpus, uncased_vocab, tokenizer, tmp_path):
-    pytest.importorskip("apache_beam", reason="apache-beam is not installed (pip install .[beam])")
+    require_module("apache_beam", "create_pretraining_data --runner")
     from bert_tf.data.pretraining import beam as pretraining_beam
 
     options = Options(max_seq_length=128, dupe_factor=2, short_seq_prob=0.5,

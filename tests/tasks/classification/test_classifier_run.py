@@ -25,7 +25,8 @@ import numpy as np
 import pytest
 
 from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, eval_history,
-                      kill_a_worker_and_resume, read_eval_numbers, stub_estimator)
+                      kill_a_worker_and_resume, read_eval_numbers, require_module,
+                      stub_estimator)
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +36,7 @@ TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_att
         "type_vocab_size": 2, "initializer_range": 0.02}
 SEQ = 64
 GLOBAL_STEP = 7
+HEAD_BIAS = [0.3, 0.3 - 0.0096906]
 
 
 def command(output_dir, **flags):
@@ -100,12 +102,15 @@ def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert):
         rc.create_model(refbert.modeling.BertConfig.from_dict(TINY), False, ids, ids, ids,
                         v1.zeros([1], v1.int32), 2, False)
         # The head starts at zero bias in the original: give it a value, so a head that is not
-        # loaded cannot pass.
+        # loaded cannot pass. Its two values differ by about what the random encoder adds to
+        # class 1's logit (0.00969, within 5e-5 over the dev rows), so that the dev predictions
+        # hold both classes: the boundary is at the widest gap between the rows' logits (4e-6,
+        # where ours and the original's differ by about 1e-7).
         bias = [v for v in v1.global_variables() if v.name == "output_bias:0"][0]
         step = v1.train.get_or_create_global_step()
         with v1.Session() as sess:
             sess.run(v1.global_variables_initializer())
-            sess.run([bias.assign([0.3, -0.2]), step.assign(GLOBAL_STEP)])
+            sess.run([bias.assign(HEAD_BIAS), step.assign(GLOBAL_STEP)])
             checkpoint = v1.train.Saver().save(sess, str(root / "original" / "model.ckpt"),
                                                global_step=GLOBAL_STEP)
     return {"root": root, "data": data, "config": str(config), "checkpoint": checkpoint,
@@ -200,12 +205,13 @@ def test_eval_and_predict_equal_the_original(workspace, reference, refbert, eval
         np.testing.assert_allclose(ours[key], value, rtol=1e-5, err_msg=key)
     # F1, per-class scores and the confusion matrix of the original's own predictions, by
     # scikit-learn.
-    sklearn_metrics = pytest.importorskip("sklearn.metrics")
+    sklearn_metrics = require_module("sklearn.metrics", "the F1 and confusion matrix oracle")
     dev_probabilities = reference_outputs(reference, refbert, workspace, workspace["checkpoint"],
                                           "dev", "infer")
     rc, _ = reference
     labels = [int(e.label) for e in rc.MrpcProcessor().get_dev_examples(str(workspace["data"]))]
-    predicted = dev_probabilities.argmax(-1)  # (all 0 for this checkpoint: class 1 scores 0)
+    predicted = dev_probabilities.argmax(-1)
+    assert 0 < predicted.mean() < 1, predicted  # both classes: F1 and per-class scores not 0
     np.testing.assert_allclose(ours["eval_f1"], sklearn_metrics.f1_score(labels, predicted),
                                rtol=1e-6)
     scores = sklearn_metrics.precision_recall_fscore_support(labels, predicted, labels=[0, 1],
@@ -310,7 +316,7 @@ def test_trained_checkpoint_in_the_original_naming_loads_in_the_original(
     names = {name for name, _ in tf.train.list_variables(written)}
     assert {"output_weights", "output_bias", "bert/pooler/dense/kernel", "global_step"} <= names
     trained = tf.train.load_checkpoint(written).get_tensor("output_bias")
-    assert np.abs(trained - np.array([0.3, -0.2])).max() > 1e-4  # training moved the head
+    assert np.abs(trained - np.array(HEAD_BIAS)).max() > 1e-4  # training moved the head
     expected = reference_outputs(reference, refbert, workspace, written, "test", "infer")
     np.testing.assert_allclose(read_probabilities(output_dir / "test_results.tsv"), expected,
                                atol=2e-6)

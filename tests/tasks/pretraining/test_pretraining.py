@@ -86,5 +86,8 @@ def test_shares_add_up_to_the_whole_batch_loss():
 def test_format_results_is_the_originals():
     results = {"loss": np.float32(2.5), "global_step": np.int64(20),
                "masked_lm_accuracy": np.float32(1 / 3)}
-    assert format_results(results) == (
+    # The original's run_pretraining.py: for key in sorted(result.keys()):
+    # writer.write("%s = %s\n" % (key, str(result[key]))), on the estimator's numpy values.
+    original = "".join("%s = %s\n" % (key, str(results[key])) for key in sorted(results))
+    assert format_results(results) == original == (
         "global_step = 20\nloss = 2.5\nmasked_lm_accuracy = 0.33333334\n")
