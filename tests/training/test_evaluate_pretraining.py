@@ -128,6 +128,28 @@ def test_table_equals_the_task_command_lines_and_a_killed_evaluation_redoes_no_r
                    out)
 
 
+def test_a_hugging_face_directory_is_scored_as_run_classifier_scores_it(small_data, tmp_path):
+    """Any model directory, not only a pretraining run's folder: the real all-MiniLM-L6-v2
+    Hugging Face directory is one row of step 0, whose score is run_classifier's from that
+    directory with the same settings."""
+    from tests.conftest import minilm_directory
+    model = minilm_directory()
+    out = tmp_path / "evaluation"
+    status, log = run_command_line(MODULE, evaluation_flags(
+        model, small_data, out, tasks="MRPC", train_slices="MRPC=48", no_baseline=True))
+    assert status == 0, log[-3000:]
+    rows = table(out / "results.tsv")
+    assert [(r["model"], r["step"], r["task"], r["seed"]) for r in rows] == [
+        (model.name, "0", "MRPC", "0")]
+    status, log = run_command_line("run.run_classifier", dict(
+        task_name="MRPC", data_dir=out / "data" / "MRPC", init_checkpoint=model,
+        output_dir=tmp_path / "mrpc", do_train=True, do_eval=True, seed=0, max_seq_length=128,
+        **PROTOCOL))
+    assert status == 0, log[-3000:]
+    assert eval_results(tmp_path / "mrpc")["eval_f1"] * 100 == pytest.approx(
+        float(rows[0]["score"]), abs=1e-4)
+
+
 def test_protocol_task_names_and_remote_models_are_checked():
     from bert_tf.errors import InputError
     from bert_tf.training.pretraining_evaluation import driver, suite
