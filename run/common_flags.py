@@ -296,6 +296,13 @@ def check_recorded(files, task, key, value, flag):
                                      given_by_argument=False)
 
 
+def check_settings():
+    """The run's settings before the library is imported (RunSettings.validate, TensorFlow-free:
+    values, something to do, an output_dir that can be one): such errors come without
+    TensorFlow's start-up. `start_strategy` checks them again, with the export folder."""
+    run_settings().validate(steps_known=False)
+
+
 def start_strategy():
     """Checks the run's settings and builds the strategy before any work
     (bert_tf.training.fine_tuning.start)."""

@@ -90,12 +90,13 @@ def file_options():
 
 def main(argv):
     del argv
-    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    common_flags.check_required("data_dir", "task_name", "output_dir")
+    common_flags.check_settings()
+    # The library (and TensorFlow) after the flags are checked: --help and flag errors come
     # without TensorFlow's start-up.
     from bert_tf.tasks.classification import reader, task as classification
     from bert_tf.api import load_tokenizer
 
-    common_flags.check_required("data_dir", "task_name", "output_dir")
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("classifier")
     own_files = reader.reads_user_files(FLAGS.task_name)

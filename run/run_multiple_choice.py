@@ -62,10 +62,13 @@ def file_options():
 
 def main(argv):
     del argv
+    common_flags.check_required("data_dir", "task_name", "output_dir")
+    common_flags.check_settings()
+    # The library (and TensorFlow) after the flags are checked: --help and flag errors come
+    # without TensorFlow's start-up.
     from bert_tf.tasks.multiple_choice import reader, task as multiple_choice
     from bert_tf.api import load_tokenizer
 
-    common_flags.check_required("data_dir", "task_name", "output_dir")
     processor = reader.get_processor(FLAGS.task_name, **file_options())
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("multiple_choice")

@@ -50,12 +50,13 @@ flags.adopt_module_key_flags(common_flags)  # --help lists the shared flags too
 
 def main(argv):
     del argv
-    # The library (and TensorFlow) after the flags are parsed: --help and flag errors come
+    common_flags.check_required("data_dir", "output_dir")
+    common_flags.check_settings()
+    # The library (and TensorFlow) after the flags are checked: --help and flag errors come
     # without TensorFlow's start-up.
     from bert_tf.tasks.ner import task as tagging
     from bert_tf.api import load_tokenizer
 
-    common_flags.check_required("data_dir", "output_dir")
     common_flags.start_strategy()
     files = common_flags.fine_tuning_model_files("ner")
     # A model directory of a tagger's run gives its tags (and their scheme).

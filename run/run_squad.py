@@ -80,6 +80,7 @@ def main(argv):
     del argv
     common_flags.check_required("output_dir")
     check_flags()
+    common_flags.check_settings()
     # The library (and TensorFlow) after the flags are checked: --help and flag errors come
     # without TensorFlow's start-up.
     from bert_tf.tasks.squad import task as squad
