@@ -6,7 +6,8 @@
 - run/ and data_tools/: the command lines import the library (bert_tf, TensorFlow) in the
   functions that use it, after their flags are parsed; nothing else is imported in a function.
 - The modules of TENSORFLOW_FREE import no TensorFlow (checked each in a fresh interpreter):
-  `--help`, flag errors and the "install TensorFlow" message come without its start-up.
+  `--help`, flag errors and the "install TensorFlow" message come without its start-up; so
+  does a training command line's refusal of its run flags (CPython's import log).
 - bert_tf/ has no import cycle, and a module imports from its own layer of LAYERS or lower ones,
   but for the imports of UPWARD_IMPORTS, for the reason given (at the top or in a function).
 """
@@ -224,3 +225,26 @@ def test_module_imports_without_tensorflow(module):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", (f"importing {module} imports {result.stdout.strip()} "
                                          f"({TENSORFLOW_FREE[module]})")
+
+
+@pytest.mark.parametrize("module, flags", [
+    ("run.run_classifier", ["--task_name=MRPC", "--data_dir=data"]),
+    ("run.run_ner", ["--data_dir=data"]),
+    ("run.run_squad", []),
+    ("run.run_multiple_choice", ["--task_name=swag", "--data_dir=data"]),
+    ("run.run_pretraining", ["--input_file=records"]),
+])
+def test_a_run_with_nothing_to_do_is_refused_before_tensorflow(module, flags, tmp_path):
+    """The run's own flags are checked before the library is imported: CPython's import log
+    (-X importtime, every module a process imports) holds no TensorFlow before the error."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", module, f"--output_dir={tmp_path / 'out'}",
+         *flags], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert lines[-1] == ("error: --do_train: at least one of --do_train, --do_eval or "
+                         "--do_predict must be set"), lines[-1]
+    imported = {line.rsplit("|", 1)[1].strip() for line in lines
+                if line.startswith("import time:")}
+    assert "bert_tf" in imported and "tensorflow" not in imported
+    assert not (tmp_path / "out").exists()
