@@ -36,7 +36,6 @@ TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_att
         "type_vocab_size": 2, "initializer_range": 0.02}
 SEQ = 64
 GLOBAL_STEP = 7
-HEAD_BIAS = [0.3, 0.3 - 0.0096906]
 
 
 def command(output_dir, **flags):
@@ -79,7 +78,7 @@ def reference(refbert):
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert):
+def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert, reference):
     """A small MRPC data dir (real rows: 64 train, 45 dev, 30 test), the tiny config and a TF1
     checkpoint of the original's classifier graph (random weights, global_step 7)."""
     import json
@@ -94,6 +93,28 @@ def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert):
             f.writelines(lines)
     config = root / "bert_config.json"
     config.write_text(json.dumps(TINY))
+    found = {"root": root, "data": data, "config": str(config), "vocab": str(uncased_vocab)}
+    # The head starts at zero bias in the original: give it a value, so a head that is not
+    # loaded cannot pass. The random encoder's class-1-over-class-0 logits differ little from
+    # row to row (by about 5e-5): a bias that puts the decision boundary in the widest gap
+    # between the dev rows' logits (a few 1e-6, where ours and the original's differ by about
+    # 1e-7) makes the dev predictions hold both classes, so that F1 and each class's scores are
+    # not 0 for want of a class.
+    equal = write_classifier_checkpoint(refbert, root / "equal_bias" / "model.ckpt", [0.3, 0.3])
+    probabilities = reference_outputs(reference, refbert, found, equal, "dev", "infer")
+    margins = np.sort(np.log(probabilities[:, 1]) - np.log(probabilities[:, 0]))
+    gaps = np.diff(margins)[1:-1]  # at least two rows on each side
+    widest = int(np.argmax(gaps)) + 1
+    boundary = float(margins[widest] + margins[widest + 1]) / 2
+    found["head_bias"] = [0.3, 0.3 - boundary]
+    found["checkpoint"] = write_classifier_checkpoint(refbert, root / "original" / "model.ckpt",
+                                                      found["head_bias"])
+    return found
+
+
+def write_classifier_checkpoint(refbert, path, bias_values):
+    """The original's classifier graph on TINY, its random weights seeded (the same for every
+    call), the head's bias `bias_values`, at GLOBAL_STEP; returns the checkpoint's prefix."""
     v1 = refbert.v1
     rc = refbert.import_reference("run_classifier")
     with v1.Graph().as_default(), tf1_tensor_shapes(v1):
@@ -101,20 +122,12 @@ def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert):
         ids = v1.zeros([1, SEQ], v1.int32)
         rc.create_model(refbert.modeling.BertConfig.from_dict(TINY), False, ids, ids, ids,
                         v1.zeros([1], v1.int32), 2, False)
-        # The head starts at zero bias in the original: give it a value, so a head that is not
-        # loaded cannot pass. Its two values differ by about what the random encoder adds to
-        # class 1's logit (0.00969, within 5e-5 over the dev rows), so that the dev predictions
-        # hold both classes: the boundary is at the widest gap between the rows' logits (4e-6,
-        # where ours and the original's differ by about 1e-7).
         bias = [v for v in v1.global_variables() if v.name == "output_bias:0"][0]
         step = v1.train.get_or_create_global_step()
         with v1.Session() as sess:
             sess.run(v1.global_variables_initializer())
-            sess.run([bias.assign(HEAD_BIAS), step.assign(GLOBAL_STEP)])
-            checkpoint = v1.train.Saver().save(sess, str(root / "original" / "model.ckpt"),
-                                               global_step=GLOBAL_STEP)
-    return {"root": root, "data": data, "config": str(config), "checkpoint": checkpoint,
-            "vocab": str(uncased_vocab)}
+            sess.run([bias.assign(bias_values), step.assign(GLOBAL_STEP)])
+            return v1.train.Saver().save(sess, str(path), global_step=GLOBAL_STEP)
 
 
 def reference_outputs(reference, refbert, workspace, checkpoint, split, mode, batch_size=8,
@@ -254,8 +267,9 @@ def test_exported_savedmodel_predicts_as_the_run(evaluated, workspace):
     by_text = tf.saved_model.load(str(output_dir / "exported")).signatures["serve_text_pair"](
         text_a=tf.constant([r[3] for r in rows]), text_b=tf.constant([r[4] for r in rows]))
     np.testing.assert_allclose(by_text["probabilities"].numpy(), expected, atol=1e-6)
+    # (the label of its own probabilities: the rows lie within 1e-4 of the boundary)
     assert [x.decode() for x in by_text["label"].numpy()] == [
-        ["0", "1"][i] for i in expected.argmax(axis=1)]
+        ["0", "1"][i] for i in by_text["probabilities"].numpy().argmax(axis=1)]
 
 
 def test_bucketed_batches_give_the_same_numbers(evaluated):
@@ -316,7 +330,8 @@ def test_trained_checkpoint_in_the_original_naming_loads_in_the_original(
     names = {name for name, _ in tf.train.list_variables(written)}
     assert {"output_weights", "output_bias", "bert/pooler/dense/kernel", "global_step"} <= names
     trained = tf.train.load_checkpoint(written).get_tensor("output_bias")
-    assert np.abs(trained - np.array(HEAD_BIAS)).max() > 1e-4  # training moved the head
+    moved = np.abs(trained - np.array(workspace["head_bias"])).max()
+    assert moved > 1e-4  # training moved the head
     expected = reference_outputs(reference, refbert, workspace, written, "test", "infer")
     np.testing.assert_allclose(read_probabilities(output_dir / "test_results.tsv"), expected,
                                atol=2e-6)
