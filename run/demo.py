@@ -204,8 +204,7 @@ def main(argv):
     with open(config_file, "w", encoding="utf-8") as f:
         json.dump(dict(SMALL_BERT_CONFIG, vocab_size=vocab_size), f, indent=2)
     # The records' manifest gives the length, masking, vocabulary, casing and recipe, and the
-    # recipe the optimizer, rate, warmup and shuffle buffer: only the files, the model, the
-    # batch and the steps are given here.
+    # recipe the optimizer, rate, warmup and shuffle buffer: none of them is given here.
     timings["pretrain"] = run_stage(
         "pretrain", f"{RUN_PACKAGE}.run_pretraining", bert_config_file=config_file,
         input_file=records, output_dir=model_dir, do_train=True, do_eval=True,

@@ -108,7 +108,8 @@ def plot(path, summary, task_names):
                               markersize=6 if name == "average" else 3,
                               color=color, linewidth=2 if name == "average" else 0.7,
                               alpha=1 if name == "average" else 0.5,
-                              label=model if name == "average" else None)
+                              label=model if name == "average" else None,
+                              clip_on=False)  # a model at step 0 sits on the axis
             if baseline and baseline["average"] is not None:
                 axis.axhline(baseline["average"], color=color, linestyle="--", linewidth=1,
                              label=f"random init of {model}'s config")
