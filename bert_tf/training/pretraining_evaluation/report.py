@@ -104,11 +104,10 @@ def plot(path, summary, task_names):
                       for x, entry in usable if entry.get(name)]
                 if xy:
                     # Tasks marked too: a model with one checkpoint is a point, not a line.
-                    axis.plot(*zip(*xy), marker="o" if name == "average" else ".",
-                              markersize=6 if name == "average" else 3,
-                              color=color, linewidth=2 if name == "average" else 0.7,
-                              alpha=1 if name == "average" else 0.5,
-                              label=model if name == "average" else None,
+                    style = (dict(marker="o", markersize=6, linewidth=2, alpha=1, label=model)
+                             if name == "average" else
+                             dict(marker=".", markersize=3, linewidth=0.7, alpha=0.5))
+                    axis.plot(*zip(*xy), color=color, **style,
                               clip_on=False)  # a model at step 0 sits on the axis
             if baseline and baseline["average"] is not None:
                 axis.axhline(baseline["average"], color=color, linestyle="--", linewidth=1,

@@ -100,23 +100,24 @@ def workspace(tmp_path_factory, shared_data, uncased_vocab, refbert, reference):
     # between the dev rows' logits (a few 1e-6, where ours and the original's differ by about
     # 1e-7) makes the dev predictions hold both classes, so that F1 and each class's scores are
     # not 0 for want of a class.
-    equal = write_classifier_checkpoint(refbert, root / "equal_bias" / "model.ckpt", [0.3, 0.3])
+    equal = write_classifier_checkpoint(refbert, reference, root / "equal_bias" / "model.ckpt",
+                                        [0.3, 0.3])
     probabilities = reference_outputs(reference, refbert, found, equal, "dev", "infer")
     margins = np.sort(np.log(probabilities[:, 1]) - np.log(probabilities[:, 0]))
     gaps = np.diff(margins)[1:-1]  # at least two rows on each side
     widest = int(np.argmax(gaps)) + 1
     boundary = float(margins[widest] + margins[widest + 1]) / 2
     found["head_bias"] = [0.3, 0.3 - boundary]
-    found["checkpoint"] = write_classifier_checkpoint(refbert, root / "original" / "model.ckpt",
-                                                      found["head_bias"])
+    found["checkpoint"] = write_classifier_checkpoint(
+        refbert, reference, root / "original" / "model.ckpt", found["head_bias"])
     return found
 
 
-def write_classifier_checkpoint(refbert, path, bias_values):
+def write_classifier_checkpoint(refbert, reference, path, bias_values):
     """The original's classifier graph on TINY, its random weights seeded (the same for every
     call), the head's bias `bias_values`, at GLOBAL_STEP; returns the checkpoint's prefix."""
     v1 = refbert.v1
-    rc = refbert.import_reference("run_classifier")
+    rc, _ = reference
     with v1.Graph().as_default(), tf1_tensor_shapes(v1):
         v1.set_random_seed(3)
         ids = v1.zeros([1, SEQ], v1.int32)
