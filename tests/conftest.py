@@ -29,20 +29,17 @@ UNCASED_VOCAB = SHARED_DATA / "vocab" / "bert-base-uncased-vocab.txt"
 
 def run_command_line(module, flags=(), timeout=300, cwd=PROJECT_ROOT):
     """Runs `python -m module` with `flags` ({name: value}: True gives --name, None leaves it
-    out; or a list of ready arguments) as in a user's install (`command_env`); returns (exit
-    status, stdout + stderr)."""
-    import subprocess
-    line = [sys.executable, "-m", module]
+    out; or a list of ready arguments) as in a user's install (`command_env`; forked from a
+    process that has imported TensorFlow: tests/command_lines.py); returns (exit status,
+    stdout + stderr)."""
+    from command_lines import run_module
     if isinstance(flags, dict):
-        for flag, value in flags.items():
-            if value is None:
-                continue
-            line.append(f"--{flag}" if value is True else f"--{flag}={value}")
+        line = [f"--{flag}" if value is True else f"--{flag}={value}"
+                for flag, value in flags.items() if value is not None]
     else:
-        line.extend(str(arg) for arg in flags)
-    process = subprocess.run(line, cwd=cwd, capture_output=True, text=True, timeout=timeout,
-                             env=command_env())
-    return process.returncode, process.stdout + process.stderr
+        line = [str(arg) for arg in flags]
+    status, stdout, stderr = run_module(module, line, command_env(), cwd=cwd, timeout=timeout)
+    return status, stdout + stderr
 
 
 def assert_one_line_error(module, flags, expected, **kwargs):

@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import PROJECT_ROOT, command_env
+from command_lines import run_line
+from conftest import command_env
 
 pytestmark = pytest.mark.slow
 
@@ -22,8 +23,7 @@ TINY = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2, "num_att
 def export(flags, expect=0):
     line = [sys.executable, "-m", "run.export_savedmodel"]
     line += [f"--{k}={v}" for k, v in flags.items()]
-    process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=300, env=command_env())
+    process = run_line(line, command_env())
     output = process.stdout + process.stderr
     assert process.returncode == expect, output[-3000:]
     return output
@@ -137,7 +137,6 @@ def test_a_checkpoint_without_the_head_is_refused(exported, tmp_path):
 def test_string_signature_serves_without_tensorflow_text(exported, tmp_path):
     """The exported classifier, loaded in a fresh process that cannot import tensorflow_text,
     gives the in-process probabilities on raw strings."""
-    import subprocess
     import textwrap
 
     import tensorflow as tf
@@ -357,7 +356,6 @@ def test_saved_model_cli_runs_the_string_signature(exported, tmp_path):
     """`saved_model_cli run` (TensorFlow's tool, TF1 session loader) on serve_text_pair, without
     tensorflow_text: the in-process probabilities."""
     import pathlib
-    import subprocess
 
     import tensorflow as tf
 

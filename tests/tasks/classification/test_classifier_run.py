@@ -18,13 +18,13 @@ checkpoint in the original naming with a classifier head (output_weights / outpu
 import contextlib
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import (PROJECT_ROOT, assert_same_checkpoints, command_env, eval_history,
+from command_lines import run_line
+from conftest import (assert_same_checkpoints, command_env, eval_history,
                       kill_a_worker_and_resume, read_eval_numbers, require_module,
                       stub_estimator)
 
@@ -47,8 +47,7 @@ def command(output_dir, **flags):
 
 
 def run(line, expect=0, timeout=300):
-    process = subprocess.run(line, cwd=PROJECT_ROOT, env=command_env(TF_CPP_MIN_LOG_LEVEL="2"), capture_output=True, text=True,
-                             timeout=timeout)
+    process = run_line(line, command_env(TF_CPP_MIN_LOG_LEVEL="2"), timeout=timeout)
     output = process.stdout + process.stderr
     assert process.returncode == expect, output[-4000:]
     return output

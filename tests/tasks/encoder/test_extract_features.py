@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 
+from command_lines import run_line
 from conftest import PROJECT_ROOT, command_env, strategy_line
 from test_model import SMALL_CONFIG, build_reference, make_inputs
 
@@ -85,8 +86,7 @@ def reference_jsonl(refbert, input_file, vocab_file, checkpoint, config):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "run.extract_features", *args], cwd=PROJECT_ROOT,
-                          capture_output=True, text=True, env=command_env(), timeout=300)
+    return run_line([sys.executable, "-m", "run.extract_features", *args], command_env())
 
 
 def test_extract_features_matches_original(refbert, uncased_vocab, tmp_path):

@@ -6,13 +6,13 @@ keeping the checkpoint of the best entity F1) must learn entities, and the entit
 eval_results.txt must be seqeval's on the predictions file the run wrote (which must hold every
 word of the eval file, in order, with its gold tag), both the kept checkpoint's.
 """
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import (PROJECT_ROOT, command_env, eval_history, minilm_directory,
+from command_lines import run_line
+from conftest import (command_env, eval_history, minilm_directory,
                       read_eval_numbers, require_module)
 
 pytestmark = pytest.mark.slow
@@ -63,8 +63,7 @@ def trained(tmp_path_factory, shared_data):
             "--num_train_epochs=2", "--train_batch_size=16", "--learning_rate=2e-4", "--seed=1",
             "--bucket_by_length", "--eval_during_training", "--save_checkpoints_steps=11",
             "--keep_best_checkpoint"]
-    process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=600, env=command_env(TF_CPP_MIN_LOG_LEVEL="2"))
+    process = run_line(line, command_env(TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
     assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
     return data, output_dir, process.stdout + process.stderr
 
@@ -119,8 +118,7 @@ def test_predict_from_the_trained_folder_alone(trained, tmp_path):
     line = [sys.executable, "-m", "run.run_ner", f"--data_dir={test_only}",
             f"--init_checkpoint={output_dir}", f"--output_dir={tmp_path / 'predicted'}",
             "--do_predict"]
-    process = subprocess.run(line, cwd=PROJECT_ROOT, capture_output=True, text=True,
-                             timeout=600, env=command_env(TF_CPP_MIN_LOG_LEVEL="2"))
+    process = run_line(line, command_env(TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
     assert process.returncode == 0, (process.stdout + process.stderr)[-4000:]
     ours = (tmp_path / "predicted" / "test_predictions.txt").read_text(encoding="utf-8")
     assert ours == (output_dir / "test_predictions.txt").read_text(encoding="utf-8")
