@@ -32,11 +32,15 @@ class _Server:
 
     def __init__(self, env):
         self.outputs = tempfile.mkdtemp(prefix="bert_tf_command_lines_")
-        self.process = subprocess.Popen(
-            [sys.executable, str(SERVER)], cwd=PROJECT_ROOT, env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, bufsize=0)
+        import_output = os.path.join(self.outputs, "server_stderr")
+        with open(import_output, "wb") as f:
+            self.process = subprocess.Popen(
+                [sys.executable, str(SERVER)], cwd=PROJECT_ROOT, env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=f, bufsize=0)
         self._buffer = b""
-        self.alive = self._reply(timeout=300) == "ready"
+        # A fresh process would print what the imports print: then fresh processes it is.
+        self.alive = (self._reply(timeout=300) == "ready"
+                      and os.path.getsize(import_output) == 0)
 
     def _reply(self, timeout):
         """The server's next line; None at its end or after `timeout` seconds."""
@@ -54,7 +58,8 @@ class _Server:
         return line.decode()
 
     def run(self, module, args, env, cwd, timeout):
-        """(status, stdout, stderr) of the command line; None when the server has died."""
+        """(status, stdout, stderr) of the command line; None when the server could not take
+        it (it has died: nothing ran)."""
         stdout = os.path.join(self.outputs, "stdout")
         stderr = os.path.join(self.outputs, "stderr")
         request = dict(module=module, args=list(args), env=env, cwd=str(cwd), stdout=stdout,
@@ -72,14 +77,18 @@ class _Server:
         exited = self._reply(timeout)
         timed_out = exited is None
         if timed_out:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:  # it ended as the time ran out; its line follows
+                pass
             exited = self._reply(timeout=60)
         if exited is None or not exited.startswith("exited "):
+            # It ran, perhaps in part: running it again could meet what it left.
             self.alive = False
-            return None
-        with open(stdout, encoding="utf-8", errors="replace") as f:
+            raise RuntimeError(f"the command-line server died while running {module}")
+        with open(stdout, encoding="utf-8") as f:
             out = f.read()
-        with open(stderr, encoding="utf-8", errors="replace") as f:
+        with open(stderr, encoding="utf-8") as f:
             err = f.read()
         if timed_out:
             raise subprocess.TimeoutExpired([module] + list(args), timeout, out, err)
@@ -119,6 +128,8 @@ def _server(env):
         server = _servers[key] = _Server(env)
     _servers.move_to_end(key)
     if not server.alive:
+        server.stop()
+        del _servers[key]
         _unstartable.add(key)
         return None
     return server

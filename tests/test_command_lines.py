@@ -32,6 +32,37 @@ def test_a_refusal_and_the_help_are_the_fresh_process_s(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+# A module that shows what a command line's process could notice: names in __main__ it did not
+# import, its arguments, an atexit function, an object finalised at exit, sys.exit's message.
+PROBE = """
+import atexit
+import sys
+
+
+class FinalisedAtExit:
+    def __del__(self):
+        print("finalised at exit", file=sys.stderr)
+
+
+kept = FinalisedAtExit()
+atexit.register(print, "atexit ran")
+print(__name__, sys.argv[0].endswith("probe_module.py"), sys.argv[1:], sys.orig_argv[1:])
+print(sorted(name for name in globals() if not name.startswith("__")))
+sys.exit("exit message")
+"""
+
+
+def test_the_process_is_a_fresh_one_s_from_its_module_to_its_exit(tmp_path):
+    (tmp_path / "probe_module.py").write_text(PROBE)
+    runs = {mode: command_lines.run_module("probe_module", ["--a=1", "b"], command_env(
+                BERT_TF_FRESH_PROCESSES=fresh), cwd=tmp_path)
+            for mode, fresh in (("forked", "0"), ("fresh", "1"))}
+    assert runs["forked"] == runs["fresh"]
+    status, stdout, stderr = runs["forked"]
+    assert status == 1 and "exit message" in stderr and "finalised at exit" in stderr
+    assert "['FinalisedAtExit', 'atexit', 'kept', 'sys']" in stdout and "atexit ran" in stdout
+
+
 def test_a_training_run_writes_the_fresh_process_s_files_and_lines(tmp_path, uncased_vocab,
                                                                   shared_data):
     (tmp_path / "bert_config.json").write_text(json.dumps(PRETRAINING_CONFIG))
