@@ -13,6 +13,7 @@ import collections
 import json
 import os
 import pathlib
+import select
 import shutil
 import signal
 import subprocess
@@ -44,7 +45,6 @@ class _Server:
 
     def _reply(self, timeout):
         """The server's next line; None at its end or after `timeout` seconds."""
-        import select
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
