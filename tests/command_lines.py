@@ -114,24 +114,22 @@ def _stop_servers():
 
 
 def _server(env):
+    """The live server of `env`, started if need be; None when it cannot start."""
     key = frozenset(env.items())
     if key in _unstartable:
         return None
-    server = _servers.get(key)
-    if server is not None and not server.alive:
-        server.stop()
-        del _servers[key]
-        server = None
-    if server is None:
+    server = _servers.pop(key, None)
+    if server is None or not server.alive:
+        if server is not None:
+            server.stop()
         while len(_servers) >= MAX_SERVERS:
             _servers.popitem(last=False)[1].stop()
-        server = _servers[key] = _Server(env)
-    _servers.move_to_end(key)
-    if not server.alive:
-        server.stop()
-        del _servers[key]
-        _unstartable.add(key)
-        return None
+        server = _Server(env)
+        if not server.alive:
+            server.stop()
+            _unstartable.add(key)
+            return None
+    _servers[key] = server  # the most recently used last
     return server
 
 
