@@ -125,6 +125,7 @@ def test_ours_command_lines(bench, tmp_path):
             efficient["train_batch_size"]) == ("0.002", "7", "100", "32")
     assert json.loads(open(efficient["bert_config_file"]).read())["num_attention_heads"] == 4
     assert line("efficient-warmup6")["num_warmup_steps"] == "6"
+    assert line("efficient-warmup20")["num_warmup_steps"] == "20"
     assert (line("efficient-warmup6-buffer100")["shuffle_buffer_size"]
             == "100")
     assert "dropout" not in efficient  # the config's

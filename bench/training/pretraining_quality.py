@@ -121,7 +121,7 @@ THREAD_ENV = {"OMP_NUM_THREADS": str(THREADS), "TF_NUM_INTRAOP_THREADS": str(THR
               "TF_NUM_INTEROP_THREADS": str(THREADS), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 # A recipe of ours: extra flags of create_pretraining_data and of run_pretraining. New recipes
-# plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmup6}` by 6% of the steps,
+# plug in here; `{vocab}` is replaced by the vocabulary's path, `{warmupN}` by N% of the steps,
 # `{third}` by a third of them.
 # Records made with --recipe=efficient carry the recipe in their manifest, and run_pretraining
 # takes the optimizer, warmup and shuffle buffer from it: each variant changes one or two.
@@ -154,6 +154,8 @@ RECIPES = {
     "efficient-warmup6-buffer100": dict(
         create=EFFICIENT, train=["--num_warmup_steps={warmup6}", "--shuffle_buffer_size=100"],
         about="efficient, warmup 6%, shuffle buffer 100 (the original's)"),
+    "efficient-warmup20": dict(create=EFFICIENT, train=["--num_warmup_steps={warmup20}"],
+                               about="efficient, warmup 20% of the steps"),
     "efficient-adamw": dict(create=EFFICIENT, train=["--optimizer=adamw"],
                             about="efficient with AdamWeightDecay (no bias correction)"),
     "efficient-nodropout": dict(create=EFFICIENT, train=["--dropout=0"],
@@ -705,8 +707,9 @@ def train_line(args, run, records, output_dir, steps, save_every, seed):
             line += [f"--masked_lm_prob={MASK_RATE}", f"--vocab_file={VOCAB}"]
     if not is_efficient(recipe):
         line.append(f"--num_warmup_steps={warmup(steps)}")
-    line += [f.replace("{vocab}", str(VOCAB)).replace("{warmup6}", str(warmup(steps, 0.06)))
-             .replace("{third}", str(steps // 3)) for f in recipe["train"]]
+    line += [re.sub(r"\{warmup(\d+)\}", lambda m: str(warmup(steps, int(m[1]) / 100)),
+                    f.replace("{vocab}", str(VOCAB)).replace("{third}", str(steps // 3)))
+             for f in recipe["train"]]
     if run.optimizer:
         line.append(f"--optimizer={run.optimizer}")
     return line
