@@ -81,8 +81,8 @@ def test_a_training_run_writes_the_fresh_process_s_files_and_lines(tmp_path, unc
             "--num_warmup_steps=0", "--train_batch_size=4", "--max_eval_steps=2", "--seed=1"],
             command_env(BERT_TF_FRESH_PROCESSES=fresh))
         assert status == 0, stderr[-3000:]
-        # Times, process ids and the output folder's name are the only differences a second
-        # run may show; TensorFlow's C++ log lines start with a timestamp and a thread id.
+        # Times, thread ids and the output folder's name are the only differences a second run
+        # may show; TensorFlow's C++ log lines start with a timestamp and a thread id.
         lines = re.sub(r"^([IWEF])\d{4} [\d:.]+ +\d+ ", r"\1 ",
                        (stdout + stderr).replace(str(output_dir), "OUT"), flags=re.M)
         lines = re.sub(r"\d+(\.\d+)? ?(s|steps/s|examples/s|ms)\b", "T", lines)
